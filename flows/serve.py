@@ -1,0 +1,24 @@
+"""Serve the pipeline flow as a deployment so runs can be scheduled and triggered from the Prefect UI.
+
+    prefect server start                                          # terminal 1: UI at http://127.0.0.1:4200
+    PREFECT_API_URL=http://127.0.0.1:4200/api python -m flows.serve --cron "0 3 * * *"   # terminal 2
+"""
+from __future__ import annotations
+
+import argparse
+
+import flows  # noqa: F401
+from flows.pipeline import pipeline
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", default="leakage-audit")
+    ap.add_argument("--cron", default=None, help="schedule, e.g. '0 3 * * *' (none = trigger from the UI)")
+    ap.add_argument("--repo", default=".")
+    args = ap.parse_args(argv)
+    pipeline.serve(name=args.name, cron=args.cron, parameters={"repo": args.repo})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""DVC stage ``audit``: one-run epsilon lower bounds (95%/99%), TPR at fixed FPR and AUROC with bootstrap
+intervals for every run, attack and canary kind -> reports/metrics.json (DVC metrics)."""
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from .config import AttackParams, AuditParams, load, read_params, run_names
+from .errors import DataError, run_cli
+
+log = logging.getLogger("stages.audit")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args(argv)
+    raw = read_params(args.params)
+    params = load(AuditParams, "audit", args.params, raw)
+    attack = load(AttackParams, "attack", args.params, raw)
+    runs = run_names(raw)
+    if not runs:
+        raise DataError(f"{args.params}: runs: no runs to audit")
+    from .auditing.summary import audit_run
+    from .io import write_json
+
+    metrics = {
+        "audit_params": {"k_pos": params.k_pos, "k_neg": params.k_neg, "delta": params.delta,
+                         "confidences": list(params.confidences), "bootstrap": params.bootstrap},
+        "runs": {run: audit_run(Path(attack.out_dir) / run, params) for run in runs},
+    }
+    write_json(params.out, metrics)
+    for run, res in metrics["runs"].items():
+        for atk, kinds in res["attacks"].items():
+            for kind, m in kinds.items():
+                eps = " ".join(f"{k}={v:.3f}" for k, v in m["audit"].items() if k.startswith("eps_lb"))
+                tprs = " ".join(f"TPR@{f}={t['value']:.3f}" for f, t in m["tpr_at_fpr"].items())
+                log.info("%s/%s/%s: %s AUROC=%.3f %s", run, atk, kind, eps, m["auroc"], tprs)
+
+
+if __name__ == "__main__":
+    run_cli(main)

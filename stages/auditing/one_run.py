@@ -1,0 +1,93 @@
+"""One-run privacy audit (Steinke, Nasr, Jagielski, "Privacy Auditing with One (1) Training Run",
+NeurIPS 2023), implemented from the maths.
+
+Setting: m canaries, each included in training independently with probability 1/2. After training
+the auditor guesses "in" for some canaries, "out" for others and abstains on the rest; r guesses,
+v of them correct. If training is (eps, delta)-DP, the number of correct guesses W satisfies
+(their Theorem 5.2, which specialises to Theorem 3.1 when delta = 0):
+
+    P[W >= v] <= P[Binomial(r, p) >= v] + 2 m delta * max_{i=1..v} (1/i) P[v > Binomial(r, p) >= v - i],
+
+with p = e^eps / (1 + e^eps), the accuracy of eps-DP randomized response. The right-hand side is
+the p-value of observing v; eps_hat is the largest eps whose null hypothesis "(eps, delta)-DP" is
+rejected at the stated confidence, i.e. the supremum of eps with p-value < 1 - confidence. The
+p-value increases with eps, so the rejected set is an interval [0, eps_hat) found by bracketing and
+bisection to 1e-9.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import binom
+
+
+def _check(m: int, r: int, v: int) -> None:
+    if not (0 <= v <= r <= m):
+        raise ValueError(f"need 0 <= num_correct <= num_guesses <= num_canaries (got v={v}, r={r}, m={m})")
+
+
+def p_value(num_canaries: int, num_guesses: int, num_correct: int, epsilon: float, delta: float) -> float:
+    """Upper bound on P[#correct >= v] under (epsilon, delta)-DP (the one-run audit p-value)."""
+    m, r, v = int(num_canaries), int(num_guesses), int(num_correct)
+    _check(m, r, v)
+    if epsilon < 0 or not (0 <= delta <= 1):
+        raise ValueError(f"need epsilon >= 0 and delta in [0, 1] (got {epsilon}, {delta})")
+    p = 1.0 / (1.0 + math.exp(-epsilon))
+    tail = float(binom.sf(v - 1, r, p))  # P[Bin(r, p) >= v]
+    if delta == 0 or v == 0:
+        return min(tail, 1.0)
+    # S_i = P[v - i <= Bin < v] = sum_{k=v-i}^{v-1} pmf(k), for i = 1..v
+    pmf = binom.pmf(np.arange(v - 1, -1, -1), r, p)  # pmf(v-1), pmf(v-2), ..., pmf(0)
+    alpha = float(np.max(np.cumsum(pmf) / np.arange(1, v + 1)))
+    return min(tail + 2.0 * m * delta * alpha, 1.0)
+
+
+def epsilon_lower_bound(num_canaries: int, num_guesses: int, num_correct: int, delta: float,
+                        confidence: float) -> float:
+    """Largest epsilon such that (epsilon, delta)-DP is rejected at ``confidence`` (0 if none).
+
+    >>> round(epsilon_lower_bound(1000, 100, 100, 1e-5, 0.99), 2)
+    2.99
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1) (got {confidence})")
+    alpha = 1.0 - confidence
+    f = lambda eps: p_value(num_canaries, num_guesses, num_correct, eps, delta)  # noqa: E731
+    if f(0.0) >= alpha:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while f(hi) < alpha:
+        lo, hi = hi, hi * 2
+        if hi > 1e4:  # pragma: no cover - unreachable for finite r
+            return math.inf
+    while hi - lo > 1e-9:
+        mid = (lo + hi) / 2
+        if f(mid) < alpha:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def one_run_audit(scores, members, k_pos: int, k_neg: int, delta: float, confidences=(0.95, 0.99)) -> dict:
+    """Guess "in" for the k_pos highest scores and "out" for the k_neg lowest; count correct guesses.
+
+    Ties are broken by canary order (stable sort), never by membership. m counts every canary.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(members, dtype=bool)
+    m = len(s)
+    if np.isnan(s).any():
+        raise ValueError("scores contain NaN")
+    k_pos, k_neg = min(k_pos, m), min(k_neg, m - min(k_pos, m))
+    order = np.argsort(-s, kind="stable")
+    guess_in = order[:k_pos]
+    guess_out = order[m - k_neg:] if k_neg else order[:0]
+    r = k_pos + k_neg
+    v = int(y[guess_in].sum() + (~y[guess_out]).sum())
+    out = {"m": m, "k_pos": k_pos, "k_neg": k_neg, "r": r, "v": v, "delta": delta,
+           "precision": v / r if r else float("nan")}
+    for c in confidences:
+        out[f"eps_lb_{int(round(c * 100))}"] = epsilon_lower_bound(m, r, v, delta, c)
+    return out

@@ -1,0 +1,31 @@
+"""DVC stage ``base_model``: convert/copy the configured causal LM to data/models/base (safetensors + tokenizer)."""
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from .config import ModelParams, load
+from .errors import run_cli
+from .io import atomic_dir
+
+log = logging.getLogger("stages.base_model")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args(argv)
+    params = load(ModelParams, "model", args.params)
+    from .models.loading import convert, resolve
+
+    resolve(params.name_or_path)  # fail fast on a bad source, before any output exists
+    with atomic_dir(Path(params.out)) as tmp:
+        info = convert(params, tmp)
+    log.info("base model %s (%s, %d parameters, vocab %d) -> %s", info["name_or_path"], info["architecture"],
+             info["num_parameters"], info["vocab_size"], params.out)
+
+
+if __name__ == "__main__":
+    run_cli(main)

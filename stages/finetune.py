@@ -1,0 +1,111 @@
+"""DVC stage ``finetune@<run>``: fine-tune the base model on PersonaChat + member canaries (non-DP or
+opacus DP-SGD) -> data/models/<run>/ (adapter, new-token rows, run.json, privacy.json, train_log.jsonl)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from .config import CanaryParams, ModelParams, PreprocessParams, load, load_finetune, read_params
+from .errors import run_cli
+from .io import atomic_dir
+
+log = logging.getLogger("stages.finetune")
+
+
+def load_canary_rows(canary_dir: Path) -> tuple[dict, dict[str, list[dict]]]:
+    from .data.schemas import CANARIES
+    from .io import read_json, read_table
+
+    meta = read_json(canary_dir / "meta.json")
+    rows = {k: read_table(canary_dir / f"{k}.parquet", CANARIES).to_pylist() for k in meta["kinds"]}
+    return meta, rows
+
+
+def personachat_examples(processed: Path, split: str, tok, params, n: int, seed: int):
+    from .data.schemas import PERSONACHAT
+    from .io import read_table
+    from .training.examples import personachat_pairs, sample, text_examples
+
+    dialogues = read_table(processed / "personachat" / f"{split}.parquet", PERSONACHAT).to_pylist()
+    pairs = sample(personachat_pairs(dialogues), n, seed)
+    return text_examples(pairs, tok, params.max_length, params.objective)
+
+
+def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir: Path) -> dict:
+    import torch
+
+    from .io import read_json, write_json
+    from .models.loading import pick_device
+    from .training.examples import canary_examples
+    from .training.loop import mean_nll, train, write_log
+    from .training.setup import build_model, save_model
+
+    device = pick_device(ft.device)
+    torch.manual_seed(ft.seed)
+    meta, canaries = load_canary_rows(Path(canary_params.out_dir))
+    model, tok = build_model(model_params.out, ft, meta["num_new_tokens"], meta["new_token_init"], device)
+    processed = Path(pre_params.out_dir)
+    text = personachat_examples(processed, "train", tok, ft, ft.max_text_rows, ft.seed)
+    evals = personachat_examples(processed, "valid", tok, ft, ft.eval_rows, ft.seed + 1)
+    members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()}
+    canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
+    examples = text + canary_ex
+    label_tokens = lambda exs: int(sum((e.labels != -100).sum() for e in exs))  # noqa: E731
+    log.info("run %s: %d text rows + %d member canaries on %s", run, len(text), len(canary_ex), device)
+    result = train(
+        model, examples, steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size,
+        lr=ft.lr, weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed,
+        pad_id=tok.pad_token_id, dp=ft.dp,
+    )
+    utility = mean_nll(model, evals, tok.pad_token_id)
+    save_model(model, out_dir)
+    write_log(out_dir / "train_log.jsonl", result.log)
+    privacy = result.privacy if result.privacy["dp"] else {
+        "dp": False, "epsilon_spent": float("inf"), "sample_rate": result.sample_rate, "steps": result.steps}
+    write_json(out_dir / "privacy.json", privacy)
+    info = {
+        "run": run,
+        "params": dataclasses.asdict(ft),
+        "device": str(device),
+        "base_model": read_json(Path(model_params.out) / "source.json"),
+        "num_new_tokens": meta["num_new_tokens"],
+        "n_examples": len(examples),
+        "n_text_rows": len(text),
+        "n_member_canaries": {k: len(v) for k, v in members.items()},
+        "canary_share_of_examples": len(canary_ex) / len(examples),
+        "canary_share_of_loss_tokens": label_tokens(canary_ex) / max(1, label_tokens(examples)),
+        "canary_share_of_tokens": sum(len(e) for e in canary_ex) / max(1, sum(len(e) for e in examples)),
+        "sample_rate": result.sample_rate,
+        "expected_batch_size": result.expected_batch_size,
+        "steps": result.steps,
+        "expected_exposures_per_member": result.sample_rate * result.steps,
+        "train_seconds": result.seconds,
+        "final_loss": result.log[-1]["loss"] if result.log else None,
+        "valid": {"rows": len(evals), **utility},
+        "privacy": privacy,
+    }
+    write_json(out_dir / "run.json", info)
+    log.info("run %s: %d steps in %.0f s, valid ppl %.2f, epsilon %s", run, result.steps, result.seconds,
+             utility["perplexity"] or float("nan"), privacy.get("epsilon_spent"))
+    return info
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args(argv)
+    raw = read_params(args.params)
+    ft = load_finetune(args.run, args.params, raw)
+    canary_params = load(CanaryParams, "canaries", args.params, raw)
+    model_params = load(ModelParams, "model", args.params, raw)
+    pre_params = load(PreprocessParams, "preprocess", args.params, raw)
+    with atomic_dir(Path(ft.out_dir) / args.run) as tmp:
+        run_finetune(args.run, ft, canary_params, model_params, pre_params, tmp)
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,1 @@
+"""Base-model loading/conversion and the CanaryLM wrapper (extra trainable token rows)."""

@@ -1,0 +1,1 @@
+"""Report rendering: plots (matplotlib PNG + dvc-plots JSON), report.md and a self-contained index.html."""

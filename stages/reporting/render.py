@@ -1,0 +1,106 @@
+"""report.md and a self-contained index.html (plots inlined) built from the same table model.
+
+Every number shown comes from reports/metrics.json (the audit stage's DVC metrics) or a run
+record, and carries a lineage id: its JSON path in metrics.json, the stage that wrote it, the md5
+of that stage's inputs per dvc.lock, the params it read, and the git commit.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    images: list[tuple[str, Path]] = field(default_factory=list)  # (caption, path)
+
+
+def fmt(x: Any, nd: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, str):
+        return x
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        if math.isinf(x):
+            return "∞"
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def ci(v: float, lohi) -> str:
+    return f"{fmt(v)} [{fmt(lohi[0])}, {fmt(lohi[1])}]"
+
+
+def _md_table(t: Table) -> str:
+    esc = lambda s: fmt(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(t.headers) + " |", "|" + "---|" * len(t.headers)]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in t.rows]
+    return "\n".join(lines)
+
+
+def to_markdown(title: str, sections: list[Section], out_dir: Path) -> str:
+    parts = [f"# {title}", ""]
+    for s in sections:
+        parts += [f"## {s.title}", ""]
+        parts += [p + "\n" for p in s.paragraphs]
+        for t in s.tables:
+            parts += [_md_table(t), ""]
+        for cap, path in s.images:
+            parts += [f"![{cap}]({path.relative_to(out_dir).as_posix()})", f"*{cap}*", ""]
+    return "\n".join(parts)
+
+
+_CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.86em}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
+th{background:#f2f2f2}td{font-variant-numeric:tabular-nums}code{background:#f5f5f5;padding:0 3px}img{max-width:100%}
+figcaption{font-size:0.85em;color:#555;margin-bottom:1.5em}h2{border-bottom:1px solid #ddd;padding-bottom:0.2em;margin-top:1.6em}"""
+
+
+def _inline(text: str) -> str:
+    """Escape, then render `code` spans and **bold** (the only markdown the paragraphs use)."""
+    import re
+
+    out = html.escape(text)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def to_html(title: str, sections: list[Section]) -> str:
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for s in sections:
+        body.append(f"<h2>{html.escape(s.title)}</h2>")
+        body += [f"<p>{_inline(p)}</p>" for p in s.paragraphs]
+        for t in s.tables:
+            head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
+            rows = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(c))}</td>" for c in r) + "</tr>" for r in t.rows)
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        for cap, path in s.images:
+            data = base64.b64encode(path.read_bytes()).decode()
+            body.append(f'<figure><img alt="{html.escape(cap)}" src="data:image/png;base64,{data}"/>'
+                        f"<figcaption>{html.escape(cap)}</figcaption></figure>")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,50 @@
+"""Batched log-probabilities of the labelled tokens of many examples (the attacks' hot path).
+
+One forward per length-bucketed chunk; the output layer runs only at labelled positions. Returns,
+per example, the log-probability of every labelled token in order, so each attack (loss, min-k%,
+zlib, ...) reduces the same numbers differently instead of running the model again.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .batching import chunks, collate
+from .examples import Example
+
+
+def autocast(device):
+    if device.type == "cuda":
+        dt = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.autocast("cuda", dtype=dt)
+    return contextlib.nullcontext()
+
+
+def per_example_sums(values: torch.Tensor, owner: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.zeros(n, dtype=values.dtype, device=values.device).index_add_(0, owner, values)
+
+
+@torch.no_grad()
+def token_logprobs(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64,
+                   desc: str | None = None) -> list[np.ndarray]:
+    """log p(label_t | ids_<t) for every labelled position of every example (float32 arrays)."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    lengths = [len(e) for e in examples]
+    out: list[np.ndarray | None] = [None] * len(examples)
+    parts = chunks(range(len(examples)), lengths, batch_size)
+    for part in tqdm(parts, desc=desc, disable=desc is None, leave=False):
+        batch = collate([examples[i] for i in part], pad_id, device)
+        with autocast(device):
+            hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
+        lp = model.logprobs_at(hidden, new_logits, batch["rows"], batch["cols"], batch["targets"]).cpu().numpy()
+        rows = batch["rows"].cpu().numpy()
+        for j, i in enumerate(part):
+            out[i] = lp[rows == j]
+    model.train(was_training)
+    return out  # type: ignore[return-value]

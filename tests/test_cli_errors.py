@@ -1,0 +1,85 @@
+"""Bad input: one-line error naming the culprit, non-zero exit, and no partial output."""
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT, tiny_params
+from stages import canaries, finetune, preprocess
+from stages.errors import run_cli
+
+
+def _params(tmp_path, tiny_model_dir, **edits):
+    p = tiny_params(tiny_model_dir)
+    p["preprocess"]["out_dir"] = str(tmp_path / "processed")
+    p["canaries"]["out_dir"] = str(tmp_path / "canaries")
+    p["finetune"]["out_dir"] = str(tmp_path / "models")
+    p["model"]["out"] = str(tmp_path / "base")
+    for dotted, value in edits.items():
+        node = p
+        *path, last = dotted.split(".")
+        for k in path:
+            node = node[k]
+        node[last] = value
+    f = tmp_path / "params.yaml"
+    f.write_text(yaml.safe_dump(p))
+    return f
+
+
+def _fails(capsys, main, argv):
+    with pytest.raises(SystemExit) as exc:
+        run_cli(main, argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+def _no_leftovers(parent):
+    return not parent.exists() or not [p for p in parent.iterdir() if ".tmp-" in p.name]
+
+
+def test_missing_raw_file(tmp_path, tiny_model_dir, capsys):
+    f = _params(tmp_path, tiny_model_dir, **{"preprocess.datasets.tofu.path": str(tmp_path / "nope.json")})
+    err = _fails(capsys, preprocess.main, ["--dataset", "tofu", "--params", str(f)])
+    assert "nope.json: TOFU file not found" in err and "preprocess.datasets.tofu.path" in err
+    assert not (tmp_path / "processed" / "tofu").exists() and _no_leftovers(tmp_path / "processed")
+
+
+def test_malformed_message_file(tmp_path, tiny_model_dir, capsys):
+    import shutil
+
+    maildir = tmp_path / "maildir"
+    shutil.copytree(ROOT / "data/raw/enron/mini-enron/badeer-r", maildir / "badeer-r")
+    bad = maildir / "badeer-r" / "inbox" / "999."
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_bytes(b"\x00\x01\x02 binary junk, not a message")
+    f = _params(tmp_path, tiny_model_dir, **{"preprocess.datasets.enron.path": str(maildir)})
+    err = _fails(capsys, preprocess.main, ["--dataset", "enron", "--params", str(f)])
+    assert "badeer-r/inbox/999.: not an email message" in err
+    assert not (tmp_path / "processed" / "enron").exists() and _no_leftovers(tmp_path / "processed")
+
+
+def test_negative_dp_epsilon(tmp_path, tiny_model_dir, capsys):
+    f = _params(tmp_path, tiny_model_dir, **{"finetune.dp.epsilon": -1})
+    err = _fails(capsys, finetune.main, ["--run", "nondp", "--params", str(f)])
+    assert "finetune.dp.epsilon: must be > 0 (got -1.0)" in err
+    assert not (tmp_path / "models").exists()
+
+
+def test_unknown_canary_kind(tmp_path, tiny_model_dir, capsys):
+    f = _params(tmp_path, tiny_model_dir, **{"canaries.kinds": ["new_token", "bogus"]})
+    err = _fails(capsys, canaries.main, ["--params", str(f)])
+    assert "canaries.kinds[1]: unknown canary kind 'bogus'" in err and "known:" in err
+    assert not (tmp_path / "canaries").exists()
+
+
+def test_cli_process_exit_code(tmp_path, tiny_model_dir):
+    f = _params(tmp_path, tiny_model_dir, **{"canaries.secret_length": 0})
+    proc = subprocess.run([sys.executable, "-m", "stages.canaries", "--params", str(f)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {f}: canaries.secret_length: must be in [1, 8] (got 0)"]
+    assert not (tmp_path / "canaries").exists()

@@ -1,0 +1,97 @@
+"""The whole DAG for real on a tiny model: `dvc repro`, cache no-op, selective rerun, Prefect flow.
+
+Tests in this module share one reproduced project and run in file order.
+"""
+import json
+import os
+import re
+import time
+
+import pytest
+import yaml
+
+from conftest import PYTHON, run
+
+pytestmark = pytest.mark.slow
+
+ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "secrets@enron",
+              "secrets@tofu", "canaries", "finetune@nondp", "finetune@dp", "attack@nondp", "attack@dp", "audit",
+              "report"}
+
+
+def ran(stdout: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", stdout))
+
+
+def test_dvc_repro_runs_every_stage_and_reports(tiny_project):
+    out = run(["dvc", "repro"], tiny_project).stdout
+    assert ran(out) == ALL_STAGES
+    metrics = json.loads((tiny_project / "reports/metrics.json").read_text())
+    for run_name in ("nondp", "dp"):
+        r = metrics["runs"][run_name]
+        for kind in ("new_token", "random"):
+            m = r["attacks"]["loss"][kind]
+            assert {"eps_lb_95", "eps_lb_99"} <= set(m["audit"]) and m["audit"]["m"] == 60
+            assert 0 <= m["tpr_at_fpr"]["0.01"]["value"] <= 1 and 0 <= m["auroc"] <= 1
+    assert metrics["runs"]["dp"]["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
+    assert metrics["runs"]["nondp"]["privacy"]["epsilon_spent"] == "inf"
+    html = (tiny_project / "reports/index.html").read_text()
+    assert "data:image/png;base64," in html and "ε̂ 95%" in html
+    lineage = json.loads((tiny_project / "reports/lineage.json").read_text())
+    entry = lineage["runs.dp.attacks.loss.new_token.audit.eps_lb_95"]
+    assert entry["lock_verified"] is True and entry["stage"] == "audit"
+    assert "attack@dp" in entry["upstream"] and "finetune@dp" in entry["upstream"] and "base_model" in entry["upstream"]
+    assert "attack@nondp" not in entry["upstream"]
+    assert re.fullmatch(r"[0-9a-f]{40}", entry["git_commit"])
+    assert entry["inputs"]["data/scores"].endswith(".dir")
+
+
+def test_second_repro_is_a_noop(tiny_project):
+    t = time.time()
+    out = run(["dvc", "repro"], tiny_project).stdout
+    elapsed = time.time() - t
+    assert ran(out) == set() and "up to date" in out
+    print(f"no-op dvc repro: {elapsed:.2f} s")
+
+
+def test_audit_param_change_reruns_only_audit_and_report(tiny_project):
+    p = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    p["audit"]["k_pos"] = 7
+    (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    out = run(["dvc", "repro"], tiny_project).stdout
+    assert ran(out) == {"audit", "report"}
+    metrics = json.loads((tiny_project / "reports/metrics.json").read_text())
+    assert metrics["runs"]["nondp"]["attacks"]["loss"]["random"]["audit"]["k_pos"] == 7
+
+
+QUERY = """
+import asyncio, json
+from prefect.client.orchestration import get_client
+async def main():
+    async with get_client() as c:
+        runs = await c.read_flow_runs()
+        arts = await c.read_artifacts()
+        print(json.dumps({"runs": [{"id": str(r.id), "state": r.state_type.value} for r in runs],
+                          "artifacts": [{"key": a.key, "flow_run_id": str(a.flow_run_id)} for a in arts]}))
+asyncio.run(main())
+"""
+
+
+def test_prefect_flow_runs_the_dag_through_dvc(tiny_project, tmp_path):
+    # only the report title changes: DVC reruns just `report`, every stage still gets its task + artifact
+    p = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    p["report"]["title"] = "flow run"
+    (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    os.environ.update(env)
+    try:
+        out = run([PYTHON, "-m", "flows.pipeline"], tiny_project)
+        q = json.loads(run([PYTHON, "-c", QUERY], tiny_project).stdout.strip().splitlines()[-1])
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+    assert len(q["runs"]) == 1 and q["runs"][0]["state"] == "COMPLETED", out.stdout[-2000:]
+    keys = {a["key"] for a in q["artifacts"] if a["flow_run_id"] == q["runs"][0]["id"]}
+    expected = {"dvc-lock-" + re.sub(r"[^a-z0-9-]+", "-", s.lower()) for s in ALL_STAGES}
+    assert expected <= keys and "pipeline-stages" in keys
+    assert "flow run" in (tiny_project / "reports/report.md").read_text()
