@@ -2,12 +2,11 @@
 model -> data/scores/<run>/<attack>.parquet + run.json (the run's training and privacy record)."""
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 from typing import Sequence
 
-from .config import AttackParams, CanaryParams, ModelParams, load, load_finetune, read_params
+from .config import AttackParams, CanaryParams, ModelParams, load, load_finetune, stage_args
 from .errors import run_cli
 from .io import atomic_dir
 
@@ -50,11 +49,7 @@ def run_attacks(run: str, params: AttackParams, ft, canary_dir: Path, base_dir: 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--run", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
-    raw = read_params(args.params)
+    args, raw = stage_args(argv, __doc__, "run")
     params = load(AttackParams, "attack", args.params, raw)
     ft = load_finetune(args.run, args.params, raw)
     canary_params = load(CanaryParams, "canaries", args.params, raw)

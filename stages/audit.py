@@ -2,22 +2,18 @@
 intervals for every run, attack and canary kind -> reports/metrics.json (DVC metrics)."""
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 from typing import Sequence
 
-from .config import AttackParams, AuditParams, load, read_params, run_names
+from .config import AttackParams, AuditParams, load, run_names, stage_args
 from .errors import DataError, run_cli
 
 log = logging.getLogger("stages.audit")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
-    raw = read_params(args.params)
+    args, raw = stage_args(argv, __doc__)
     params = load(AuditParams, "audit", args.params, raw)
     attack = load(AttackParams, "attack", args.params, raw)
     runs = run_names(raw)
@@ -27,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from .io import write_json
 
     metrics = {
-        "audit_params": {"k_pos": params.k_pos, "k_neg": params.k_neg, "delta": params.delta,
+        "audit_params": {"k_pos": params.k_pos, "k_neg": params.k_neg, "delta": params.delta, "fallback_delta": params.fallback_delta,
                          "confidences": list(params.confidences), "bootstrap": params.bootstrap},
         "runs": {run: audit_run(Path(attack.out_dir) / run, params) for run in runs},
     }

@@ -1,12 +1,11 @@
 """DVC stage ``base_model``: convert/copy the configured causal LM to data/models/base (safetensors + tokenizer)."""
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 from typing import Sequence
 
-from .config import ModelParams, load
+from .config import ModelParams, load, stage_args
 from .errors import run_cli
 from .io import atomic_dir
 
@@ -14,10 +13,8 @@ log = logging.getLogger("stages.base_model")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
-    params = load(ModelParams, "model", args.params)
+    args, raw = stage_args(argv, __doc__)
+    params = load(ModelParams, "model", args.params, raw)
     from .models.loading import convert, resolve
 
     resolve(params.name_or_path)  # fail fast on a bad source, before any output exists

@@ -1,13 +1,12 @@
 """DVC stage ``canaries``: build m canaries per kind -> data/canaries/<kind>.parquet + meta.json + GX results."""
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from pathlib import Path
 from typing import Sequence
 
-from .config import CanaryParams, ModelParams, load, read_params
+from .config import CanaryParams, ModelParams, load, stage_args
 from .errors import DataError, run_cli
 from .io import atomic_dir
 
@@ -72,10 +71,7 @@ def build_canaries(params: CanaryParams, vocab, out_dir: Path) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
-    raw = read_params(args.params)
+    args, raw = stage_args(argv, __doc__)
     params = load(CanaryParams, "canaries", args.params, raw)
     model = load(ModelParams, "model", args.params, raw)
     from .canary import CANARY_KINDS

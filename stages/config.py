@@ -34,6 +34,18 @@ def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
     return data
 
 
+def stage_args(argv, doc: str | None, *required: str):
+    """Parse a stage CLI (``--<name>`` for each required option, plus ``--params``) and read params."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc)
+    for name in required:
+        ap.add_argument(f"--{name}", required=True)
+    ap.add_argument("--params", default=PARAMS_FILE)
+    args = ap.parse_args(argv)
+    return args, read_params(args.params)
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
@@ -365,7 +377,10 @@ class AuditParams:
     #: number of "in" guesses (highest scores) and "out" guesses (lowest scores)
     k_pos: int = 100
     k_neg: int = 0
-    delta: float = 1e-5
+    #: null = a DP run's own delta (so eps_hat and the accountant's eps are at the same delta);
+    #: runs without DP use fallback_delta
+    delta: Optional[float] = None
+    fallback_delta: float = 1e-5
     confidences: tuple[float, ...] = (0.95, 0.99)
     fprs: tuple[float, ...] = (0.001, 0.01, 0.05)
     bootstrap: int = 1000
@@ -376,7 +391,8 @@ class AuditParams:
             _p(self.k_pos >= 0, "k_pos", "must be >= 0", self.k_pos)
             + _p(self.k_neg >= 0, "k_neg", "must be >= 0", self.k_neg)
             + _p(self.k_pos + self.k_neg > 0, "k_pos", "k_pos + k_neg must be > 0", self.k_pos + self.k_neg)
-            + _p(0 <= self.delta < 1, "delta", "must be in [0, 1)", self.delta)
+            + _p(self.delta is None or 0 <= self.delta < 1, "delta", "must be in [0, 1)", self.delta)
+            + _p(0 <= self.fallback_delta < 1, "fallback_delta", "must be in [0, 1)", self.fallback_delta)
             + _p(all(0 < c < 1 for c in self.confidences), "confidences", "each must be in (0, 1)", self.confidences)
             + _p(all(0 < f < 1 for f in self.fprs), "fprs", "each must be in (0, 1)", self.fprs)
             + _p(self.bootstrap >= 0, "bootstrap", "must be >= 0", self.bootstrap)

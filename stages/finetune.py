@@ -2,13 +2,12 @@
 opacus DP-SGD) -> data/models/<run>/ (adapter, new-token rows, run.json, privacy.json, train_log.jsonl)."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 from pathlib import Path
 from typing import Sequence
 
-from .config import CanaryParams, ModelParams, PreprocessParams, load, load_finetune, read_params
+from .config import CanaryParams, ModelParams, PreprocessParams, load, load_finetune, stage_args
 from .errors import run_cli
 from .io import atomic_dir
 
@@ -94,11 +93,7 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--run", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
-    raw = read_params(args.params)
+    args, raw = stage_args(argv, __doc__, "run")
     ft = load_finetune(args.run, args.params, raw)
     canary_params = load(CanaryParams, "canaries", args.params, raw)
     model_params = load(ModelParams, "model", args.params, raw)

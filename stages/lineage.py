@@ -99,5 +99,7 @@ def git_state(root: Path = Path(".")) -> dict:
             return None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
+    # dvc.lock and DVC's .gitignore entries are rewritten by the run itself: not "dirty" code/params
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock",
+                 ":(exclude,glob)**/.gitignore")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}

@@ -1,11 +1,10 @@
 """DVC stage ``preprocess@<dataset>``: raw data -> data/processed/<dataset>/{splits}.parquet + stats."""
 from __future__ import annotations
 
-import argparse
 import logging
 from typing import Sequence
 
-from .config import PreprocessParams, load
+from .config import PreprocessParams, load, stage_args
 from .errors import run_cli
 from .io import atomic_dir
 
@@ -13,14 +12,11 @@ log = logging.getLogger("stages.preprocess")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
+    args, raw = stage_args(argv, __doc__, "dataset")
     from .data import get_dataset
     from pathlib import Path
 
-    params = load(PreprocessParams, "preprocess", args.params)
+    params = load(PreprocessParams, "preprocess", args.params, raw)
     dataset = get_dataset(args.dataset, key="--dataset")
     ds_params = getattr(params.datasets, args.dataset)
     with atomic_dir(Path(params.out_dir) / args.dataset) as tmp:

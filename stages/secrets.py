@@ -1,13 +1,12 @@
 """DVC stage ``secrets@<dataset>``: extract real secrets from data/processed/<dataset> -> data/secrets/<dataset>.parquet."""
 from __future__ import annotations
 
-import argparse
 import logging
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from .config import PreprocessParams, SecretsParams, load, read_params
+from .config import PreprocessParams, SecretsParams, load, stage_args
 from .errors import ConfigError, run_cli
 
 log = logging.getLogger("stages.secrets")
@@ -34,11 +33,7 @@ def extract(dataset: str, params, processed_dir: Path, splits: Sequence[str]) ->
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
-    raw = read_params(args.params)
+    args, raw = stage_args(argv, __doc__, "dataset")
     params = load(SecretsParams, "secrets", args.params, raw)
     pre = load(PreprocessParams, "preprocess", args.params, raw)
     if not hasattr(params, args.dataset):

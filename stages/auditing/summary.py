@@ -9,7 +9,14 @@ from .one_run import one_run_audit
 from .roc import roc_metrics
 
 
-def audit_table(table, params) -> dict:
+def audit_delta(params, privacy: dict) -> float:
+    """The delta of the null hypothesis: audit.delta, else the run's own (DP) delta, else the fallback."""
+    if params.delta is not None:
+        return params.delta
+    return float(privacy["delta"]) if privacy.get("dp") else params.fallback_delta
+
+
+def audit_table(table, params, delta: float) -> dict:
     """Audit one scores table (columns kind, member, score) kind by kind."""
     out = {}
     kinds = table.column("kind").to_pylist()
@@ -19,7 +26,7 @@ def audit_table(table, params) -> dict:
         sel = np.asarray([k == kind for k in kinds])
         s, y = scores[sel], members[sel]
         out[kind] = {
-            "audit": one_run_audit(s, y, params.k_pos, params.k_neg, params.delta, params.confidences),
+            "audit": one_run_audit(s, y, params.k_pos, params.k_neg, delta, params.confidences),
             **roc_metrics(s, y, params.fprs, params.bootstrap, params.seed),
         }
     return out
@@ -38,5 +45,6 @@ def audit_run(scores_dir: Path, params) -> dict:
         "attacks": {},
     }
     for attack in info["attacks"]:
-        result["attacks"][attack] = audit_table(read_table(scores_dir / f"{attack}.parquet", SCORES), params)
+        table = read_table(scores_dir / f"{attack}.parquet", SCORES)
+        result["attacks"][attack] = audit_table(table, params, audit_delta(params, info["privacy"]))
     return result

@@ -28,7 +28,7 @@ def number_lineage(metrics: dict, lock: dict, git: dict, verified: bool) -> dict
     out = {}
     for path, value in flat.items():
         run = path.split(".")[0]
-        chain = [s for s in lin.upstream(lock, "audit") if not ("@" in s and s.split("@")[0] in ("finetune", "attack") and s.split("@")[1] != run)]
+        chain = [f"attack@{run}"] + lin.upstream(lock, f"attack@{run}")  # audit reads this run's scores only
         out[f"runs.{path}"] = {
             "value": value,
             "stage": "audit",
@@ -69,15 +69,18 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, lock: d
         "with probability 1/2 (seeded), inserted into **real** PersonaChat dialogue rows (ConvAI2 validation "
         "dialogues split by dialogue into train/valid/test, since the train split is not available offline).",
         f"One-run audit (Steinke et al. 2023): the {ap.get('k_pos')} highest-scoring canaries are guessed "
-        f"\"in\" and the {ap.get('k_neg')} lowest \"out\"; ε̂ is the largest ε whose (ε, δ={ap.get('delta')})-DP "
-        "null hypothesis is rejected at the stated confidence. The numbers of guesses are fixed in params (no "
+        f"\"in\" and the {ap.get('k_neg')} lowest \"out\"; ε̂ is the largest ε whose (ε, δ)-DP "
+        "null hypothesis is rejected at the stated confidence, with δ = "
+        + (f"{ap['delta']:g} for every run" if ap.get("delta") is not None else
+           f"the run's own δ for DP runs (so ε̂ and the accountant's ε are at the same δ) and "
+           f"{ap.get('fallback_delta', 0):g} for runs without DP") + ". The numbers of guesses are fixed in params (no "
         "sweep, so no multiple-testing correction is needed). AUROC and TPR intervals: 95% stratified "
         f"bootstrap over members and non-members ({ap.get('bootstrap')} resamples). TPR at FPR x is the best "
         "TPR at an empirical FPR ≤ x (no interpolation).",
     ])
 
     # ------------------------------------------------------------------ audit + MIA table
-    res = Table(["run", "accountant ε (δ)", "attack", "canary kind", "m (members)", "guesses r → correct v",
+    res = Table(["run", "accountant ε (δ)", "audit δ", "attack", "canary kind", "m (members)", "guesses r → correct v",
                  "ε̂ 95%", "ε̂ 99%", "AUROC [95% CI]", "TPR@0.1%FPR", "TPR@1%FPR [95% CI]", "TPR@5%FPR",
                  "inputs (audit deps md5)"])
     audit_rec = lin.stage_record(lock, "audit") or {"deps": []}
@@ -95,9 +98,9 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, lock: d
             for kind, m in kinds.items():
                 a = m["audit"]
                 t = m["tpr_at_fpr"]
-                g = lambda f: t.get(f, {})  # noqa: E731
+                g = lambda f, t=t: t.get(f, {})  # noqa: E731
                 res.rows.append([
-                    run, acct, atk, kind, f"{a['m']} ({m['members']})", f"{a['r']} → {a['v']}",
+                    run, acct, f"{a['delta']:.2g}", atk, kind, f"{a['m']} ({m['members']})", f"{a['r']} → {a['v']}",
                     a.get("eps_lb_95"), a.get("eps_lb_99"), ci(m["auroc"], m["auroc_ci95"]),
                     g("0.001").get("value"), ci(g("0.01").get("value", float("nan")), g("0.01").get("ci95", (None, None))),
                     g("0.05").get("value"), deps_md5,
