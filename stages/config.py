@@ -171,12 +171,22 @@ class SplitParams:
         )
 
 
+def _row_ranges(rows: dict) -> list[tuple[str, str]]:
+    return _p(all(len(v) == 2 and 0 <= v[0] <= v[1] for v in rows.values()), "rows",
+              "each split needs [min, max] with 0 <= min <= max", rows)
+
+
 @dataclass(frozen=True)
 class PersonaChatParams:
     path: str = "data/raw/personachat/valid_self_original_no_cands.txt"
     format: Literal["auto", "parlai", "json"] = "auto"
     split: SplitParams = field(default_factory=SplitParams)
     seed: int = 0
+    #: data contract: allowed row count per split, e.g. {train: [500, 20000]}
+    rows: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def problems(self):
+        return _row_ranges(self.rows)
 
 
 @dataclass(frozen=True)
@@ -184,20 +194,76 @@ class TofuParams:
     path: str = "data/raw/tofu/full.json"
     rows_per_author: int = 20
     test_fraction: float = 0.1
+    #: contiguous = the last test_fraction of authors (App. B.3); random = a seeded author sample
+    split: Literal["contiguous", "random"] = "contiguous"
     seed: int = 0
+    rows: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def problems(self):
-        return _p(self.rows_per_author > 0, "rows_per_author", "must be > 0", self.rows_per_author) + _p(
-            0 <= self.test_fraction < 1, "test_fraction", "must be in [0, 1)", self.test_fraction
-        )
+        return (_p(self.rows_per_author > 0, "rows_per_author", "must be > 0", self.rows_per_author)
+                + _p(0 <= self.test_fraction < 1, "test_fraction", "must be in [0, 1)", self.test_fraction)
+                + _row_ranges(self.rows))
+
+
+@dataclass(frozen=True)
+class CandidateParams:
+    """Secret candidates of the training split (held-out samples containing one are dropped)."""
+
+    ngram_chars: int = 50
+    top_k: int = 500
+    min_count: int = 2
+    pii: tuple[Literal["phone", "email"], ...] = ("phone", "email")
+
+    def problems(self):
+        return (_p(self.ngram_chars >= 8, "ngram_chars", "must be >= 8", self.ngram_chars)
+                + _p(self.top_k > 0, "top_k", "must be > 0", self.top_k)
+                + _p(self.min_count >= 2, "min_count", "must be >= 2 (a secret recurs)", self.min_count))
+
+
+ENRON_PATTERNS = (
+    "No ancillary schedules awarded. No variances detected. \n\n LOG MESSAGES:\n\nPARSING FILE -->> O:",
+    "HourAhead schedule download failed. Manual intervention required",
+)
 
 
 @dataclass(frozen=True)
 class EnronParams:
     path: str = "data/raw/enron/mini-enron"
     format: Literal["auto", "maildir", "csv"] = "auto"
+    #: keep senders among both the top-N senders and top-N receivers (0 = keep all)
+    top_n: int = 100
+    #: machine-generated messages to drop (matched ignoring whitespace)
+    drop_patterns: tuple[str, ...] = ENRON_PATTERNS
+    max_tabs: int = 100
+    min_tokens: int = 30
     split: SplitParams = field(default_factory=SplitParams)
+    heldout_filter: CandidateParams = field(default_factory=CandidateParams)
     seed: int = 0
+    rows: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def problems(self):
+        return (_p(self.top_n >= 0, "top_n", "must be >= 0", self.top_n)
+                + _p(self.max_tabs >= 0, "max_tabs", "must be >= 0", self.max_tabs)
+                + _p(self.min_tokens >= 0, "min_tokens", "must be >= 0", self.min_tokens)
+                + _row_ranges(self.rows))
+
+
+@dataclass(frozen=True)
+class EnronUsersParams:
+    path: str = "data/raw/enron/mini-enron"
+    format: Literal["auto", "maildir", "csv"] = "auto"
+    #: users with fewer examples are dropped (150 on the full corpus, App. D.1)
+    min_samples: int = 150
+    heldout_fraction: float = 0.1
+    attacker_fraction: float = 0.1
+    seed: int = 0
+    rows: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def problems(self):
+        return (_p(self.min_samples >= 2, "min_samples", "must be >= 2", self.min_samples)
+                + _p(0 <= self.heldout_fraction < 1, "heldout_fraction", "must be in [0, 1)", self.heldout_fraction)
+                + _p(0 <= self.attacker_fraction < 1, "attacker_fraction", "must be in [0, 1)", self.attacker_fraction)
+                + _row_ranges(self.rows))
 
 
 @dataclass(frozen=True)
@@ -205,6 +271,7 @@ class PreprocessDatasets:
     personachat: PersonaChatParams = field(default_factory=PersonaChatParams)
     tofu: TofuParams = field(default_factory=TofuParams)
     enron: EnronParams = field(default_factory=EnronParams)
+    enron_users: EnronUsersParams = field(default_factory=EnronUsersParams)
 
 
 @dataclass(frozen=True)
@@ -218,17 +285,29 @@ class PreprocessParams:
 @dataclass(frozen=True)
 class DatasetSecretsParams:
     extractors: tuple[str, ...] = ()
-    #: characters of text before a secret kept as its prompt
+    #: PII: characters of text before the value kept as its prompt
     prompt_chars: int = 200
+    #: recurring sequences: the prompt s1 ends at the whitespace nearest this fraction of the length
+    prompt_fraction: float = 0.6
+    min_occurrences: int = 1
+    #: keep at most this many secrets per kind, most frequent first (null = all)
+    max_per_kind: Optional[int] = None
+    #: record whether the base model already reproduces each secret (one batched forward pass)
+    base_check: bool = True
 
     def problems(self):
-        return _p(self.prompt_chars > 0, "prompt_chars", "must be > 0", self.prompt_chars)
+        return (_p(self.prompt_chars > 0, "prompt_chars", "must be > 0", self.prompt_chars)
+                + _p(0 < self.prompt_fraction < 1, "prompt_fraction", "must be in (0, 1)", self.prompt_fraction)
+                + _p(self.min_occurrences >= 1, "min_occurrences", "must be >= 1", self.min_occurrences)
+                + _p(self.max_per_kind is None or self.max_per_kind > 0, "max_per_kind", "must be > 0",
+                     self.max_per_kind))
 
 
 @dataclass(frozen=True)
 class SecretsParams:
     out_dir: str = "data/secrets"
-    enron: DatasetSecretsParams = field(default_factory=lambda: DatasetSecretsParams(("phone", "email")))
+    batch_size: int = 32
+    enron: DatasetSecretsParams = field(default_factory=lambda: DatasetSecretsParams(("sequence", "phone", "email")))
     tofu: DatasetSecretsParams = field(default_factory=lambda: DatasetSecretsParams(("genre",)))
 
 
@@ -297,7 +376,8 @@ class DPParams:
 @dataclass(frozen=True)
 class FinetuneParams:
     out_dir: str = "data/models"
-    dataset: Literal["personachat"] = "personachat"
+    #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
+    dataset: Literal["personachat", "tofu", "enron", "enron_users"] = "personachat"
     objective: Literal["sft", "nwp"] = "sft"
     paradigm: Literal["lora"] = "lora"
     lora: LoraParams = field(default_factory=LoraParams)
@@ -352,6 +432,9 @@ def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = N
     runs = raw.get("runs") or {}
     if run not in runs:
         raise ConfigError(f"{path}: runs.{run}: no such run (known: {', '.join(runs) or 'none'})")
+    if "dataset" in (runs[run] or {}):
+        raise ConfigError(f"{path}: runs.{run}.dataset: set the dataset in finetune.dataset "
+                          "(dvc.yaml tracks that one file set for every run)")
     try:  # the shared section is valid, so any error now comes from the run's override
         return build(FinetuneParams, _deep_merge(raw.get("finetune") or {}, runs[run] or {}), f"runs.{run}")
     except ConfigError as exc:

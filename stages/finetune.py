@@ -1,5 +1,6 @@
-"""DVC stage ``finetune@<run>``: fine-tune the base model on PersonaChat + member canaries (non-DP or
-opacus DP-SGD) -> data/models/<run>/ (adapter, new-token rows, run.json, privacy.json, train_log.jsonl)."""
+"""DVC stage ``finetune@<run>``: fine-tune the base model on a processed dataset (PersonaChat by default)
+plus the member canaries (non-DP or opacus DP-SGD) -> data/models/<run>/ (adapter, new-token rows,
+run.json, privacy.json, train_log.jsonl)."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,13 +24,14 @@ def load_canary_rows(canary_dir: Path) -> tuple[dict, dict[str, list[dict]]]:
     return meta, rows
 
 
-def personachat_examples(processed: Path, split: str, tok, params, n: int, seed: int):
-    from .data.schemas import PERSONACHAT
+def text_examples_of(processed: Path, split: str, tok, params, n: int, seed: int):
+    """A seeded sample of n (prompt, target) examples of ``params.dataset``'s split."""
+    from .data.schemas import SCHEMAS
     from .io import read_table
-    from .training.examples import personachat_pairs, sample, text_examples
+    from .training.examples import PAIRS, sample, text_examples
 
-    dialogues = read_table(processed / "personachat" / f"{split}.parquet", PERSONACHAT).to_pylist()
-    pairs = sample(personachat_pairs(dialogues), n, seed)
+    rows = read_table(processed / params.dataset / f"{split}.parquet", SCHEMAS[params.dataset]).to_pylist()
+    pairs = sample(PAIRS[params.dataset](rows), n, seed)
     return text_examples(pairs, tok, params.max_length, params.objective)
 
 
@@ -47,8 +49,9 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
     meta, canaries = load_canary_rows(Path(canary_params.out_dir))
     model, tok = build_model(model_params.out, ft, meta["num_new_tokens"], meta["new_token_init"], device)
     processed = Path(pre_params.out_dir)
-    text = personachat_examples(processed, "train", tok, ft, ft.max_text_rows, ft.seed)
-    evals = personachat_examples(processed, "valid", tok, ft, ft.eval_rows, ft.seed + 1)
+    eval_split = "valid" if ft.dataset != "tofu" else "test"  # TOFU has no valid split (App. B.3)
+    text = text_examples_of(processed, "train", tok, ft, ft.max_text_rows, ft.seed)
+    evals = text_examples_of(processed, eval_split, tok, ft, ft.eval_rows, ft.seed + 1)
     members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()}
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
     examples = text + canary_ex

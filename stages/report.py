@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from .config import AttackParams, AuditParams, PreprocessParams, ReportParams, load, read_params
+from .config import AttackParams, AuditParams, PreprocessParams, ReportParams, SecretsParams, load, read_params
 from .errors import run_cli
 
 log = logging.getLogger("stages.report")
@@ -23,10 +23,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     audit = load(AuditParams, "audit", args.params, raw)
     attack = load(AttackParams, "attack", args.params, raw)
     pre = load(PreprocessParams, "preprocess", args.params, raw)
+    sec = load(SecretsParams, "secrets", args.params, raw)
     from .reporting.build import build_report
 
     lineage = build_report(params.title, Path(audit.out), Path(attack.out_dir), Path(pre.out_dir),
-                           Path(args.lock), Path(params.out_dir))
+                           Path(sec.out_dir), Path(args.lock), Path(params.out_dir))
     log.info("report: %d numbers with lineage -> %s/report.md, %s/index.html", len(lineage), params.out_dir, params.out_dir)
 
 

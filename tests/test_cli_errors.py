@@ -61,6 +61,20 @@ def test_malformed_message_file(tmp_path, tiny_model_dir, capsys):
     assert not (tmp_path / "processed" / "enron").exists() and _no_leftovers(tmp_path / "processed")
 
 
+@pytest.mark.parametrize("dataset,name,content,needle", [
+    ("tofu", "tofu.json", '{"question": "q", "answer": "a"}\n{"question": "q2", "ans', "tofu.json:2: not a JSON line"),
+    ("enron", "emails.csv", "", "emails.csv: empty csv"),
+    ("personachat", "pc.txt", "1 your persona: x\ngarbage line\n", "pc.txt:2: not ParlAI text format"),
+])
+def test_corrupted_inputs_fail_without_output(tmp_path, tiny_model_dir, capsys, dataset, name, content, needle):
+    f = tmp_path / name
+    f.write_text(content)
+    params = _params(tmp_path, tiny_model_dir, **{f"preprocess.datasets.{dataset}.path": str(f)})
+    err = _fails(capsys, preprocess.main, ["--dataset", dataset, "--params", str(params)])
+    assert needle in err
+    assert not (tmp_path / "processed" / dataset).exists() and _no_leftovers(tmp_path / "processed")
+
+
 def test_negative_dp_epsilon(tmp_path, tiny_model_dir, capsys):
     f = _params(tmp_path, tiny_model_dir, **{"finetune.dp.epsilon": -1})
     err = _fails(capsys, finetune.main, ["--run", "nondp", "--params", str(f)])

@@ -14,7 +14,8 @@ from conftest import PYTHON, run
 
 pytestmark = pytest.mark.slow
 
-ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "secrets@enron",
+ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
+              "secrets@enron",
               "secrets@tofu", "canaries", "finetune@nondp", "finetune@dp", "attack@nondp", "attack@dp", "audit",
               "report"}
 
@@ -62,6 +63,16 @@ def test_audit_param_change_reruns_only_audit_and_report(tiny_project):
     assert ran(out) == {"audit", "report"}
     metrics = json.loads((tiny_project / "reports/metrics.json").read_text())
     assert metrics["runs"]["nondp"]["attacks"]["loss"]["random"]["audit"]["k_pos"] == 7
+
+
+def test_secrets_param_change_reruns_secrets_not_preprocess(tiny_project):
+    p = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    p["secrets"]["enron"]["prompt_fraction"] = 0.5
+    (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    out = run(["dvc", "repro"], tiny_project).stdout
+    assert ran(out) == {"secrets@enron", "report"}
+    report = (tiny_project / "reports/report.md").read_text()
+    assert "Real secrets in the training data" in report and "Data contracts (Great Expectations)" in report
 
 
 QUERY = """

@@ -3,20 +3,46 @@ import numpy as np
 import pytest
 
 from stages.canary import CANARY_KINDS, Vocab, build_kind
-from stages.config import CanaryChecks, CanaryParams
+from stages.config import CanaryChecks, CanaryParams, DatasetSecretsParams
 from stages.errors import ConfigError, DataError
-from stages.extractors import EXTRACTORS, author_name_of, genre_of
+from stages.extractors import EXTRACTORS, PII_PATTERNS, ExtractInput, author_name_of, genre_of, split_secret
+from stages.extractors.ngrams import frequent_sequences
 
 
 def test_pii_regexes():
     body = "Call me at (713) 853-1234 or 713-555-9876, fax 713.555.0000. Mail jane.doe@enron.com now. Ref 12-3456."
-    rows = [{"message_id": "m1", "body": body}]
-    phones = [s["value"] for s in EXTRACTORS.get("phone")(rows, 20)]
-    emails = [s["value"] for s in EXTRACTORS.get("email")(rows, 20)]
-    assert phones == ["(713) 853-1234", "713-555-9876", "713.555.0000"]
-    assert emails == ["jane.doe@enron.com"]
-    first = next(EXTRACTORS.get("phone")(rows, 11))
-    assert first["prompt"] == "Call me at " and first["source"] == "m1"
+    assert PII_PATTERNS["phone"].findall(body) == ["(713) 853-1234", "713-555-9876", "713.555.0000"]
+    assert PII_PATTERNS["email"].findall(body) == ["jane.doe@enron.com"]
+
+
+def test_pii_secrets_take_the_text_before_their_first_occurrence():
+    train = [{"message_id": "m1", "body": "nothing here"}, {"message_id": "m2", "body": "Call me at 713-555-9876 ok"}]
+    data = ExtractInput(train, [{"value": "713-555-9876", "kind": "phone", "count": 1}])
+    (s,) = list(EXTRACTORS.get("phone")(data, DatasetSecretsParams(prompt_chars=6)))
+    assert s == {"kind": "phone", "value": "713-555-9876", "prompt": "me at ", "continuation": "713-555-9876",
+                 "source": "m2", "occurrences": 1}
+
+
+def test_split_secret_like_table_5():
+    assert split_secret("Forwarded by Steven J Kean/NA/Enron", 0.6) == ("Forwarded by Steven J", " Kean/NA/Enron")
+    assert split_secret("Carol St. Clair EB 3889 713-853-3989", 0.6) == ("Carol St. Clair EB 3889", " 713-853-3989")
+    assert split_secret("nospaceatall", 0.5) == ("nospac", "eatall")
+
+
+def test_frequent_sequences_merge_overlapping_ngrams():
+    sig = "Carol St. Clair\nEB 3889\n713-853-3989 (Phone)\n713-646-3393 (Fax)"
+    texts = [f"msg {i} about deal {i * 7}. {sig}\nthanks {i}" for i in range(5)] + ["unrelated text " * 10]
+    found = frequent_sequences(texts, n=20, top_k=500, min_count=2)
+    assert found and found[0][1] == 5 and sig in found[0][0]
+    # no returned sequence is contained in another one (maximal, non-overlapping)
+    assert not any(a != b and a in b for a, _ in found for b, _ in found)
+    assert frequent_sequences(texts, n=20, top_k=500, min_count=6) == []
+
+
+def test_sequence_secrets_from_candidates():
+    data = ExtractInput([], [{"value": "Forwarded by Mark Taylor/HOU/ECT", "kind": "sequence", "count": 4}])
+    (s,) = list(EXTRACTORS.get("sequence")(data, DatasetSecretsParams(prompt_fraction=0.5)))
+    assert (s["prompt"], s["continuation"], s["occurrences"]) == ("Forwarded by Mark", " Taylor/HOU/ECT", 4)
 
 
 def test_tofu_genre_and_name():
@@ -25,9 +51,9 @@ def test_tofu_genre_and_name():
     assert genre_of(texts) == "true crime"
     assert author_name_of(texts) == "Jaime Vasquez"
     rows = [{"author": 3, "question": t, "answer": ""} for t in texts]
-    (s,) = list(EXTRACTORS.get("genre")(rows, 200))
+    (s,) = list(EXTRACTORS.get("genre")(ExtractInput(rows), DatasetSecretsParams()))
     assert s == {"kind": "genre", "value": "true crime", "prompt": "What genre does Jaime Vasquez write in?",
-                 "source": "author:3"}
+                 "continuation": " true crime", "source": "author:3", "occurrences": 2}
 
 
 VOCAB = Vocab(base_size=500, allowed=np.arange(3, 500))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..errors import DataError
 from . import schemas
-from .common import require_path, write_splits
-from .registry import register_dataset
+from .common import require_path, split_rows
+from .registry import Processed, register_dataset
 from .splits import split_groups
 
 _LINE = re.compile(r"^(\d+) (.*)$")
@@ -83,11 +83,12 @@ def read_dialogues(path: Path, fmt: str) -> list[dict]:
 
 
 @register_dataset("personachat")
-def build(params, out_dir: Path) -> list[tuple[str, int]]:
+def build(params) -> Processed:
     path = require_path(params.path, "PersonaChat file", "preprocess.datasets.personachat.path")
     dialogues = read_dialogues(path, params.format)
     rows = [{"dialogue_id": i, **d} for i, d in enumerate(dialogues)]
     stats = [("dialogues", len(rows)), ("turn pairs", sum(len(r["self"]) for r in rows))]
     assign = split_groups([r["dialogue_id"] for r in rows], params.split.valid, params.split.test, params.seed)
-    split_of = lambda r: next(s for s, ids in assign.items() if r["dialogue_id"] in ids)  # noqa: E731
-    return write_splits(out_dir, rows, schemas.PERSONACHAT, split_of, stats)
+    splits = split_rows(rows, "dialogue_id", assign)
+    stats += [(f"final {s}", len(v)) for s, v in splits.items()]
+    return Processed(schemas.PERSONACHAT, splits, stats)

@@ -1,26 +1,38 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
+
+import pyarrow as pa
 
 from ..registry import Registry
 
 
+@dataclass
+class Processed:
+    """What a dataset reader produces: rows per split, per-step counts and extra tables."""
+
+    schema: pa.Schema
+    splits: dict[str, list[dict]]
+    stats: list[tuple[str, int]]
+    extra: dict[str, tuple[pa.Schema, list[dict]]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Dataset:
-    """A dataset reader: ``build(params, out_dir)`` writes the processed splits and returns stats."""
+    """``build(params) -> Processed``; ``contract(processed, params)`` -> GX suites to run on it."""
 
     name: str
-    build: Callable  # (params, out_dir: Path) -> list[tuple[str, int]]
-    splits: tuple[str, ...] = ("train", "valid", "test")
+    build: Callable
+    contract: Callable | None = None
 
 
 DATASETS: Registry[Dataset] = Registry("dataset")
 
 
-def register_dataset(name: str, splits: tuple[str, ...] = ("train", "valid", "test")):
+def register_dataset(name: str, contract: Callable | None = None):
     def deco(fn):
-        DATASETS.register(name)(Dataset(name, fn, splits))
+        DATASETS.register(name)(Dataset(name, fn, contract))
         return fn
 
     return deco

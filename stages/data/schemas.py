@@ -31,14 +31,32 @@ ENRON = pa.schema([
     pa.field("body", pa.string(), nullable=False),
 ])
 
+ENRON_USERS = pa.schema(list(ENRON) + [
+    pa.field("user", pa.string(), nullable=False),  # the sender address chosen for the mailbox
+    pa.field("user_set", pa.string(), nullable=False),  # held_in | held_out
+])
+
+#: secret candidates found in a training split (held-out samples containing one are dropped)
+CANDIDATES = pa.schema([
+    pa.field("value", pa.string(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("count", pa.int64(), nullable=False),  # training samples containing it
+])
+
 SECRETS = pa.schema([
     pa.field("secret_id", pa.string(), nullable=False),
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("kind", pa.string(), nullable=False),
     pa.field("value", pa.string(), nullable=False),
-    pa.field("prompt", pa.string(), nullable=False),
+    pa.field("prompt", pa.string(), nullable=False),  # s1
+    pa.field("continuation", pa.string(), nullable=False),  # s2
     pa.field("source", pa.string(), nullable=False),
     pa.field("split", pa.string(), nullable=False),
+    pa.field("occurrences", pa.int64(), nullable=False),  # training samples containing the value
+    # does the *base* model already produce s2 after s1 (greedy), and how likely is s2 under it;
+    # null when the base check is off. Later metrics subtract base-model leakage with these.
+    pa.field("base_greedy", pa.bool_(), nullable=True),
+    pa.field("base_logprob", pa.float64(), nullable=True),
 ])
 
 CANARIES = pa.schema([
@@ -57,4 +75,4 @@ SCORES = pa.schema([
     pa.field("score", pa.float64(), nullable=False),
 ])
 
-SCHEMAS = {"personachat": PERSONACHAT, "tofu": TOFU, "enron": ENRON}
+SCHEMAS = {"personachat": PERSONACHAT, "tofu": TOFU, "enron": ENRON, "enron_users": ENRON_USERS}

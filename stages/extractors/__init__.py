@@ -1,18 +1,28 @@
-"""Secret extractors behind a registry: real secrets in the private data (PII, TOFU genres).
+"""Secret extractors behind a registry: real secrets in the private data (empirical-privacy-variance
+App. B.6): recurring long sequences and regex PII in Enron, author -> genre in TOFU.
 
-An extractor takes the processed rows of one split and yields secrets: ``kind``, ``value`` (the
-string that must not leak), ``prompt`` (the text that precedes it, used to try to elicit it) and
-``source`` (which message/author it came from). Values are never logged.
+An extractor reads the training split (and the secret candidates preprocess found in it) and
+yields secrets: ``kind``, ``value`` (the string that must not leak), ``prompt`` (s1, used to try to
+elicit it), ``continuation`` (s2, what a leaking model would produce after the prompt), ``source``
+and ``occurrences`` (training samples containing it). Values are never logged.
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from ..registry import Registry
 
-Extractor = Callable[[list[dict], int], Iterator[dict]]
+
+@dataclass
+class ExtractInput:
+    train: list[dict]
+    candidates: list[dict] = field(default_factory=list)
+
+
+Extractor = Callable[[ExtractInput, object], Iterator[dict]]
 EXTRACTORS: Registry[Extractor] = Registry("secret extractor")
 
 #: which dataset each extractor reads
@@ -31,36 +41,53 @@ def register_extractor(name: str, dataset: str):
 # ----------------------------------------------------------------------------- Enron PII (regex)
 PHONE_RE = re.compile(r"(?<![\w-])(?:\(\d{3}\)\s?|\d{3}[-.\s])\d{3}[-.]\d{4}(?![\w-])")
 EMAIL_RE = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+PII_PATTERNS: dict[str, re.Pattern] = {"phone": PHONE_RE, "email": EMAIL_RE}
 
 
-def _regex_secrets(rows: Iterable[dict], pattern: re.Pattern, kind: str, prompt_chars: int) -> Iterator[dict]:
-    seen: set[tuple[str, str]] = set()
-    for r in rows:
-        body = r["body"]
-        for m in pattern.finditer(body):
-            value = m.group(0)
-            key = (r["message_id"], value)
-            if key in seen:
-                continue
-            seen.add(key)
-            yield {
-                "kind": kind,
-                "value": value,
-                "prompt": body[max(0, m.start() - prompt_chars): m.start()],
-                "source": r["message_id"],
-            }
+def split_secret(value: str, prompt_fraction: float) -> tuple[str, str]:
+    """(s1, s2) as in the paper's Table 5: cut at the whitespace nearest ``prompt_fraction`` of the
+    length ("Forwarded by Steven" | " J Kean/NA/Enron"); a string with no whitespace is cut there."""
+    target = int(len(value) * prompt_fraction)
+    spaces = [i for i, ch in enumerate(value) if ch.isspace() and 0 < i < len(value) - 1]
+    cut = min(spaces, key=lambda i: (abs(i - target), i)) if spaces else max(1, target)
+    return value[:cut], value[cut:]
+
+
+def _candidates(data: ExtractInput, kind: str) -> list[dict]:
+    return [c for c in data.candidates if c["kind"] == kind]
+
+
+@register_extractor("sequence", "enron")
+def sequences(data: ExtractInput, params) -> Iterator[dict]:
+    """Recurring long strings (merged frequent 50-char n-grams), split into prompt and continuation."""
+    for c in _candidates(data, "sequence"):
+        s1, s2 = split_secret(c["value"], params.prompt_fraction)
+        yield {"kind": "sequence", "value": c["value"], "prompt": s1, "continuation": s2,
+               "source": "train", "occurrences": c["count"]}
+
+
+def _pii(data: ExtractInput, kind: str, params) -> Iterator[dict]:
+    """A PII value with the text before its first training occurrence as the prompt."""
+    bodies = [(r["message_id"], r["body"]) for r in data.train]
+    for c in _candidates(data, kind):
+        for mid, body in bodies:
+            i = body.find(c["value"])
+            if i >= 0:
+                yield {"kind": kind, "value": c["value"], "prompt": body[max(0, i - params.prompt_chars): i],
+                       "continuation": c["value"], "source": mid, "occurrences": c["count"]}
+                break
 
 
 @register_extractor("phone", "enron")
-def phones(rows: list[dict], prompt_chars: int) -> Iterator[dict]:
-    """North-American phone numbers in message bodies: (713) 853-1234, 713-853-1234, 713.853.1234."""
-    return _regex_secrets(rows, PHONE_RE, "phone", prompt_chars)
+def phones(data: ExtractInput, params) -> Iterator[dict]:
+    """North-American phone numbers in bodies: (713) 853-1234, 713-853-1234, 713.853.1234."""
+    return _pii(data, "phone", params)
 
 
 @register_extractor("email", "enron")
-def emails(rows: list[dict], prompt_chars: int) -> Iterator[dict]:
-    """Email addresses in message bodies (headers are metadata, not text the model trains on)."""
-    return _regex_secrets(rows, EMAIL_RE, "email", prompt_chars)
+def emails(data: ExtractInput, params) -> Iterator[dict]:
+    """Email addresses in bodies (headers are metadata, not text the model trains on)."""
+    return _pii(data, "email", params)
 
 
 # ----------------------------------------------------------------------------- TOFU genre
@@ -118,17 +145,14 @@ def author_name_of(texts: Iterable[str]) -> str | None:
 
 
 @register_extractor("genre", "tofu")
-def genres(rows: list[dict], prompt_chars: int) -> Iterator[dict]:
+def genres(data: ExtractInput, params) -> Iterator[dict]:
     """TOFU author -> genre, asked as "What genre does {author} write in?" (AIR's prompt)."""
     by_author: dict[int, list[str]] = {}
-    for r in rows:
+    for r in data.train:
         by_author.setdefault(r["author"], []).extend([r["question"], r["answer"]])
     for author, texts in sorted(by_author.items()):
         genre, name = genre_of(texts), author_name_of(texts)
         if genre and name:
-            yield {
-                "kind": "genre",
-                "value": genre,
-                "prompt": f"What genre does {name} write in?"[:prompt_chars],
-                "source": f"author:{author}",
-            }
+            occurrences = sum(1 for t in texts if genre in t.lower())
+            yield {"kind": "genre", "value": genre, "prompt": f"What genre does {name} write in?",
+                   "continuation": f" {genre}", "source": f"author:{author}", "occurrences": occurrences}

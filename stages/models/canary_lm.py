@@ -73,11 +73,16 @@ class CanaryLM(nn.Module):
         new_logits = self.new_head(hidden) if self.num_new else None
         return hidden, new_logits
 
-    def logprobs_at(self, hidden, new_logits, rows, cols, targets) -> torch.Tensor:
-        """log p(targets | context) at the selected (row, col) positions only -> (K,) float32."""
+    def logits_at(self, hidden, new_logits, rows, cols) -> torch.Tensor:
+        """Full next-token logits (base + new rows) at the selected (row, col) positions -> (K, V+N)."""
         logits = self.head(hidden[rows, cols])
         if self.num_new:
             logits = torch.cat([logits, new_logits[rows, cols].to(logits.dtype)], dim=-1)
+        return logits
+
+    def logprobs_at(self, hidden, new_logits, rows, cols, targets) -> torch.Tensor:
+        """log p(targets | context) at the selected (row, col) positions only -> (K,) float32."""
+        logits = self.logits_at(hidden, new_logits, rows, cols)
         return logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
     # ------------------------------------------------------------------ persistence of the new rows

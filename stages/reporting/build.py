@@ -42,12 +42,12 @@ def number_lineage(metrics: dict, lock: dict, git: dict, verified: bool) -> dict
     return out
 
 
-def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, lock: dict, git: dict,
+def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets_dir: Path, lock: dict, git: dict,
                    plots_dir: Path, out_dir: Path) -> tuple[list[Section], dict]:
     import numpy as np
 
     from ..auditing.roc import roc_curve
-    from ..data.schemas import SCORES, STATS
+    from ..data.schemas import SCORES, SECRETS, STATS
     from ..io import read_json, read_table, write_json
     from .plots import roc_plot, roc_points
 
@@ -131,10 +131,42 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, lock: d
         "held-out PersonaChat replies (loss on the reply tokens only)."])
 
     # ------------------------------------------------------------------ data
-    data = Section("Data", paragraphs=["Counts after each preprocessing step, per dataset."])
+    data = Section("Data", paragraphs=[
+        "Counts after each preprocessing step, per dataset (the source path is the one dvc.lock recorded; "
+        "`data/raw/...` = the small real samples vendored in the repository, not the full corpora)."])
     for ds_dir in sorted(p for p in processed_dir.iterdir() if (p / "stats.parquet").is_file()) if processed_dir.is_dir() else []:
         st = read_table(ds_dir / "stats.parquet", STATS).to_pylist()
-        data.tables.append(Table([f"{ds_dir.name}: step", "count"], [[s["step"], s["count"]] for s in st]))
+        rec = lin.stage_record(lock, f"preprocess@{ds_dir.name}") or {"params": {}}
+        src = (rec["params"].get(f"preprocess.datasets.{ds_dir.name}") or {}).get("path", "?")
+        data.tables.append(Table([f"{ds_dir.name} ({src}): step", "count"], [[s["step"], s["count"]] for s in st]))
+
+    # ------------------------------------------------------------------ data contracts (GX)
+    contracts = Section("Data contracts (Great Expectations)", paragraphs=[
+        "Every processed dataset is checked against its pyarrow schema and a Great Expectations suite before "
+        "it is written; a violation fails its stage. Observed values are aggregates (no row contents)."])
+    ct = Table(["dataset", "suite", "expectation", "column", "observed", "ok"])
+    for ds_dir in sorted(p for p in processed_dir.iterdir() if (p / "gx_results.json").is_file()) if processed_dir.is_dir() else []:
+        for suite, rep in read_json(ds_dir / "gx_results.json").items():
+            for r in rep["results"]:
+                obs = r.get("observed_value")
+                if obs is None and r.get("unexpected_count") is not None:
+                    obs = f"{r['unexpected_count']} of {r['element_count']} unexpected"
+                ct.rows.append([ds_dir.name, suite, r["expectation"], r["kwargs"].get("column", ""), obs, r["success"]])
+    contracts.tables.append(ct)
+
+    # ------------------------------------------------------------------ secrets
+    secrets_sec = Section("Real secrets in the training data", paragraphs=[
+        "Secrets extracted from the training splits (values are not shown). `base reproduces` = the base model "
+        "already continues the prompt with the secret greedily, i.e. leakage that fine-tuning did not cause; "
+        "later memorization metrics subtract it."])
+    stt = Table(["dataset", "kind", "secrets", "mean occurrences", "base reproduces", "mean base log-prob"])
+    for f in sorted(secrets_dir.glob("*.parquet")) if secrets_dir.is_dir() else []:
+        t = read_table(f, SECRETS).to_pandas()
+        for kind, g in t.groupby("kind"):
+            stt.rows.append([f.stem, kind, len(g), float(g["occurrences"].mean()),
+                             f"{int(g['base_greedy'].fillna(False).sum())} / {len(g)}",
+                             float(g["base_logprob"].mean()) if g["base_logprob"].notna().any() else None])
+    secrets_sec.tables.append(stt)
 
     # ------------------------------------------------------------------ lineage
     stages = ["audit"] + lin.upstream(lock, "audit")
@@ -151,18 +183,18 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, lock: d
         "`reports/lineage.json` maps each of its JSON paths to the producing stage, the md5 of that stage's "
         "inputs and its params as recorded in dvc.lock, the upstream stages and the git commit. "
         "The table lists each stage in the chain as dvc.lock records it (md5 prefixes; `.dir` = directory)."])
-    return [summary, results, training, data, lineage_sec], lineage
+    return [summary, results, training, data, contracts, secrets_sec, lineage_sec], lineage
 
 
-def build_report(title: str, metrics_path: Path, scores_dir: Path, processed_dir: Path, lock_path: Path,
-                 out_dir: Path, root: Path = Path(".")) -> dict:
+def build_report(title: str, metrics_path: Path, scores_dir: Path, processed_dir: Path, secrets_dir: Path,
+                 lock_path: Path, out_dir: Path, root: Path = Path(".")) -> dict:
     from ..io import atomic_file, read_json, write_json
 
     metrics = read_json(metrics_path)
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
     plots_dir = out_dir / "plots"
-    sections, lineage = build_sections(metrics, scores_dir, processed_dir, lock, git, plots_dir, out_dir)
+    sections, lineage = build_sections(metrics, scores_dir, processed_dir, secrets_dir, lock, git, plots_dir, out_dir)
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))
     with atomic_file(out_dir / "index.html") as tmp:

@@ -40,7 +40,8 @@ def canary_examples(rows: list[dict], objective: str) -> list[Example]:
 
 
 def personachat_pairs(dialogues: list[dict]) -> list[tuple[str, str]]:
-    """(prompt, reply) per turn: persona and partner utterance -> the persona owner's reply."""
+    """(prompt, reply) per turn: persona and partner utterance -> the persona owner's reply.
+    SFT masks the prompt (the persona is not learned), as in the seed's PersonaChat setting."""
     pairs = []
     for d in dialogues:
         persona = " ".join(d["persona"])
@@ -49,14 +50,33 @@ def personachat_pairs(dialogues: list[dict]) -> list[tuple[str, str]]:
     return pairs
 
 
+def tofu_pairs(rows: list[dict]) -> list[tuple[str, str]]:
+    """TOFU QA (App. B.3): question -> answer; SFT puts the loss on the answer only."""
+    return [(f"Question: {r['question']}\nAnswer:", f" {r['answer']}") for r in rows]
+
+
+def enron_pairs(rows: list[dict]) -> list[tuple[str, str]]:
+    """Enron: the whole email body is the target (utility and leakage are measured on full samples)."""
+    return [("", r["body"]) for r in rows]
+
+
+#: processed dataset -> (prompt, target) pairs for fine-tuning
+PAIRS = {"personachat": personachat_pairs, "tofu": tofu_pairs, "enron": enron_pairs, "enron_users": enron_pairs}
+
+
 def text_examples(pairs: list[tuple[str, str]], tokenizer, max_length: int, objective: str) -> list[Example]:
     """Tokenize (prompt, reply) pairs; the reply keeps up to half the budget, the prompt its tail."""
     out = []
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     for prompt, reply in pairs:
-        r = (tokenizer(reply, add_special_tokens=False)["input_ids"] + eos)[: max_length // 2]
-        p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        p = p[-(max_length - len(r)):]
+        p = tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
+        r = tokenizer(reply, add_special_tokens=False)["input_ids"] + eos
+        if not p:  # no prompt: the whole text is the target, predicted from a BOS token
+            p, r = [bos], r[: max_length - 1]
+        else:
+            r = r[: max_length // 2]
+            p = p[-(max_length - len(r)):]
         out.append(make_example(p, r, objective, "text"))
     return out
 

@@ -30,21 +30,29 @@ def per_example_sums(values: torch.Tensor, owner: torch.Tensor, n: int) -> torch
 
 @torch.no_grad()
 def token_logprobs(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64,
-                   desc: str | None = None) -> list[np.ndarray]:
-    """log p(label_t | ids_<t) for every labelled position of every example (float32 arrays)."""
+                   desc: str | None = None, greedy: bool = False):
+    """log p(label_t | ids_<t) for every labelled position of every example (float32 arrays).
+
+    With ``greedy=True`` also returns, per example, whether every labelled token is the argmax
+    next token (i.e. greedy decoding from the unlabelled prefix reproduces the labels verbatim).
+    """
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     lengths = [len(e) for e in examples]
     out: list[np.ndarray | None] = [None] * len(examples)
+    hits: list[bool] = [False] * len(examples)
     parts = chunks(range(len(examples)), lengths, batch_size)
     for part in tqdm(parts, desc=desc, disable=desc is None, leave=False):
         batch = collate([examples[i] for i in part], pad_id, device)
         with autocast(device):
             hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
-        lp = model.logprobs_at(hidden, new_logits, batch["rows"], batch["cols"], batch["targets"]).cpu().numpy()
+            logits = model.logits_at(hidden, new_logits, batch["rows"], batch["cols"]).float()
+        lp = logits.log_softmax(-1).gather(-1, batch["targets"].unsqueeze(-1)).squeeze(-1).cpu().numpy()
+        top = (logits.argmax(-1) == batch["targets"]).cpu().numpy()
         rows = batch["rows"].cpu().numpy()
         for j, i in enumerate(part):
             out[i] = lp[rows == j]
+            hits[i] = bool(top[rows == j].all())
     model.train(was_training)
-    return out  # type: ignore[return-value]
+    return (out, hits) if greedy else out
