@@ -379,12 +379,20 @@ class FinetuneParams:
     #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
     dataset: Literal["personachat", "tofu", "enron", "enron_users"] = "personachat"
     objective: Literal["sft", "nwp"] = "sft"
-    paradigm: Literal["lora"] = "lora"
+    #: lora | full (every decoder weight; the tied 49k-row embedding stays frozen) | prompt | prefix
+    paradigm: Literal["lora", "full", "prompt", "prefix"] = "lora"
     lora: LoraParams = field(default_factory=LoraParams)
+    #: soft-prompt length (paradigm prompt) or key/value prefix length (paradigm prefix)
+    virtual_tokens: int = 16
     dp: DPParams = field(default_factory=DPParams)
+    #: adamw/adam (DP-Adam under DP) or sgd (DP-SGD under DP)
+    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    momentum: float = 0.0
     steps: int = 200
     #: expected logical batch size; the Poisson sampling rate is q = batch_size / n
     batch_size: int = 40
+    #: set to fix q directly instead (then batch_size is ignored)
+    sample_rate: Optional[float] = None
     #: at most this many examples per forward pass (memory bound)
     physical_batch_size: int = 64
     lr: float = 1e-3
@@ -397,10 +405,18 @@ class FinetuneParams:
     eval_rows: int = 64
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    #: save a resumable checkpoint every k steps (0 = never); a rerun with the same inputs resumes
+    checkpoint_every: int = 0
+    checkpoint_dir: str = "data/checkpoints"
 
     def problems(self):
         return (
             _p(self.steps > 0, "steps", "must be > 0", self.steps)
+            + _p(self.sample_rate is None or 0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]",
+                 self.sample_rate)
+            + _p(self.virtual_tokens > 0, "virtual_tokens", "must be > 0", self.virtual_tokens)
+            + _p(0 <= self.momentum < 1, "momentum", "must be in [0, 1)", self.momentum)
+            + _p(self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0", self.checkpoint_every)
             + _p(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
             + _p(self.physical_batch_size > 0, "physical_batch_size", "must be > 0", self.physical_batch_size)
             + _p(self.lr > 0, "lr", "must be > 0", self.lr)

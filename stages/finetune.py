@@ -4,6 +4,8 @@ run.json, privacy.json, train_log.jsonl)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import Sequence
@@ -41,7 +43,7 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
     from .io import read_json, write_json
     from .models.loading import pick_device
     from .training.examples import canary_examples
-    from .training.loop import mean_nll, train, write_log
+    from .training.loop import Checkpointer, examples_fingerprint, mean_nll, train, write_log
     from .training.setup import build_model, save_model
 
     device = pick_device(ft.device)
@@ -57,11 +59,19 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
     examples = text + canary_ex
     label_tokens = lambda exs: int(sum((e.labels != -100).sum() for e in exs))  # noqa: E731
     log.info("run %s: %d text rows + %d member canaries on %s", run, len(text), len(canary_ex), device)
+    checkpoint = None
+    if ft.checkpoint_every:
+        config = {k: v for k, v in dataclasses.asdict(ft).items() if not k.startswith("checkpoint")}
+        key = hashlib.sha1((json.dumps(config, sort_keys=True) + examples_fingerprint(examples)).encode()).hexdigest()
+        checkpoint = Checkpointer(Path(ft.checkpoint_dir) / f"{run}.pt", ft.checkpoint_every, key)
     result = train(
         model, examples, steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size,
         lr=ft.lr, weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed,
-        pad_id=tok.pad_token_id, dp=ft.dp,
+        pad_id=tok.pad_token_id, dp=ft.dp, sample_rate=ft.sample_rate, optimizer=ft.optimizer,
+        momentum=ft.momentum, checkpoint=checkpoint,
     )
+    if result.resumed_from:
+        log.info("run %s: resumed from the checkpoint at step %d", run, result.resumed_from)
     utility = mean_nll(model, evals, tok.pad_token_id)
     save_model(model, out_dir)
     write_log(out_dir / "train_log.jsonl", result.log)
@@ -84,7 +94,9 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
         "expected_batch_size": result.expected_batch_size,
         "steps": result.steps,
         "expected_exposures_per_member": result.sample_rate * result.steps,
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "train_seconds": result.seconds,
+        "resumed_from_step": result.resumed_from,
         "final_loss": result.log[-1]["loss"] if result.log else None,
         "valid": {"rows": len(evals), **utility},
         "privacy": privacy,

@@ -75,10 +75,19 @@ def test_corrupted_inputs_fail_without_output(tmp_path, tiny_model_dir, capsys, 
     assert not (tmp_path / "processed" / dataset).exists() and _no_leftovers(tmp_path / "processed")
 
 
-def test_negative_dp_epsilon(tmp_path, tiny_model_dir, capsys):
-    f = _params(tmp_path, tiny_model_dir, **{"finetune.dp.epsilon": -1})
+@pytest.mark.parametrize("key,value,needle", [
+    ("finetune.dp.epsilon", -1, "finetune.dp.epsilon: must be > 0 (got -1.0)"),
+    ("finetune.dp.epsilon", 0, "finetune.dp.epsilon: must be > 0 (got 0.0)"),
+    ("finetune.dp.delta", 1.0, "finetune.dp.delta: must be in (0, 1) (got 1.0)"),
+    ("finetune.dp.max_grad_norm", 0, "finetune.dp.max_grad_norm: must be > 0"),
+    ("finetune.sample_rate", 1.5, "finetune.sample_rate: must be in (0, 1] (got 1.5)"),
+    ("finetune.paradigm", "adapters", "finetune.paradigm: must be one of 'lora', 'full', 'prompt', 'prefix'"),
+    ("finetune.dp.accountant", "gdp", "finetune.dp.accountant: must be one of 'prv', 'rdp'"),
+])
+def test_bad_finetune_params(tmp_path, tiny_model_dir, capsys, key, value, needle):
+    f = _params(tmp_path, tiny_model_dir, **{key: value})
     err = _fails(capsys, finetune.main, ["--run", "nondp", "--params", str(f)])
-    assert "finetune.dp.epsilon: must be > 0 (got -1.0)" in err
+    assert needle in err
     assert not (tmp_path / "models").exists()
 
 

@@ -5,7 +5,8 @@ import torch
 
 from stages.config import DPParams, FinetuneParams, LoraParams
 from stages.training.examples import canary_examples, make_example
-from stages.training.loop import calibrate_sigma, train
+from stages.errors import ConfigError
+from stages.training.loop import Checkpointer, calibrate_sigma, train
 from stages.training.scoring import token_logprobs
 from stages.training.setup import build_model, load_model, save_model
 
@@ -123,13 +124,17 @@ def test_training_is_deterministic(tiny_base):
     torch.testing.assert_close(outs[0][1], outs[1][1])
 
 
-def test_save_and_load_roundtrip(model, tiny_base, tmp_path):
+@pytest.mark.parametrize("paradigm", ["lora", "full", "prompt", "prefix"])
+def test_save_and_load_roundtrip(paradigm, tiny_base, tmp_path):
+    import dataclasses
     import json
 
-    m, tok = model
+    torch.manual_seed(0)
+    ft = FinetuneParams(paradigm=paradigm, lora=LoraParams(r=4, alpha=8), virtual_tokens=3)
+    m, tok = build_model(tiny_base, ft, NUM_NEW, "mean", torch.device("cpu"))
     _train(m, tok, steps=5)
     save_model(m, tmp_path)
-    (tmp_path / "run.json").write_text(json.dumps({"num_new_tokens": NUM_NEW}))
+    (tmp_path / "run.json").write_text(json.dumps({"num_new_tokens": NUM_NEW, "params": dataclasses.asdict(ft)}))
     m2, _ = load_model(tiny_base, tmp_path, torch.device("cpu"))
     m.eval()
     exs = canary_examples(_canaries(), "sft")
@@ -137,3 +142,96 @@ def test_save_and_load_roundtrip(model, tiny_base, tmp_path):
     b = token_logprobs(m2, exs, tok.pad_token_id)
     for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("b,T,sigma", [(4096, 500, 0.962), (2048, 1000, 0.814), (4096, 1000, 1.14), (8192, 1000, 1.91)])
+def test_sigma_calibration_matches_seed_table_10(b, T, sigma):
+    # empirical-privacy-variance Table 10: PRV, n = 180000, epsilon = 4, delta = 1e-6
+    assert calibrate_sigma(4.0, 1e-6, b / 180000, T, "prv") == pytest.approx(sigma, rel=0.01)
+
+
+@pytest.mark.parametrize("paradigm,optimizer", [("lora", "adamw"), ("full", "sgd"), ("prompt", "adam"),
+                                                ("prefix", "adamw")])
+def test_weights_really_move_under_dp(tiny_base, paradigm, optimizer):
+    torch.manual_seed(0)
+    ft = FinetuneParams(paradigm=paradigm, lora=LoraParams(r=4, alpha=8), virtual_tokens=3)
+    m, tok = build_model(tiny_base, ft, NUM_NEW, "mean", torch.device("cpu"))
+    trainable = {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
+    frozen = {n: p.detach().clone() for n, p in m.named_parameters() if not p.requires_grad}
+    expected = {"lora": "lora_", "full": "layers.0.mlp", "prompt": "prompt.embedding", "prefix": "prefix.embedding"}
+    assert any(expected[paradigm] in n for n in trainable), sorted(trainable)[:5]
+    assert {"new_embed.weight", "new_head.weight"} <= set(trainable)
+    res = train(m, canary_examples([c for c in _canaries() if c["member"]], "sft"), steps=3, batch_size=10,
+                physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
+                dp=DPParams(enabled=True, epsilon=8.0, delta=1e-5), optimizer=optimizer)
+    assert res.privacy["optimizer"] == f"DP-{optimizer}" and res.privacy["accounted_steps"] == 3
+    after = dict(m.named_parameters())
+    for n, before in trainable.items():  # every trainable tensor moved (noise alone moves it under DP)
+        assert (after[n].detach() - before).abs().max() > 0, n
+    for n, before in frozen.items():
+        torch.testing.assert_close(after[n].detach(), before)
+    eps = [p["epsilon"] for p in res.privacy["profile"]]
+    assert eps == sorted(eps)  # epsilon grows as delta shrinks (profile is ordered by decreasing delta)
+
+
+def test_resume_after_a_crash_reaches_the_same_result(tiny_base, tmp_path):
+    exs = canary_examples([c for c in _canaries() if c["member"]], "sft")
+
+    def run(checkpoint=None, crash_at=None):
+        torch.manual_seed(0)
+        m, tok = build_model(tiny_base, FinetuneParams(lora=LoraParams(r=4, alpha=8)), NUM_NEW, "mean",
+                             torch.device("cpu"))
+
+        def on_step(rec):
+            if rec["step"] == crash_at:
+                raise KeyboardInterrupt("killed")
+
+        res = train(m, exs, steps=6, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0,
+                    clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
+                    dp=DPParams(enabled=True, epsilon=8.0, delta=1e-5), checkpoint=checkpoint, on_step=on_step)
+        return res, m.trainable_state()
+
+    ref, ref_state = run()
+    ck = Checkpointer(tmp_path / "run.pt", every=2, fingerprint="abc")
+    with pytest.raises(KeyboardInterrupt):
+        run(ck, crash_at=5)
+    assert ck.path.is_file() and torch.load(ck.path, weights_only=False)["step"] == 4
+    res, state = run(ck)
+    assert res.resumed_from == 4 and not ck.path.exists()
+    assert [r["loss"] for r in res.log] == [r["loss"] for r in ref.log]
+    assert res.privacy["epsilon_spent"] == ref.privacy["epsilon_spent"] and res.privacy["accounted_steps"] == 6
+    for k in ref_state:
+        torch.testing.assert_close(state[k], ref_state[k], rtol=0, atol=0)
+    # a checkpoint of other inputs is ignored
+    Checkpointer(tmp_path / "run.pt", every=2, fingerprint="abc").save({"step": 4})
+    assert Checkpointer(tmp_path / "run.pt", every=2, fingerprint="other").load() is None
+
+
+def test_q_above_one_is_refused(model):
+    m, tok = model
+    with pytest.raises(ConfigError, match="finetune.batch_size: 50 examples per step out of n=20 gives q = 2.5 > 1"):
+        train(m, canary_examples(_canaries()[:20], "sft"), steps=1, batch_size=50, physical_batch_size=4, lr=1e-2,
+              weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id)
+
+
+def test_rms_norm_per_example_grads_are_exact():
+    """The registered RMSNorm sampler equals per-example autograd gradients."""
+    from opacus import GradSampleModule
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from stages.training.grad_samplers import register_for
+
+    torch.manual_seed(0)
+    norm = LlamaRMSNorm(8, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    register_for(norm)
+    x = torch.randn(3, 5, 8)
+    gsm = GradSampleModule(norm, batch_first=True, loss_reduction="sum")
+    (gsm(x) ** 2).sum().backward()
+    for i in range(3):
+        w = norm.weight.detach().clone().requires_grad_(True)
+        ref = LlamaRMSNorm(8, eps=1e-6)
+        ref.weight = torch.nn.Parameter(w)
+        (ref(x[i:i + 1]) ** 2).sum().backward()
+        torch.testing.assert_close(norm.weight.grad_sample[i], ref.weight.grad)

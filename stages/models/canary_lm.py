@@ -1,4 +1,5 @@
-"""CanaryLM: a causal LM plus ``num_new`` extra token rows that are trainable on their own.
+"""CanaryLM: a causal LM plus ``num_new`` extra token rows that are trainable on their own, and
+optionally a soft prompt (prompt tuning) or trainable key/value prefixes (prefix tuning).
 
 New-token canaries need rows for tokens the base vocabulary lacks. Growing and training the whole
 (tied, 49k-row) embedding is slow and breaks opacus ("No activations detected" for the tied
@@ -20,6 +21,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+PROMPT_INIT_SEED = 1234
+
 
 def _causal(lm: nn.Module) -> nn.Module:
     get = getattr(lm, "get_base_model", None)  # peft wrappers
@@ -27,21 +30,72 @@ def _causal(lm: nn.Module) -> nn.Module:
 
 
 class CanaryLM(nn.Module):
-    def __init__(self, lm: nn.Module, num_new: int = 0, init: str = "mean"):
+    """``soft_prompt`` > 0: prompt tuning (peft PromptEmbedding, prepended to the input embeddings);
+    ``prefix`` > 0: prefix tuning (peft PrefixEncoder, a trainable key/value prefix in every layer).
+    Both are plain batch-first embedding lookups, so opacus clips and noises them per example."""
+
+    def __init__(self, lm: nn.Module, num_new: int = 0, init: str = "mean", soft_prompt: int = 0, prefix: int = 0):
         super().__init__()
         self.lm = lm
         causal = _causal(lm)
+        self.config = causal.config
         self.decoder = causal.base_model  # e.g. LlamaModel / GPT2Model (accepts inputs_embeds)
         self.embed = causal.get_input_embeddings()
         self.head = causal.get_output_embeddings()
         self.base_vocab = self.embed.num_embeddings
         self.num_new = int(num_new)
         d = self.embed.embedding_dim
+        dev, dt = self.embed.weight.device, self.embed.weight.dtype
         if self.num_new:
-            dev, dt = self.embed.weight.device, self.embed.weight.dtype
             self.new_embed = nn.Embedding(self.num_new, d, device=dev, dtype=dt)
             self.new_head = nn.Linear(d, self.num_new, bias=False, device=dev, dtype=dt)
             self.reset_new_rows(init)
+        self.soft_prompt = int(soft_prompt)
+        self.prefix_len = int(prefix)
+        if self.soft_prompt:
+            from peft import PromptTuningConfig
+            from peft.tuners.prompt_tuning import PromptEmbedding
+
+            cfg = PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=self.soft_prompt, token_dim=d,
+                                     num_transformer_submodules=1, prompt_tuning_init="SAMPLE_VOCAB")
+            with torch.random.fork_rng(devices=[]):  # the init draws vocabulary rows: keep it seeded and local
+                torch.manual_seed(PROMPT_INIT_SEED)
+                self.prompt = PromptEmbedding(cfg, self.embed).to(device=dev, dtype=dt)
+        if self.prefix_len:
+            from peft import PrefixTuningConfig
+            from peft.tuners.prefix_tuning import PrefixEncoder
+
+            c = self.config
+            heads = c.num_attention_heads
+            self.kv_heads = getattr(c, "num_key_value_heads", None) or heads
+            self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // heads
+            self.layers = c.num_hidden_layers
+            kv_dim = self.kv_heads * self.head_dim
+            cfg = PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=self.prefix_len, token_dim=kv_dim,
+                                     num_layers=self.layers, num_attention_heads=self.kv_heads,
+                                     encoder_hidden_size=kv_dim, prefix_projection=False)
+            self.prefix = PrefixEncoder(cfg).to(device=dev, dtype=dt)
+            self.init_prefix()
+
+    @torch.no_grad()
+    def init_prefix(self) -> None:
+        """Start the prefix from the base model's own keys/values of random vocabulary tokens
+        (an activation-based init, as Li & Liang recommend over random vectors)."""
+        gen = torch.Generator().manual_seed(PROMPT_INIT_SEED)
+        ids = torch.randint(0, self.base_vocab, (1, self.prefix_len), generator=gen).to(self.embed.weight.device)
+        cache = self.decoder(input_ids=ids, use_cache=True).past_key_values
+        kv = torch.stack([torch.stack([cache.layers[i].keys[0], cache.layers[i].values[0]]) for i in range(self.layers)])
+        # (L, 2, kv_heads, n, head_dim) -> (n, L*2*kv_heads*head_dim), the layout forward() reads back
+        weight = kv.reshape(self.layers * 2, self.kv_heads, self.prefix_len, self.head_dim).permute(2, 0, 1, 3)
+        self.prefix.embedding.weight.copy_(weight.reshape(self.prefix_len, -1))
+
+    def _prefix_cache(self, batch: int):
+        from transformers import DynamicCache
+
+        idx = torch.arange(self.prefix_len, device=self.embed.weight.device).expand(batch, -1)
+        kv = self.prefix(idx).view(batch, self.prefix_len, self.layers * 2, self.kv_heads, self.head_dim)
+        kv = kv.permute(2, 0, 3, 1, 4)  # (L*2, B, kv_heads, n, head_dim)
+        return DynamicCache(ddp_cache_data=[(kv[2 * i], kv[2 * i + 1]) for i in range(self.layers)], config=self.config)
 
     @torch.no_grad()
     def reset_new_rows(self, init: str = "mean") -> None:
@@ -67,9 +121,21 @@ class CanaryLM(nn.Module):
         return torch.where(is_new.unsqueeze(-1), new, base)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        """Return (hidden states (B, T, d), new-token logits (B, T, N) or None)."""
-        out = self.decoder(inputs_embeds=self.embed_ids(input_ids), attention_mask=attention_mask, use_cache=False)
-        hidden = out[0]
+        """Return (hidden states (B, T, d), new-token logits (B, T, N) or None) for the real tokens."""
+        B = input_ids.shape[0]
+        emb = self.embed_ids(input_ids)
+        if attention_mask is None:
+            attention_mask = torch.ones(input_ids.shape, dtype=torch.long, device=input_ids.device)
+        kw: dict = {"use_cache": False}
+        if self.soft_prompt:
+            idx = torch.arange(self.soft_prompt, device=input_ids.device).expand(B, -1)
+            emb = torch.cat([self.prompt(idx).to(emb.dtype), emb], dim=1)
+            attention_mask = torch.cat([attention_mask.new_ones(B, self.soft_prompt), attention_mask], dim=1)
+        if self.prefix_len:
+            kw = {"past_key_values": self._prefix_cache(B), "use_cache": True}
+            attention_mask = torch.cat([attention_mask.new_ones(B, self.prefix_len), attention_mask], dim=1)
+        hidden = self.decoder(inputs_embeds=emb, attention_mask=attention_mask, **kw)[0]
+        hidden = hidden[:, self.soft_prompt:]  # the soft prompt's own positions predict nothing
         new_logits = self.new_head(hidden) if self.num_new else None
         return hidden, new_logits
 
@@ -85,26 +151,24 @@ class CanaryLM(nn.Module):
         logits = self.logits_at(hidden, new_logits, rows, cols)
         return logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
-    # ------------------------------------------------------------------ persistence of the new rows
-    def new_rows_state(self) -> dict[str, torch.Tensor]:
-        if not self.num_new:
-            return {}
-        return {
-            "new_embed": self.new_embed.weight.detach().cpu().contiguous(),
-            "new_head": self.new_head.weight.detach().cpu().contiguous(),
-        }
+    # ------------------------------------------------------------------ persistence
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """Every trainable tensor (LoRA, new rows, prompt/prefix, or the decoder for full FT)."""
+        return {n: p.detach().cpu().contiguous() for n, p in self.named_parameters() if p.requires_grad}
 
-    def save_new_rows(self, path: str | Path) -> None:
+    def save_trainable(self, path: str | Path) -> None:
         from safetensors.torch import save_file
 
-        state = self.new_rows_state()
-        if state:
-            save_file(state, str(path))
+        save_file(self.trainable_state(), str(path))
 
     @torch.no_grad()
-    def load_new_rows(self, path: str | Path) -> None:
+    def load_trainable(self, path: str | Path) -> None:
         from safetensors.torch import load_file
 
         state = load_file(str(path))
-        self.new_embed.weight.copy_(state["new_embed"])
-        self.new_head.weight.copy_(state["new_head"])
+        params = dict(self.named_parameters())
+        missing = [k for k in state if k not in params]
+        if missing:
+            raise KeyError(f"{path}: tensors {missing[:3]} do not exist in this model")
+        for k, v in state.items():
+            params[k].copy_(v.to(params[k].dtype))

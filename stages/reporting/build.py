@@ -49,7 +49,7 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
     from ..auditing.roc import roc_curve
     from ..data.schemas import SCORES, SECRETS, STATS
     from ..io import read_json, read_table, write_json
-    from .plots import roc_plot, roc_points
+    from .plots import privacy_plot, roc_plot, roc_points
 
     verified = lin.verify_outputs(lock, "audit")
     lineage = number_lineage(metrics, lock, git, verified)
@@ -113,6 +113,13 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
             roc_plot(curves, f"run {run}, attack {atk}", png)
             plot_json[f"roc_{run}_{atk}"] = roc_points(curves)
             images.append((f"ROC of the {atk} attack on run {run}, one curve per canary kind", png))
+            if pv.get("dp") and pv.get("profile"):
+                best = max((m["audit"].get("eps_lb_95", 0.0) for m in kinds.values()), default=0.0)
+                png = plots_dir / f"privacy_{run}_{atk}.png"
+                privacy_plot(pv["profile"], curves, pv["epsilon_spent"], pv["delta"], best or None,
+                             f"run {run}: accountant ε = {pv['epsilon_spent']:.2f} vs audit ε̂95 = {best:.2f}", png)
+                images.append((f"Run {run}: the accountant's privacy profile, and the {atk} attack's ROC inside the "
+                               f"(ε, δ) privacy region (dashed: the region at the audited ε̂)", png))
     for name, pts in plot_json.items():
         write_json(plots_dir / f"{name}.json", pts)
     results = Section("Audit and membership inference on canaries", tables=[res], images=images)

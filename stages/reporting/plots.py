@@ -39,3 +39,50 @@ def roc_plot(curves: dict[str, tuple[np.ndarray, np.ndarray, float]], title: str
 
 def roc_points(curves: dict[str, tuple[np.ndarray, np.ndarray, float]]) -> list[dict]:
     return [{"kind": k, "fpr": float(f), "tpr": float(t)} for k, (fp, tp, _) in curves.items() for f, t in zip(fp, tp)]
+
+
+def region_tpr(fpr: np.ndarray, eps: float, delta: float) -> np.ndarray:
+    """Largest TPR an (eps, delta)-DP mechanism allows at each FPR (Kairouz et al. 2015, seed eq. 3)."""
+    return np.minimum.reduce([np.ones_like(fpr), np.exp(eps) * fpr + delta,
+                              1 - np.exp(-eps) * np.clip(1 - delta - fpr, 0, None)])
+
+
+def privacy_plot(profile: list[dict], curves: dict, eps: float, delta: float, eps_hat: float | None, title: str,
+                 path: Path) -> None:
+    """Left: the accountant's epsilon(delta). Right: empirical ROCs inside the privacy region."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4.2))
+    d = [p["delta"] for p in profile]
+    a.plot(d, [p["epsilon"] for p in profile], "o-")
+    a.axvline(delta, color="grey", ls=":", lw=0.8)
+    a.set_xscale("log")
+    a.set_xlabel("δ")
+    a.set_ylabel("ε (accountant upper bound)")
+    a.set_title("privacy profile ε(δ)")
+    a.grid(alpha=0.3)
+    grid = np.logspace(-4, 0, 200)
+    b.fill_between(grid, 0, region_tpr(grid, eps, delta), color="tab:green", alpha=0.12,
+                   label=f"allowed by (ε={eps:.2f}, δ={delta:.0e})")
+    if eps_hat:
+        b.plot(grid, region_tpr(grid, eps_hat, delta), "g--", lw=0.8, label=f"boundary at ε̂={eps_hat:.2f}")
+    for kind, (fpr, tpr, _auc) in curves.items():
+        b.step(np.clip(fpr, 1e-4, 1), tpr, where="post", label=kind)
+    b.plot(grid, grid, "k:", lw=0.8)
+    b.set_xscale("log")
+    b.set_yscale("log")
+    b.set_xlim(1e-3, 1)
+    b.set_ylim(1e-3, 1.05)
+    b.set_xlabel("false positive rate")
+    b.set_ylabel("true positive rate")
+    b.set_title("privacy region and the attack's ROC")
+    b.legend(fontsize=7, loc="lower right")
+    b.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
