@@ -24,6 +24,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     metrics = {
         "audit_params": {"k_pos": params.k_pos, "k_neg": params.k_neg, "delta": params.delta, "fallback_delta": params.fallback_delta,
+                         "sweep": {"k_pos": list(params.sweep.k_pos), "k_neg": list(params.sweep.k_neg)},
                          "confidences": list(params.confidences), "bootstrap": params.bootstrap},
         "runs": {run: audit_run(Path(attack.out_dir) / run, params) for run in runs},
     }
@@ -31,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for run, res in metrics["runs"].items():
         for atk, kinds in res["attacks"].items():
             for kind, m in kinds.items():
-                eps = " ".join(f"{k}={v:.3f}" for k, v in m["audit"].items() if k.startswith("eps_lb"))
+                eps = " ".join(f"{k}={v:.3f}" for k, v in m.get("audit", {}).items() if k.startswith("eps_lb"))
                 tprs = " ".join(f"TPR@{f}={t['value']:.3f}" for f, t in m["tpr_at_fpr"].items())
                 log.info("%s/%s/%s: %s AUROC=%.3f %s", run, atk, kind, eps, m["auroc"], tprs)
 

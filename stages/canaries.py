@@ -28,11 +28,36 @@ def vocab_of(model_dir: Path):
     excluded = set(tok.all_special_ids) | set(getattr(tok, "added_tokens_decoder", {}) or {})
     usable = min(len(tok), base_size)
     allowed = np.array([i for i in range(usable) if i not in excluded], dtype=np.int64)
-    return Vocab(base_size=base_size, allowed=allowed)
+    words = sorted({w for w in (tok.decode([int(i)]).strip() for i in allowed) if w.isalpha() and len(w) >= 3})
+    return Vocab(base_size=base_size, allowed=allowed, words=tuple(words))
 
 
-def build_canaries(params: CanaryParams, vocab, out_dir: Path) -> dict:
-    """Write every kind's canaries (schema- and GX-checked) and meta.json into ``out_dir``."""
+def reference_logprobs(rows: list[dict], model_dir: Path, num_new: int, init: str, batch_size: int = 64) -> None:
+    """Add ``base_token_logprobs``: every position's log-probability under the reference model (the
+    base model plus the new-token rows at their initial values, i.e. the model before fine-tuning).
+    Attacks use it for reference-calibrated scores; the IID guard compares it across members."""
+    import torch
+
+    from .models.canary_lm import CanaryLM
+    from .models.loading import load_base, pick_device
+    from .training.examples import make_example
+    from .training.scoring import token_logprobs
+
+    device = pick_device("auto")
+    base, tok = load_base(model_dir, device)
+    torch.manual_seed(0)
+    model = CanaryLM(base, num_new=num_new, init=init).to(device)
+    examples = [make_example(r["prefix_ids"], r["secret_ids"], "nwp", r["kind"]) for r in rows]
+    lps = token_logprobs(model, examples, tok.pad_token_id, batch_size, desc="reference scores")
+    for r, lp in zip(rows, lps):
+        r["base_token_logprobs"] = lp.astype("float32").tolist()
+
+
+def build_canaries(params: CanaryParams, vocab, out_dir: Path, where: str = "data/canaries",
+                   model_dir: Path | None = None) -> dict:
+    """Write every kind's canaries (schema- and GX-checked) and meta.json into ``out_dir``.
+
+    With ``model_dir``, each canary also gets its reference-model token log-probabilities."""
     import pyarrow as pa
 
     from .canary import CANARY_KINDS, build_kind
@@ -43,28 +68,43 @@ def build_canaries(params: CanaryParams, vocab, out_dir: Path) -> dict:
     specs = [CANARY_KINDS.get(k, key=f"canaries.kinds[{i}]") for i, k in enumerate(params.kinds)]
     offset = vocab.base_size
     meta = {"base_vocab_size": vocab.base_size, "new_token_init": params.new_token_init, "kinds": {}}
-    gx_reports = {}
+    rows_of = {}
     for spec in specs:
         n_new = spec.new_tokens(params.num_canaries, params.secret_length)
-        rows = build_kind(spec.name, params, vocab, offset)
-        where = str(out_dir.parent / out_dir.name.split(".tmp-")[0].lstrip(".") / f"{spec.name}.parquet")
-        gx_reports[spec.name] = check(
-            f"canaries_{spec.name}",
-            canary_frame(rows),
-            canary_suite([spec.name], params.checks.member_share_min, params.checks.member_share_max,
-                         params.prefix_length, params.secret_length),
-            where,
-        )
-        write_table(pa.Table.from_pylist(rows, schema=CANARIES), out_dir / f"{spec.name}.parquet", CANARIES)
-        members = sum(r["member"] for r in rows)
+        rows_of[spec.name] = build_kind(spec.name, params, vocab, offset)
+        members = sum(r["member"] for r in rows_of[spec.name])
         meta["kinds"][spec.name] = {
-            "m": len(rows), "members": members, "prefix_length": params.prefix_length,
+            "m": len(rows_of[spec.name]), "members": members, "prefix_length": params.prefix_length,
             "secret_length": params.secret_length, "new_token_offset": offset if n_new else None,
             "new_tokens": n_new, "description": spec.description,
         }
         offset += n_new
-        log.info("canaries: %s m=%d members=%d new tokens=%d", spec.name, len(rows), members, n_new)
     meta["num_new_tokens"] = offset - vocab.base_size
+    gx_reports = {}
+    for kind, rows in rows_of.items():
+        gx_reports[kind] = check(
+            f"canaries_{kind}", canary_frame(rows),
+            canary_suite([kind], params.checks.member_share_min, params.checks.member_share_max,
+                         params.prefix_length, params.secret_length),
+            f"{where}/{kind}.parquet")
+    all_rows = [r for rows in rows_of.values() for r in rows]
+    if model_dir is not None:
+        reference_logprobs(all_rows, model_dir, meta["num_new_tokens"], params.new_token_init)
+    for r in all_rows:
+        r.setdefault("base_token_logprobs", [])
+    for kind, rows in rows_of.items():
+        write_table(pa.Table.from_pylist(rows, schema=CANARIES), out_dir / f"{kind}.parquet", CANARIES)
+        log.info("canaries: %s m=%d members=%d new tokens=%d", kind, len(rows), meta["kinds"][kind]["members"],
+                 meta["kinds"][kind]["new_tokens"])
+    if params.formatted.enabled:
+        from .canary.formatted import build_formatted
+        from .data.schemas import FORMATTED
+
+        rows = build_formatted(params.formatted, vocab.words)
+        write_table(pa.Table.from_pylist(rows, schema=FORMATTED), out_dir / "formatted.parquet", FORMATTED)
+        meta["formatted"] = {"formats": list(params.formatted.formats), "candidates": params.formatted.candidates,
+                             "inserted": sum(r["inserted"] for r in rows),
+                             "inserted_rows": sum(r["repetitions"] for r in rows)}
     write_json(out_dir / "meta.json", meta)
     write_json(out_dir / "gx_results.json", gx_reports)
     return meta
@@ -80,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         CANARY_KINDS.get(k, key=f"{args.params}: canaries.kinds[{i}]")
     vocab = vocab_of(Path(model.out))
     with atomic_dir(Path(params.out_dir)) as tmp:
-        build_canaries(params, vocab, tmp)
+        build_canaries(params, vocab, tmp, where=params.out_dir, model_dir=Path(model.out))
 
 
 if __name__ == "__main__":

@@ -319,6 +319,27 @@ class CanaryChecks:
 
 
 @dataclass(frozen=True)
+class FormattedParams:
+    """Secret-sharer formatted canaries for the exposure attack (privlm-bench Table 4)."""
+
+    enabled: bool = True
+    formats: tuple[Literal["name", "city", "email", "phone", "letters", "one_word", "three_words"], ...] = (
+        "name", "city", "email", "phone", "letters", "one_word", "three_words")
+    #: |R| per format (the paper: 80/80/70/100/100/100/100)
+    candidates: int = 20
+    inserted_fraction: float = 0.4
+    #: the i-th inserted candidate is repeated repetition_step * i times (the paper: 10)
+    repetition_step: int = 1
+    seed: int = 0
+
+    def problems(self):
+        return (_p(2 <= self.candidates <= 80, "candidates", "must be in [2, 80] (the name and city lists have 80)",
+                   self.candidates)
+                + _p(0 < self.inserted_fraction < 1, "inserted_fraction", "must be in (0, 1)", self.inserted_fraction)
+                + _p(self.repetition_step >= 1, "repetition_step", "must be >= 1", self.repetition_step))
+
+
+@dataclass(frozen=True)
 class CanaryParams:
     out_dir: str = "data/canaries"
     seed: int = 0
@@ -330,6 +351,7 @@ class CanaryParams:
     secret_length: int = 1
     new_token_init: Literal["mean", "zero"] = "mean"
     checks: CanaryChecks = field(default_factory=CanaryChecks)
+    formatted: FormattedParams = field(default_factory=FormattedParams)
 
     def problems(self):
         return (
@@ -400,8 +422,10 @@ class FinetuneParams:
     #: non-DP runs clip the averaged gradient at this norm (seed A.1); DP uses dp.max_grad_norm
     clip_norm: float = 1.0
     max_length: int = 64
-    #: number of PersonaChat training rows mixed with the member canaries
+    #: number of training rows of the dataset mixed with the member canaries
     max_text_rows: int = 250
+    #: insert the member canaries (false: train on the dataset alone, e.g. a user-inference run)
+    canaries: bool = True
     eval_rows: int = 64
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -448,9 +472,6 @@ def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = N
     runs = raw.get("runs") or {}
     if run not in runs:
         raise ConfigError(f"{path}: runs.{run}: no such run (known: {', '.join(runs) or 'none'})")
-    if "dataset" in (runs[run] or {}):
-        raise ConfigError(f"{path}: runs.{run}.dataset: set the dataset in finetune.dataset "
-                          "(dvc.yaml tracks that one file set for every run)")
     try:  # the shared section is valid, so any error now comes from the run's override
         return build(FinetuneParams, _deep_merge(raw.get("finetune") or {}, runs[run] or {}), f"runs.{run}")
     except ConfigError as exc:
@@ -459,15 +480,98 @@ def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = N
 
 # --------------------------------------------------------------------------- attack / audit / report
 @dataclass(frozen=True)
-class AttackParams:
-    out_dir: str = "data/scores"
-    attacks: tuple[str, ...] = ("loss",)
-    batch_size: int = 64
+class GenerationParams:
+    """Sampled decoding for VMR/AIR (the Hugging Face defaults the paper uses)."""
+
+    samples: int = 10
+    temperature: float = 1.0
+    top_k: int = 50
+    top_p: float = 1.0
+    air_max_new_tokens: int = 20
+    #: at most this many trained secrets (plus as many untrained ones as a control)
+    max_secrets: int = 64
+    seed: int = 0
 
     def problems(self):
-        return _p(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size) + _p(
-            len(self.attacks) > 0, "attacks", "needs at least one attack", self.attacks
-        )
+        return (_p(self.samples > 0, "samples", "must be > 0", self.samples)
+                + _p(self.temperature >= 0, "temperature", "must be >= 0", self.temperature)
+                + _p(0 < self.top_p <= 1, "top_p", "must be in (0, 1]", self.top_p)
+                + _p(self.max_secrets > 0, "max_secrets", "must be > 0", self.max_secrets))
+
+
+@dataclass(frozen=True)
+class EIAParams:
+    """Embedding inversion: auxiliary/evaluation sizes and the attacker decoder's budget."""
+
+    aux_texts: int = 600
+    test_texts: int = 100
+    max_length: int = 24
+    width: int = 128
+    layers: int = 2
+    steps: int = 300
+    batch_size: int = 32
+    lr: float = 2e-3
+    seed: int = 0
+
+    def problems(self):
+        return (_p(self.aux_texts > 0 and self.test_texts > 0, "aux_texts", "sizes must be > 0", self.aux_texts)
+                + _p(self.steps > 0, "steps", "must be > 0", self.steps)
+                + _p(self.width % 4 == 0, "width", "must be a multiple of 4 (attention heads)", self.width))
+
+
+@dataclass(frozen=True)
+class ACRParams:
+    """GCG search budget for the adversarial compression ratio (off by default on CPU)."""
+
+    max_secrets: int = 8
+    seconds_per_secret: float = 60.0
+    max_prompt_tokens: int = 8
+    max_target_tokens: int = 32
+    top_k: int = 64
+    candidates: int = 32
+    seed: int = 0
+
+    def problems(self):
+        return (_p(self.seconds_per_secret > 0, "seconds_per_secret", "must be > 0", self.seconds_per_secret)
+                + _p(self.max_prompt_tokens > 0, "max_prompt_tokens", "must be > 0", self.max_prompt_tokens)
+                + _p(self.candidates > 0 and self.top_k > 0, "candidates", "must be > 0", self.candidates))
+
+
+@dataclass(frozen=True)
+class AttackParams:
+    out_dir: str = "data/scores"
+    #: attacks run on every run ...
+    attacks: tuple[str, ...] = ("loss", "ref_ratio", "zlib", "min_k")
+    #: ... unless the run has its own list here (run name -> attacks)
+    runs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    batch_size: int = 64
+    #: min-k%: the fraction of least likely tokens averaged
+    min_k: float = 0.2
+    #: text MIA: at most this many training rows (and as many held-out rows); null = all trained rows
+    text_items: Optional[int] = None
+    generation: GenerationParams = field(default_factory=GenerationParams)
+    eia: EIAParams = field(default_factory=EIAParams)
+    acr: ACRParams = field(default_factory=ACRParams)
+
+    def problems(self):
+        return (_p(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
+                + _p(len(self.attacks) > 0, "attacks", "needs at least one attack", self.attacks)
+                + _p(0 < self.min_k <= 1, "min_k", "must be in (0, 1]", self.min_k)
+                + _p(self.text_items is None or self.text_items > 0, "text_items", "must be > 0", self.text_items))
+
+    def for_run(self, run: str) -> tuple[str, ...]:
+        return self.runs.get(run, self.attacks)
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    """Optional grid of guess counts; the best bound is reported with a Bonferroni correction."""
+
+    k_pos: tuple[int, ...] = ()
+    k_neg: tuple[int, ...] = ()
+
+    def problems(self):
+        return _p(all(k >= 0 for k in self.k_pos + self.k_neg), "k_pos", "counts must be >= 0", self.k_pos)
 
 
 @dataclass(frozen=True)
@@ -481,7 +585,8 @@ class AuditParams:
     delta: Optional[float] = None
     fallback_delta: float = 1e-5
     confidences: tuple[float, ...] = (0.95, 0.99)
-    fprs: tuple[float, ...] = (0.001, 0.01, 0.05)
+    sweep: SweepParams = field(default_factory=SweepParams)
+    fprs: tuple[float, ...] = (0.001, 0.005, 0.01, 0.05, 0.1)
     bootstrap: int = 1000
     seed: int = 0
 

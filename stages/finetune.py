@@ -26,6 +26,24 @@ def load_canary_rows(canary_dir: Path) -> tuple[dict, dict[str, list[dict]]]:
     return meta, rows
 
 
+def formatted_examples(canary_dir: Path, tok) -> list:
+    """Inserted secret-sharer canaries, each repeated its number of times (whole sentence learned)."""
+    from .data.schemas import FORMATTED
+    from .io import read_table
+    from .training.examples import make_example
+
+    path = canary_dir / "formatted.parquet"
+    if not path.is_file():
+        return []
+    bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    out = []
+    for r in read_table(path, FORMATTED).to_pylist():
+        if r["inserted"]:
+            e = make_example([bos], tok(r["text"], add_special_tokens=False)["input_ids"], "nwp", "formatted")
+            out += [e] * r["repetitions"]
+    return out
+
+
 def text_examples_of(processed: Path, split: str, tok, params, n: int, seed: int):
     """A seeded sample of n (prompt, target) examples of ``params.dataset``'s split."""
     from .data.schemas import SCHEMAS
@@ -54,9 +72,10 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
     eval_split = "valid" if ft.dataset != "tofu" else "test"  # TOFU has no valid split (App. B.3)
     text = text_examples_of(processed, "train", tok, ft, ft.max_text_rows, ft.seed)
     evals = text_examples_of(processed, eval_split, tok, ft, ft.eval_rows, ft.seed + 1)
-    members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()}
+    members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()} if ft.canaries else {}
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
-    examples = text + canary_ex
+    formatted_ex = formatted_examples(Path(canary_params.out_dir), tok) if ft.canaries else []
+    examples = text + canary_ex + formatted_ex
     label_tokens = lambda exs: int(sum((e.labels != -100).sum() for e in exs))  # noqa: E731
     log.info("run %s: %d text rows + %d member canaries on %s", run, len(text), len(canary_ex), device)
     checkpoint = None
@@ -84,9 +103,11 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
         "device": str(device),
         "base_model": read_json(Path(model_params.out) / "source.json"),
         "num_new_tokens": meta["num_new_tokens"],
+        "new_token_init": meta["new_token_init"],
         "n_examples": len(examples),
         "n_text_rows": len(text),
         "n_member_canaries": {k: len(v) for k, v in members.items()},
+        "n_formatted_rows": len(formatted_ex),
         "canary_share_of_examples": len(canary_ex) / len(examples),
         "canary_share_of_loss_tokens": label_tokens(canary_ex) / max(1, label_tokens(examples)),
         "canary_share_of_tokens": sum(len(e) for e in canary_ex) / max(1, sum(len(e) for e in examples)),

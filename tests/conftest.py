@@ -93,8 +93,17 @@ def tiny_params(model_dir: Path) -> dict:
     p["canaries"].update(num_canaries=60, prefix_length=4)
     p["canaries"]["checks"] = {"member_share_min": 0.3, "member_share_max": 0.7}
     p["finetune"].update(steps=3, batch_size=8, physical_batch_size=8, max_text_rows=16, eval_rows=8, max_length=32)
-    p["runs"] = {"nondp": {}, "dp": {"dp": {"enabled": True, "epsilon": 8.0}}}
+    p["runs"] = {"nondp": {}, "dp": {"dp": {"enabled": True, "epsilon": 8.0}},
+                 "users": {"dataset": "enron_users", "canaries": False, "objective": "nwp", "max_text_rows": 24,
+                           "steps": 3, "batch_size": 8},
+                 "tofu": {"dataset": "tofu", "canaries": False, "max_text_rows": 40}}
+    p["canaries"]["formatted"]["candidates"] = 6
+    p["secrets"]["enron"]["max_per_kind"] = 20
     p["attack"]["batch_size"] = 32
+    p["attack"]["runs"] = {"nondp": ["loss", "ref_ratio", "zlib", "min_k", "exposure", "eia"],
+                           "users": ["loss", "user_inference", "vmr"], "tofu": ["loss", "air"]}
+    p["attack"]["generation"] = {"samples": 2, "max_secrets": 4, "air_max_new_tokens": 4}
+    p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
     p["audit"].update(k_pos=5, k_neg=5, bootstrap=20)
     return p
 

@@ -104,3 +104,22 @@ def test_bootstrap_interval_brackets_estimate():
     lo, hi = bootstrap_ci(scores, members, auroc, 300, seed=1)
     assert lo < auroc(scores, members) < hi
     assert 0.55 < lo and hi < 0.75
+
+
+def test_swept_audit_is_bonferroni_corrected():
+    from stages.auditing import guesses, swept_audit
+
+    rng = np.random.default_rng(0)
+    members = rng.random(1000) < 0.5
+    scores = members * 1.5 + rng.normal(size=1000)
+    grid = [(50, 0), (100, 0), (200, 0), (100, 100)]
+    out = swept_audit(scores, members, grid, 1e-5, (0.95,))
+    assert out["bonferroni_n"] == 4
+    kp, kn = out["best_k_95"]
+    m, r, v = guesses(scores, members, kp, kn)
+    assert out["eps_lb_95"] == pytest.approx(epsilon_lower_bound(m, r, v, 1e-5, 1 - 0.05 / 4))
+    # no choice in the grid beats the corrected maximum, and the correction costs something
+    uncorrected = max(epsilon_lower_bound(*guesses(scores, members, a, b), 1e-5, 0.95) for a, b in grid)
+    assert 0 < out["eps_lb_95"] < uncorrected
+    single = swept_audit(scores, members, [(100, 0)], 1e-5, (0.95,))
+    assert single["eps_lb_95"] == pytest.approx(one_run_audit(scores, members, 100, 0, 1e-5)["eps_lb_95"])

@@ -15,9 +15,8 @@ from conftest import PYTHON, run
 pytestmark = pytest.mark.slow
 
 ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
-              "secrets@enron",
-              "secrets@tofu", "canaries", "finetune@nondp", "finetune@dp", "attack@nondp", "attack@dp", "audit",
-              "report"}
+              "secrets@enron", "secrets@tofu", "canaries", "audit", "report"} | {
+    f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")}
 
 
 def ran(stdout: str) -> set[str]:
@@ -37,7 +36,7 @@ def test_dvc_repro_runs_every_stage_and_reports(tiny_project):
     assert metrics["runs"]["dp"]["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
     assert metrics["runs"]["nondp"]["privacy"]["epsilon_spent"] == "inf"
     html = (tiny_project / "reports/index.html").read_text()
-    assert "data:image/png;base64," in html and "ε̂ 95%" in html
+    assert "data:image/png;base64," in html and "ε̂95" in html
     lineage = json.loads((tiny_project / "reports/lineage.json").read_text())
     entry = lineage["runs.dp.attacks.loss.new_token.audit.eps_lb_95"]
     assert entry["lock_verified"] is True and entry["stage"] == "audit"
@@ -70,7 +69,11 @@ def test_secrets_param_change_reruns_secrets_not_preprocess(tiny_project):
     p["secrets"]["enron"]["prompt_fraction"] = 0.5
     (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     out = run(["dvc", "repro"], tiny_project).stdout
-    assert ran(out) == {"secrets@enron", "report"}
+    done = ran(out)
+    # secrets and what reads them (the attacks, for VMR; then audit and report), never preprocessing or training
+    assert "secrets@enron" in done and "secrets@tofu" not in done
+    assert not {s for s in done if s.split("@")[0] in ("preprocess", "finetune", "canaries", "base_model")}
+    assert done <= {"secrets@enron", "audit", "report"} | {s for s in ALL_STAGES if s.startswith("attack@")}
     report = (tiny_project / "reports/report.md").read_text()
     assert "Real secrets in the training data" in report and "Data contracts (Great Expectations)" in report
 

@@ -56,7 +56,9 @@ def test_tofu_genre_and_name():
                  "continuation": " true crime", "source": "author:3", "occurrences": 2}
 
 
-VOCAB = Vocab(base_size=500, allowed=np.arange(3, 500))
+WORDS = tuple("apple river stone cloud table mirror garden window candle forest engine pocket ladder silver "
+              "planet rocket bridge castle dragon falcon".split())
+VOCAB = Vocab(base_size=500, allowed=np.arange(3, 500), words=WORDS)
 
 
 def test_new_token_secrets_are_unique_new_ids():
@@ -106,3 +108,21 @@ def test_gx_suite_passes_and_reports(tmp_path):
     gx = json.loads((tmp_path / "gx_results.json").read_text())
     assert all(r["success"] for k in gx.values() for r in k["results"])
     assert len(gx["random"]["results"]) == 5
+
+
+def test_formatted_canaries_follow_the_secret_sharer_design():
+    from stages.canary.formatted import build_formatted
+    from stages.config import FormattedParams
+
+    rows = build_formatted(FormattedParams(candidates=10, inserted_fraction=0.4, repetition_step=10), WORDS)
+    assert {r["format"] for r in rows} == {"name", "city", "email", "phone", "letters", "one_word", "three_words"}
+    for fmt in {r["format"] for r in rows}:
+        fr = [r for r in rows if r["format"] == fmt]
+        assert len(fr) == 10 and len({r["fill"] for r in fr}) == 10  # |R| distinct fills
+        assert [r["repetitions"] for r in fr if r["inserted"]] == [10, 20, 30, 40]  # 40% inserted, 10, 20, ...
+        assert all(r["repetitions"] == 0 for r in fr if not r["inserted"])
+        assert all(r["fill"] in r["text"] for r in fr)
+    phone = next(r for r in rows if r["format"] == "phone")["fill"]
+    assert len(phone.split()) == 5 and all(d.isdigit() for d in phone.split())
+    letters = next(r for r in rows if r["format"] == "letters")["fill"]
+    assert len(letters.split()) == 6 and letters.replace(" ", "").isalpha()

@@ -1,11 +1,15 @@
-"""Attacks behind a registry. Each maps per-token log-probabilities (computed once per model and
-example by stages.training.scoring) to one score per canary; higher = more likely a member."""
+"""Attacks behind a registry.
+
+Membership attacks reduce per-token log-probabilities, computed once per (model, example) by the
+attack context and shared by every attack, to one score per item (higher = more likely a member):
+canaries (each kind a group), real text samples ("text") or users ("users"). Memorization attacks
+(VMR, AIR, ACR), exposure and embedding inversion produce their own tables. Each attack declares
+what it needs; asking for one on a run that lacks it is a one-line error naming what is missing.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
-
-import numpy as np
+from typing import Callable
 
 from ..registry import Registry
 
@@ -13,23 +17,22 @@ from ..registry import Registry
 @dataclass(frozen=True)
 class Attack:
     name: str
-    #: per-example labelled-token log-probs -> scores (higher = member)
-    score: Callable[[Sequence[np.ndarray]], np.ndarray]
+    family: str  # membership | exposure | memorization | inversion
+    #: what the run must provide: canaries, text, users, reference, secrets:<dataset>, formatted
+    needs: tuple[str, ...]
+    run: Callable  # (AttackContext, AttackParams) -> pyarrow.Table | dict
     description: str = ""
 
 
 ATTACKS: Registry[Attack] = Registry("attack")
 
 
-def register_attack(name: str, description: str = ""):
+def register_attack(name: str, family: str, needs: tuple[str, ...], description: str = ""):
     def deco(fn):
-        ATTACKS.register(name)(Attack(name, fn, description))
+        ATTACKS.register(name)(Attack(name, family, needs, fn, description))
         return fn
 
     return deco
 
 
-@register_attack("loss", "Yeom et al. 2018: mean log-probability of the labelled tokens "
-                 "(SFT: the secret given its prefix; NWP: the whole canary)")
-def loss_scores(token_lps: Sequence[np.ndarray]) -> np.ndarray:
-    return np.array([float(np.mean(x)) if len(x) else float("nan") for x in token_lps], dtype=np.float64)
+from . import acr, exposure, inversion, membership, memorization  # noqa: E402,F401  (register the attacks)

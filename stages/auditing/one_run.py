@@ -75,19 +75,43 @@ def one_run_audit(scores, members, k_pos: int, k_neg: int, delta: float, confide
 
     Ties are broken by canary order (stable sort), never by membership. m counts every canary.
     """
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(members, dtype=bool)
-    m = len(s)
-    if np.isnan(s).any():
+    if np.isnan(np.asarray(scores, dtype=np.float64)).any():
         raise ValueError("scores contain NaN")
-    k_pos, k_neg = min(k_pos, m), min(k_neg, m - min(k_pos, m))
-    order = np.argsort(-s, kind="stable")
-    guess_in = order[:k_pos]
-    guess_out = order[m - k_neg:] if k_neg else order[:0]
-    r = k_pos + k_neg
-    v = int(y[guess_in].sum() + (~y[guess_out]).sum())
+    m, r, v = guesses(scores, members, k_pos, k_neg)
+    k_pos = min(k_pos, m)
+    k_neg = r - k_pos
     out = {"m": m, "k_pos": k_pos, "k_neg": k_neg, "r": r, "v": v, "delta": delta,
            "precision": v / r if r else float("nan")}
     for c in confidences:
         out[f"eps_lb_{int(round(c * 100))}"] = epsilon_lower_bound(m, r, v, delta, c)
+    return out
+
+
+def guesses(scores, members, k_pos: int, k_neg: int) -> tuple[int, int, int]:
+    """(m, r, v) for the k_pos highest scores guessed in and the k_neg lowest guessed out."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(members, dtype=bool)
+    m = len(s)
+    k_pos, k_neg = min(k_pos, m), min(k_neg, m - min(k_pos, m))
+    order = np.argsort(-s, kind="stable")
+    v = int(y[order[:k_pos]].sum() + (~y[order[m - k_neg:]]).sum()) if k_neg else int(y[order[:k_pos]].sum())
+    return m, k_pos + k_neg, v
+
+
+def swept_audit(scores, members, grid: list[tuple[int, int]], delta: float, confidences=(0.95, 0.99)) -> dict:
+    """Best bound over several (k_pos, k_neg) choices, each tested at confidence 1 - (1 - c) / N
+    (Bonferroni over the N choices), so the reported maximum keeps its stated confidence."""
+    N = len(grid)
+    out = {"grid": [list(g) for g in grid], "bonferroni_n": N}
+    for c in confidences:
+        corrected = 1 - (1 - c) / N
+        best = (0.0, grid[0])
+        for kp, kn in grid:
+            m, r, v = guesses(scores, members, kp, kn)
+            e = epsilon_lower_bound(m, r, v, delta, corrected) if r else 0.0
+            if e > best[0]:
+                best = (e, (kp, kn))
+        tag = int(round(c * 100))
+        out[f"eps_lb_{tag}"] = best[0]
+        out[f"best_k_{tag}"] = list(best[1])
     return out

@@ -71,3 +71,14 @@ def roc_metrics(scores, members, fprs: Sequence[float], n_boot: int, seed: int) 
             "ci95": bootstrap_ci(scores, members, lambda s, y, f=f: tpr_at_fpr(s, y, f), n_boot, seed),
         }
     return out
+
+
+def bootstrap_mean_ci(values, n: int, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the mean over ``n`` resamples of ``values``."""
+    v = np.asarray(values, dtype=np.float64)
+    if n <= 0 or len(v) == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, len(v), (n, len(v)))].mean(axis=1)
+    lo, hi = np.percentile(means, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return float(lo), float(hi)

@@ -22,6 +22,7 @@ class Vocab:
 
     base_size: int  # rows of the base model's embedding
     allowed: np.ndarray  # ordinary (non-special) token ids usable in prefixes and random secrets
+    words: tuple[str, ...] = ()  # alphabetic vocabulary words (formatted one/three-word canaries)
 
 
 @dataclass(frozen=True)

@@ -66,13 +66,53 @@ CANARIES = pa.schema([
     pa.field("prefix_ids", pa.list_(pa.int32()), nullable=False),
     pa.field("secret_ids", pa.list_(pa.int32()), nullable=False),
     pa.field("member", pa.bool_(), nullable=False),
+    # log p(token_t | tokens_<t) of every position t >= 1 of prefix+secret under the reference model
+    # (the base model with the new-token rows at their initialisation); empty when not computed
+    pa.field("base_token_logprobs", pa.list_(pa.float32()), nullable=False),
 ])
 
-SCORES = pa.schema([
+FORMATTED = pa.schema([
     pa.field("canary_id", pa.string(), nullable=False),
-    pa.field("kind", pa.string(), nullable=False),
+    pa.field("format", pa.string(), nullable=False),
+    pa.field("fill", pa.string(), nullable=False),
+    pa.field("text", pa.string(), nullable=False),
+    pa.field("inserted", pa.bool_(), nullable=False),
+    pa.field("repetitions", pa.int32(), nullable=False),
+])
+
+EXPOSURE = pa.schema([
+    pa.field("canary_id", pa.string(), nullable=False),
+    pa.field("format", pa.string(), nullable=False),
+    pa.field("inserted", pa.bool_(), nullable=False),
+    pa.field("repetitions", pa.int32(), nullable=False),
+    pa.field("log_perplexity", pa.float64(), nullable=False),  # bits
+    pa.field("rank", pa.int32(), nullable=False),
+    pa.field("exposure", pa.float64(), nullable=False),
+])
+
+#: one membership score per item (a canary, a text sample, a user); higher = more likely a member
+SCORES = pa.schema([
+    pa.field("item_id", pa.string(), nullable=False),
+    pa.field("group", pa.string(), nullable=False),  # canary kind, "text" or "users"
     pa.field("member", pa.bool_(), nullable=False),
     pa.field("score", pa.float64(), nullable=False),
+])
+
+#: memorization of real secrets: one row per secret (VMR / AIR), fine-tuned vs reference model
+MEMORIZATION = pa.schema([
+    pa.field("secret_id", pa.string(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("trained", pa.bool_(), nullable=False),  # the run's training rows contained it
+    pa.field("score", pa.float64(), nullable=False),  # fine-tuned model
+    pa.field("base_score", pa.float64(), nullable=False),  # reference (base) model
+])
+
+#: per-model, per-example token log-probabilities: the cache every attack reads
+LOGPROBS = pa.schema([
+    pa.field("key", pa.string(), nullable=False),  # sha1 of the example's token ids and labels
+    pa.field("model", pa.string(), nullable=False),  # target | reference
+    pa.field("model_fingerprint", pa.string(), nullable=False),
+    pa.field("logprobs", pa.list_(pa.float32()), nullable=False),
 ])
 
 SCHEMAS = {"personachat": PERSONACHAT, "tofu": TOFU, "enron": ENRON, "enron_users": ENRON_USERS}

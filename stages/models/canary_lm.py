@@ -122,13 +122,16 @@ class CanaryLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
         """Return (hidden states (B, T, d), new-token logits (B, T, N) or None) for the real tokens."""
-        B = input_ids.shape[0]
-        emb = self.embed_ids(input_ids)
+        return self.forward_embeds(self.embed_ids(input_ids), attention_mask)
+
+    def forward_embeds(self, emb: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """``forward`` from input embeddings (B, T, d): the soft prompt / prefix are applied as usual."""
+        B = emb.shape[0]
         if attention_mask is None:
-            attention_mask = torch.ones(input_ids.shape, dtype=torch.long, device=input_ids.device)
+            attention_mask = torch.ones(emb.shape[:2], dtype=torch.long, device=emb.device)
         kw: dict = {"use_cache": False}
         if self.soft_prompt:
-            idx = torch.arange(self.soft_prompt, device=input_ids.device).expand(B, -1)
+            idx = torch.arange(self.soft_prompt, device=emb.device).expand(B, -1)
             emb = torch.cat([self.prompt(idx).to(emb.dtype), emb], dim=1)
             attention_mask = torch.cat([attention_mask.new_ones(B, self.soft_prompt), attention_mask], dim=1)
         if self.prefix_len:

@@ -49,7 +49,7 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
     from ..auditing.roc import roc_curve
     from ..data.schemas import SCORES, SECRETS, STATS
     from ..io import read_json, read_table, write_json
-    from .plots import privacy_plot, roc_plot, roc_points
+    from .plots import exposure_plot, privacy_plot, roc_plot, roc_points
 
     verified = lin.verify_outputs(lock, "audit")
     lineage = number_lineage(metrics, lock, git, verified)
@@ -66,76 +66,153 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
         f"{fmt(base.get('num_parameters'))} parameters"
         + (f", GGUF sha256 `{base['sha256'][:16]}…`" if base.get("sha256") else "") + ").",
         "Canaries are **synthetic**: random-token prefixes with a secret of the stated kind, each a member "
-        "with probability 1/2 (seeded), inserted into **real** PersonaChat dialogue rows (ConvAI2 validation "
-        "dialogues split by dialogue into train/valid/test, since the train split is not available offline).",
+        "with probability 1/2 (seeded), inserted into **real** text (PersonaChat: ConvAI2 validation dialogues "
+        "split by dialogue into train/valid/test, since the train split is not available offline). Enron and "
+        "TOFU are real samples (see Data); secrets extracted from them are real strings, never shown here.",
         f"One-run audit (Steinke et al. 2023): the {ap.get('k_pos')} highest-scoring canaries are guessed "
         f"\"in\" and the {ap.get('k_neg')} lowest \"out\"; ε̂ is the largest ε whose (ε, δ)-DP "
         "null hypothesis is rejected at the stated confidence, with δ = "
         + (f"{ap['delta']:g} for every run" if ap.get("delta") is not None else
            f"the run's own δ for DP runs (so ε̂ and the accountant's ε are at the same δ) and "
-           f"{ap.get('fallback_delta', 0):g} for runs without DP") + ". The numbers of guesses are fixed in params (no "
-        "sweep, so no multiple-testing correction is needed). AUROC and TPR intervals: 95% stratified "
+           f"{ap.get('fallback_delta', 0):g} for runs without DP") + ". " + ("The numbers of guesses are fixed in params (no sweep, so no multiple-testing correction is "
+               "needed)." if not (ap.get("sweep") or {}).get("k_pos") else
+               "The numbers of guesses are swept over a grid; each bound is tested at a Bonferroni-corrected "
+               "confidence 1 - (1 - c)/N so the best one keeps confidence c.")
+        + " AUROC and TPR intervals: 95% stratified "
         f"bootstrap over members and non-members ({ap.get('bootstrap')} resamples). TPR at FPR x is the best "
         "TPR at an empirical FPR ≤ x (no interpolation).",
     ])
 
-    # ------------------------------------------------------------------ audit + MIA table
-    res = Table(["run", "accountant ε (δ)", "audit δ", "attack", "canary kind", "m (members)", "guesses r → correct v",
-                 "ε̂ 95%", "ε̂ 99%", "AUROC [95% CI]", "TPR@0.1%FPR", "TPR@1%FPR [95% CI]", "TPR@5%FPR",
-                 "inputs (audit deps md5)"])
-    audit_rec = lin.stage_record(lock, "audit") or {"deps": []}
-    deps_md5 = ", ".join(f"{d['path']}:{_short(d['md5'])}" for d in audit_rec["deps"] if d["path"].startswith("data/scores"))
-    images = []
-    plot_json: dict = {}
+    # ------------------------------------------------------------------ one-run audit on canaries
+    at = Table(["run", "accountant ε (δ)", "audit δ", "canary kind", "m (members)", "loss: ε̂95 / ε̂99 (v of r)",
+                "ref_ratio: ε̂95 / ε̂99 (v of r)", "tighter score"])
+    sweep_note = []
     for run, r in runs.items():
         pv = r["privacy"]
         acct = (f"{fmt(pv.get('epsilon_spent'))} ({pv.get('accountant')}, δ={pv.get('delta'):.2g})"
                 if pv.get("dp") else "∞ (no DP)")
-        for atk, kinds in r["attacks"].items():
-            curves = {}
+        kinds = sorted({g for atk in r["attacks"].values() for g, m in atk.items() if "audit" in m})
+        for kind in kinds:
+            cell, best = {}, {}
+            for atk in ("loss", "ref_ratio"):
+                m = r["attacks"].get(atk, {}).get(kind)
+                if m is None:
+                    cell[atk] = "–"
+                    continue
+                a = m.get("audit_sweep") or m["audit"]
+                cell[atk] = f"{fmt(a['eps_lb_95'])} / {fmt(a['eps_lb_99'])} ({m['audit']['v']} of {m['audit']['r']})"
+                best[atk] = a["eps_lb_95"]
+                if "audit_sweep" in m:
+                    sweep_note.append(f"{run}/{kind}/{atk}: best (k+, k-) = {a['best_k_95']} of {a['bonferroni_n']}")
+            first = r["attacks"].get("loss", r["attacks"].get("ref_ratio", {})).get(kind, {})
+            tighter = max(best, key=best.get) if best and max(best.values()) > 0 else "neither (both 0)"
+            if len(best) == 2 and best["loss"] == best["ref_ratio"] and best["loss"] > 0:
+                tighter = "tie"
+            at.rows.append([run, acct, f"{first.get('audit', {}).get('delta', 0):.2g}", kind,
+                            f"{first.get('audit', {}).get('m')} ({first.get('members')})", cell.get("loss", "–"),
+                            cell.get("ref_ratio", "–"), tighter])
+    audit_sec = Section("One-run privacy audit (ε̂ lower bounds) on canaries", tables=[at], paragraphs=[
+        "Two scores per canary: the raw log-probability of the secret (`loss`) and the reference-calibrated "
+        "one (`ref_ratio`: fine-tuned minus base-model log-probability); the last column says which gives the "
+        "larger ε̂ at 95%."] + ([f"Guess counts swept with a Bonferroni correction over the grid (each bound "
+                               f"tested at 1 - (1 - c)/N): {'; '.join(sweep_note)}."] if sweep_note else []))
+
+    # ------------------------------------------------------------------ membership inference
+    fprs = sorted({f for r in runs.values() for atk in r["attacks"].values() for m in atk.values()
+                   for f in m["tpr_at_fpr"]}, key=float)
+    mt = Table(["run", "attack", "items", "members / non-members", "AUROC [95% CI]"]
+               + [f"TPR@{float(f) * 100:g}%FPR" + (" [95% CI]" if f == "0.01" else "") for f in fprs])
+    images = []
+    plot_json: dict = {}
+    for run, r in runs.items():
+        pv = r["privacy"]
+        panels = {}
+        for atk, groups in r["attacks"].items():
             table = read_table(scores_dir / run / f"{atk}.parquet", SCORES)
-            kcol = table.column("kind").to_pylist()
-            for kind, m in kinds.items():
-                a = m["audit"]
+            gcol = np.asarray(table.column("group").to_pylist())
+            score = table.column("score").to_numpy()
+            mem = np.asarray(table.column("member").to_pylist(), dtype=bool)
+            curves = {}
+            for group, m in groups.items():
                 t = m["tpr_at_fpr"]
-                g = lambda f, t=t: t.get(f, {})  # noqa: E731
-                res.rows.append([
-                    run, acct, f"{a['delta']:.2g}", atk, kind, f"{a['m']} ({m['members']})", f"{a['r']} → {a['v']}",
-                    a.get("eps_lb_95"), a.get("eps_lb_99"), ci(m["auroc"], m["auroc_ci95"]),
-                    g("0.001").get("value"), ci(g("0.01").get("value", float("nan")), g("0.01").get("ci95", (None, None))),
-                    g("0.05").get("value"), deps_md5,
-                ])
-                sel = np.asarray([k == kind for k in kcol])
-                fpr, tpr = roc_curve(table.column("score").to_numpy()[sel],
-                                     np.asarray(table.column("member").to_pylist(), dtype=bool)[sel])
-                curves[kind] = (fpr, tpr, m["auroc"])
-            png = plots_dir / f"roc_{run}_{atk}.png"
-            roc_plot(curves, f"run {run}, attack {atk}", png)
+                mt.rows.append([run, atk, group, f"{m['members']} / {m['non_members']}", ci(m["auroc"], m["auroc_ci95"])]
+                               + [ci(t[f]["value"], t[f]["ci95"]) if f == "0.01" else t.get(f, {}).get("value")
+                                  for f in fprs])
+                fpr, tpr = roc_curve(score[gcol == group], mem[gcol == group])
+                curves[group] = (fpr, tpr, m["auroc"])
+            panels[atk] = curves
             plot_json[f"roc_{run}_{atk}"] = roc_points(curves)
-            images.append((f"ROC of the {atk} attack on run {run}, one curve per canary kind", png))
-            if pv.get("dp") and pv.get("profile"):
-                best = max((m["audit"].get("eps_lb_95", 0.0) for m in kinds.values()), default=0.0)
-                png = plots_dir / f"privacy_{run}_{atk}.png"
-                privacy_plot(pv["profile"], curves, pv["epsilon_spent"], pv["delta"], best or None,
-                             f"run {run}: accountant ε = {pv['epsilon_spent']:.2f} vs audit ε̂95 = {best:.2f}", png)
-                images.append((f"Run {run}: the accountant's privacy profile, and the {atk} attack's ROC inside the "
-                               f"(ε, δ) privacy region (dashed: the region at the audited ε̂)", png))
+        png = plots_dir / f"roc_{run}.png"
+        roc_plot(panels, f"run {run} ({r['dataset']})", png)
+        images.append((f"Run {run}: ROC of each membership attack (log-log), one curve per item group", png))
+        canary = {g: c for g, c in panels.get("loss", {}).items() if g not in ("text", "users")}
+        if pv.get("dp") and pv.get("profile") and canary:
+            best = max((m.get("audit", {}).get("eps_lb_95", 0.0) for atk in r["attacks"].values()
+                        for m in atk.values()), default=0.0)
+            png = plots_dir / f"privacy_{run}.png"
+            privacy_plot(pv["profile"], canary, pv["epsilon_spent"], pv["delta"], best or None,
+                         f"run {run}: accountant ε = {pv['epsilon_spent']:.2f} vs audited ε̂95 = {best:.2f}", png)
+            images.append((f"Run {run}: the accountant's privacy profile, and the loss attack's ROC on canaries "
+                           "inside the (ε, δ) privacy region (dashed: the region at the best audited ε̂)", png))
     for name, pts in plot_json.items():
         write_json(plots_dir / f"{name}.json", pts)
-    results = Section("Audit and membership inference on canaries", tables=[res], images=images)
+    mia_sec = Section("Membership and user inference", tables=[mt], images=images, paragraphs=[
+        "Items: canary kinds (synthetic, randomized membership), `text` (the run's own training rows against "
+        "as many held-out rows of the same dataset), `users` (held-in vs held-out users, scored on the "
+        "attacker's samples that were never trained on). Intervals: 95% bootstrap over members and "
+        "non-members (over users for `users`)."])
+    results = [audit_sec, mia_sec]
+
+    # ------------------------------------------------------------------ exposure
+    ex = Table(["run", "format", "|R|", "inserted", "exposure rate", "mean exposure (inserted)",
+                "mean exposure (not inserted)", "max possible"])
+    ex_images = []
+    for run, r in runs.items():
+        if not r.get("exposure"):
+            continue
+        for fmt_name, m in r["exposure"].items():
+            ex.rows.append([run, fmt_name, m["candidates"], m["inserted"], m["exposure_rate"], m["mean_exposure_inserted"],
+                            m["mean_exposure_not_inserted"], m["max_exposure"]])
+        png = plots_dir / f"exposure_{run}.png"
+        exposure_plot(r["exposure"], f"run {run}: exposure vs repetitions", png)
+        ex_images.append((f"Run {run}: mean exposure of inserted secret-sharer canaries by number of repetitions", png))
+    if ex.rows:
+        results.append(Section("Exposure of secret-sharer canaries", tables=[ex], images=ex_images, paragraphs=[
+            "Formatted canaries (name, city, email, 5-digit phone, 6 letters, one or three random words; "
+            "privlm-bench Table 4), a share of each format's candidates inserted with increasing repetitions. "
+            "Exposure = log2|R| − log2 rank of the inserted fill among all candidates by log-perplexity; exposure "
+            "rate = share of inserted canaries less perplexing than every non-inserted candidate."]))
+
+    # ------------------------------------------------------------------ memorization of real secrets
+    mem = Table(["run", "dataset", "metric", "secrets", "fine-tuned", "base model", "fine-tuned − base [95% CI]",
+                 "control: untrained secrets (fine-tuned − base)"])
+    for run, r in runs.items():
+        for atk, m in (r.get("memorization") or {}).items():
+            t, u = m["trained"], m["untrained"]
+            mem.rows.append([run, r["dataset"], atk.upper(), t["secrets"], t["score"], t["base_score"],
+                             ci(t["minus_base"], t["minus_base_ci95"]) if t["secrets"] else "–",
+                             f"{fmt(u['minus_base'])} (n={u['secrets']})" if u["secrets"] else "–"])
+    if mem.rows:
+        results.append(Section("Memorization of real secrets", tables=[mem], paragraphs=[
+            "VMR: share of 10 sampled continuations (temperature 1, top-k 50) of a secret's prompt s1 that equal "
+            "its continuation s2 verbatim; AIR: the author's genre appears in any of 10 sampled answers of at most "
+            "20 tokens. `secrets` counts those the run trained on (the value occurs in a training row); the "
+            "base model's rate is subtracted to remove leakage fine-tuning did not cause, and the same "
+            "difference on secrets the run never saw is a control that should be near 0."]))
 
     # ------------------------------------------------------------------ training / utility
-    tr = Table(["run", "DP", "σ", "C", "q", "steps T", "expected exposures q·T", "examples n",
+    tr = Table(["run", "dataset", "DP", "σ", "C", "q", "steps T", "expected exposures q·T", "examples n",
                 "valid perplexity", "train seconds"])
     for run, r in runs.items():
         pv, t = r["privacy"], r["training"]
-        tr.rows.append([run, pv.get("dp"), pv.get("noise_multiplier"), pv.get("max_grad_norm"), t["sample_rate"],
+        tr.rows.append([run, r["dataset"], pv.get("dp"), pv.get("noise_multiplier"), pv.get("max_grad_norm"),
+                        t["sample_rate"],
                         t["steps"], t["expected_exposures_per_member"], t["n_examples"],
                         r["utility"]["valid_perplexity"], t["train_seconds"]])
     training = Section("Training, privacy accounting and utility", tables=[tr], paragraphs=[
         "Poisson sampling at rate q per step; DP runs use opacus DP-SGD (per-example clipping at C, Gaussian "
         "noise σ·C, σ calibrated so the accountant spends the target ε at δ). Validation perplexity is on "
-        "held-out PersonaChat replies (loss on the reply tokens only)."])
+        "held-out rows of each run's dataset, on the tokens it trains on (the reply under SFT)."])
 
     # ------------------------------------------------------------------ data
     data = Section("Data", paragraphs=[
@@ -190,7 +267,7 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
         "`reports/lineage.json` maps each of its JSON paths to the producing stage, the md5 of that stage's "
         "inputs and its params as recorded in dvc.lock, the upstream stages and the git commit. "
         "The table lists each stage in the chain as dvc.lock records it (md5 prefixes; `.dir` = directory)."])
-    return [summary, results, training, data, contracts, secrets_sec, lineage_sec], lineage
+    return [summary, *results, training, data, contracts, secrets_sec, lineage_sec], lineage
 
 
 def build_report(title: str, metrics_path: Path, scores_dir: Path, processed_dir: Path, secrets_dir: Path,

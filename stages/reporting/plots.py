@@ -7,38 +7,42 @@ from pathlib import Path
 import numpy as np
 
 
-def roc_plot(curves: dict[str, tuple[np.ndarray, np.ndarray, float]], title: str, path: Path) -> None:
+def roc_plot(panels: dict[str, dict[str, tuple[np.ndarray, np.ndarray, float]]], title: str, path: Path) -> None:
+    """One log-log ROC panel per attack, a curve per item group (canary kind, text, users)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    for kind, (fpr, tpr, auc) in curves.items():
-        for ax in axes:
-            ax.step(fpr, tpr, where="post", label=f"{kind} (AUROC {auc:.3f})")
-    grid = np.logspace(-4, 0, 50)
-    for ax in axes:
-        ax.plot(grid if ax is axes[1] else [0, 1], grid if ax is axes[1] else [0, 1], "k:", lw=0.8, label="chance")
-        ax.set_xlabel("false positive rate")
-        ax.set_ylabel("true positive rate")
+    n = max(1, len(panels))
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False)
+    grid = np.logspace(-3, 0, 50)
+    for ax, (attack, curves) in zip(axes.flat, panels.items()):
+        for group, (fpr, tpr, auc) in curves.items():
+            ax.step(np.clip(fpr, 1e-3, 1), tpr, where="post", label=f"{group} ({auc:.2f})")
+        ax.plot(grid, grid, "k:", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(1e-3, 1)
+        ax.set_ylim(1e-3, 1.05)
+        ax.set_title(attack, fontsize=10)
+        ax.set_xlabel("FPR", fontsize=8)
+        ax.set_ylabel("TPR", fontsize=8)
         ax.grid(alpha=0.3)
-    axes[0].set_title("ROC (linear)")
-    axes[1].set_xscale("log")
-    axes[1].set_yscale("log")
-    axes[1].set_xlim(1e-3, 1)
-    axes[1].set_ylim(1e-3, 1.05)
-    axes[1].set_title("ROC (log-log, low-FPR region)")
-    axes[0].legend(loc="lower right", fontsize=8)
+        ax.legend(fontsize=7, loc="lower right", title="group (AUROC)", title_fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
 def roc_points(curves: dict[str, tuple[np.ndarray, np.ndarray, float]]) -> list[dict]:
-    return [{"kind": k, "fpr": float(f), "tpr": float(t)} for k, (fp, tp, _) in curves.items() for f, t in zip(fp, tp)]
+    return [{"group": k, "fpr": float(f), "tpr": float(t)} for k, (fp, tp, _) in curves.items() for f, t in zip(fp, tp)]
 
 
 def region_tpr(fpr: np.ndarray, eps: float, delta: float) -> np.ndarray:
@@ -85,4 +89,29 @@ def privacy_plot(profile: list[dict], curves: dict, eps: float, delta: float, ep
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def exposure_plot(summary: dict, title: str, path: Path) -> None:
+    """Mean exposure of inserted canaries against their number of repetitions, per format."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for fmt, s in summary.items():
+        if fmt == "all" or not s["mean_exposure_by_repetitions"]:
+            continue
+        reps = sorted(s["mean_exposure_by_repetitions"], key=int)
+        ax.plot([int(r) for r in reps], [s["mean_exposure_by_repetitions"][r] for r in reps], "o-", label=fmt)
+    ax.axhline(1.0, color="k", ls=":", lw=0.8, label="median exposure by chance (1)")
+    ax.set_xlabel("repetitions in training")
+    ax.set_ylabel("exposure (bits)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
     plt.close(fig)

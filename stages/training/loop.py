@@ -247,7 +247,7 @@ def train(
                 "accountant": list(accountant.history) if accountant is not None else None})
         if on_step:
             on_step(rec)
-        bar.set_postfix(loss=f"{loss:.3f}", batch=len(idx))
+        bar.set_postfix(loss=f"{loss:.3f}", batch=len(idx), refresh=False)
     if accountant is not None:
         privacy["epsilon_spent"] = float(accountant.get_epsilon(delta=privacy["delta"]))
         privacy["accounted_steps"] = int(sum(h[-1] for h in accountant.history))
