@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from .config import AttackParams, AuditParams, load, run_names, stage_args
+from .config import AttackParams, AuditParams, CanaryParams, load, run_names, stage_args
 from .errors import DataError, run_cli
 
 log = logging.getLogger("stages.audit")
@@ -22,10 +22,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     from .auditing.summary import audit_run
     from .io import write_json
 
+    guard = None
+    if params.iid_guard.enabled:
+        from .auditing.iid import iid_guard
+        from .finetune import load_canary_rows
+
+        canary_dir = Path(load(CanaryParams, "canaries", args.params, raw).out_dir)
+        if (canary_dir / "meta.json").is_file():
+            guard = iid_guard(load_canary_rows(canary_dir)[1], params.iid_guard.alpha, str(canary_dir))
     metrics = {
         "audit_params": {"k_pos": params.k_pos, "k_neg": params.k_neg, "delta": params.delta, "fallback_delta": params.fallback_delta,
                          "sweep": {"k_pos": list(params.sweep.k_pos), "k_neg": list(params.sweep.k_neg)},
                          "confidences": list(params.confidences), "bootstrap": params.bootstrap},
+        "iid_guard": guard,
         "runs": {run: audit_run(Path(attack.out_dir) / run, params) for run in runs},
     }
     write_json(params.out, metrics)

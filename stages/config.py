@@ -340,18 +340,40 @@ class FormattedParams:
 
 
 @dataclass(frozen=True)
+class CanaryUsersParams:
+    """Canary users (user-inference-attacks Algorithm 1): real users whose every document carries a
+    shared substring, for the worst case of user inference."""
+
+    enabled: bool = False
+    #: substring lengths in tokens, and how many canary users per length
+    lengths: tuple[int, ...] = (1, 5, 10, 25)
+    per_length: int = 2
+    dataset: Literal["enron_users"] = "enron_users"
+    seed: int = 0
+
+    def problems(self):
+        return (_p(all(length > 0 for length in self.lengths), "lengths", "must be > 0", self.lengths)
+                + _p(self.per_length > 0, "per_length", "must be > 0", self.per_length))
+
+
+@dataclass(frozen=True)
 class CanaryParams:
     out_dir: str = "data/canaries"
     seed: int = 0
     kinds: tuple[str, ...] = ("new_token", "random")
     num_canaries: int = 1000
     member_prob: float = 0.5
-    prefix: Literal["random"] = "random"
+    #: random tokens (the audit setting, seed section 5) or the first tokens of held-out samples of the
+    #: corpus (the memorization setting, section 4)
+    prefix: Literal["random", "heldout"] = "random"
+    #: the fine-tuning corpus: its token counts drive the unigram/bigram kinds, its held-out splits the prefixes
+    corpus: Literal["personachat", "tofu", "enron", "enron_users"] = "personachat"
     prefix_length: int = 12
     secret_length: int = 1
     new_token_init: Literal["mean", "zero"] = "mean"
     checks: CanaryChecks = field(default_factory=CanaryChecks)
     formatted: FormattedParams = field(default_factory=FormattedParams)
+    users: CanaryUsersParams = field(default_factory=CanaryUsersParams)
 
     def problems(self):
         return (
@@ -426,6 +448,11 @@ class FinetuneParams:
     max_text_rows: int = 250
     #: insert the member canaries (false: train on the dataset alone, e.g. a user-inference run)
     canaries: bool = True
+    #: poisson: member canaries are examples like any other (each step includes each w.p. q);
+    #: repetitions: each member canary is added to exactly canary_repetitions steps drawn at random
+    #: (a deterministic exposure count; not covered by the DP accountant, so refused with DP)
+    canary_insertion: Literal["poisson", "repetitions"] = "poisson"
+    canary_repetitions: int = 1
     eval_rows: int = 64
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -441,6 +468,11 @@ class FinetuneParams:
             + _p(self.virtual_tokens > 0, "virtual_tokens", "must be > 0", self.virtual_tokens)
             + _p(0 <= self.momentum < 1, "momentum", "must be in [0, 1)", self.momentum)
             + _p(self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0", self.checkpoint_every)
+            + _p(1 <= self.canary_repetitions <= self.steps, "canary_repetitions", "must be in [1, steps]",
+                 self.canary_repetitions)
+            + _p(not (self.dp.enabled and self.canary_insertion == "repetitions"), "canary_insertion",
+                 "'repetitions' is a fixed schedule the DP accountant (Poisson sampling) does not cover; use "
+                 "'poisson' with DP", self.canary_insertion)
             + _p(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
             + _p(self.physical_batch_size > 0, "physical_batch_size", "must be > 0", self.physical_batch_size)
             + _p(self.lr > 0, "lr", "must be > 0", self.lr)
@@ -575,6 +607,16 @@ class SweepParams:
 
 
 @dataclass(frozen=True)
+class IIDGuardParams:
+    enabled: bool = True
+    #: family-wise level: each KS test runs at alpha / (kinds x statistics)
+    alpha: float = 0.001
+
+    def problems(self):
+        return _p(0 < self.alpha < 1, "alpha", "must be in (0, 1)", self.alpha)
+
+
+@dataclass(frozen=True)
 class AuditParams:
     out: str = "reports/metrics.json"
     #: number of "in" guesses (highest scores) and "out" guesses (lowest scores)
@@ -586,6 +628,7 @@ class AuditParams:
     fallback_delta: float = 1e-5
     confidences: tuple[float, ...] = (0.95, 0.99)
     sweep: SweepParams = field(default_factory=SweepParams)
+    iid_guard: IIDGuardParams = field(default_factory=IIDGuardParams)
     fprs: tuple[float, ...] = (0.001, 0.005, 0.01, 0.05, 0.1)
     bootstrap: int = 1000
     seed: int = 0

@@ -26,6 +26,21 @@ def load_canary_rows(canary_dir: Path) -> tuple[dict, dict[str, list[dict]]]:
     return meta, rows
 
 
+def canary_shares(canary_ex, formatted_ex, pool, scheduled, q: float, scheduled_rate: float) -> dict:
+    """Expected share of the training tokens (all, and those with a loss) that are canaries, per step:
+    pool examples are drawn at rate q, scheduled canaries at repetitions / steps."""
+    def tokens(exs, labelled):
+        return sum(int((e.labels != -100).sum()) if labelled else len(e) for e in exs)
+
+    out = {}
+    for labelled, key in ((False, "canary_share_of_tokens"), (True, "canary_share_of_loss_tokens")):
+        canary = (q * tokens([] if scheduled else canary_ex, labelled) + scheduled_rate * tokens(scheduled, labelled))
+        total = q * tokens(pool, labelled) + scheduled_rate * tokens(scheduled, labelled)
+        out[key] = canary / max(total, 1e-12)
+        out[key.replace("canary", "formatted_canary")] = q * tokens(formatted_ex, labelled) / max(total, 1e-12)
+    return out
+
+
 def formatted_examples(canary_dir: Path, tok) -> list:
     """Inserted secret-sharer canaries, each repeated its number of times (whole sentence learned)."""
     from .data.schemas import FORMATTED
@@ -44,13 +59,16 @@ def formatted_examples(canary_dir: Path, tok) -> list:
     return out
 
 
-def text_examples_of(processed: Path, split: str, tok, params, n: int, seed: int):
-    """A seeded sample of n (prompt, target) examples of ``params.dataset``'s split."""
+def text_examples_of(processed: Path, split: str, tok, params, n: int, seed: int, canary_users=None):
+    """A seeded sample of n (prompt, target) examples of ``params.dataset``'s split (canary users'
+    substrings inserted into their documents when ``canary_users`` is given)."""
+    from .canary.users import apply_canary_users
     from .data.schemas import SCHEMAS
     from .io import read_table
     from .training.examples import PAIRS, sample, text_examples
 
     rows = read_table(processed / params.dataset / f"{split}.parquet", SCHEMAS[params.dataset]).to_pylist()
+    rows = apply_canary_users(rows, canary_users or {})
     pairs = sample(PAIRS[params.dataset](rows), n, seed)
     return text_examples(pairs, tok, params.max_length, params.objective)
 
@@ -70,24 +88,27 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
     model, tok = build_model(model_params.out, ft, meta["num_new_tokens"], meta["new_token_init"], device)
     processed = Path(pre_params.out_dir)
     eval_split = "valid" if ft.dataset != "tofu" else "test"  # TOFU has no valid split (App. B.3)
-    text = text_examples_of(processed, "train", tok, ft, ft.max_text_rows, ft.seed)
-    evals = text_examples_of(processed, eval_split, tok, ft, ft.eval_rows, ft.seed + 1)
+    from .canary.users import load_canary_users
+
+    cusers = load_canary_users(Path(canary_params.out_dir)) if ft.dataset == "enron_users" else {}
+    text = text_examples_of(processed, "train", tok, ft, ft.max_text_rows, ft.seed, cusers)
+    evals = text_examples_of(processed, eval_split, tok, ft, ft.eval_rows, ft.seed + 1, cusers)
     members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()} if ft.canaries else {}
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
     formatted_ex = formatted_examples(Path(canary_params.out_dir), tok) if ft.canaries else []
-    examples = text + canary_ex + formatted_ex
-    label_tokens = lambda exs: int(sum((e.labels != -100).sum() for e in exs))  # noqa: E731
+    scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
+    examples = text + formatted_ex + ([] if scheduled else canary_ex)
     log.info("run %s: %d text rows + %d member canaries on %s", run, len(text), len(canary_ex), device)
     checkpoint = None
     if ft.checkpoint_every:
         config = {k: v for k, v in dataclasses.asdict(ft).items() if not k.startswith("checkpoint")}
-        key = hashlib.sha1((json.dumps(config, sort_keys=True) + examples_fingerprint(examples)).encode()).hexdigest()
+        key = hashlib.sha1((json.dumps(config, sort_keys=True) + examples_fingerprint(examples + scheduled)).encode()).hexdigest()
         checkpoint = Checkpointer(Path(ft.checkpoint_dir) / f"{run}.pt", ft.checkpoint_every, key)
     result = train(
         model, examples, steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size,
         lr=ft.lr, weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed,
         pad_id=tok.pad_token_id, dp=ft.dp, sample_rate=ft.sample_rate, optimizer=ft.optimizer,
-        momentum=ft.momentum, checkpoint=checkpoint,
+        momentum=ft.momentum, checkpoint=checkpoint, scheduled=scheduled, repetitions=ft.canary_repetitions,
     )
     if result.resumed_from:
         log.info("run %s: resumed from the checkpoint at step %d", run, result.resumed_from)
@@ -108,13 +129,14 @@ def run_finetune(run: str, ft, canary_params, model_params, pre_params, out_dir:
         "n_text_rows": len(text),
         "n_member_canaries": {k: len(v) for k, v in members.items()},
         "n_formatted_rows": len(formatted_ex),
-        "canary_share_of_examples": len(canary_ex) / len(examples),
-        "canary_share_of_loss_tokens": label_tokens(canary_ex) / max(1, label_tokens(examples)),
-        "canary_share_of_tokens": sum(len(e) for e in canary_ex) / max(1, sum(len(e) for e in examples)),
+        "canary_users": sorted(cusers),
+        **canary_shares(canary_ex, formatted_ex, examples, scheduled, result.sample_rate,
+                        ft.canary_repetitions / ft.steps),
         "sample_rate": result.sample_rate,
         "expected_batch_size": result.expected_batch_size,
         "steps": result.steps,
-        "expected_exposures_per_member": result.sample_rate * result.steps,
+        "expected_exposures_per_member": (ft.canary_repetitions if scheduled else result.sample_rate * result.steps),
+        "canary_insertion": ft.canary_insertion,
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "train_seconds": result.seconds,
         "resumed_from_step": result.resumed_from,

@@ -98,6 +98,8 @@ def tiny_params(model_dir: Path) -> dict:
                            "steps": 3, "batch_size": 8},
                  "tofu": {"dataset": "tofu", "canaries": False, "max_text_rows": 40}}
     p["canaries"]["formatted"]["candidates"] = 6
+    p["canaries"]["kinds"] = ["new_token", "random", "unigram", "bigram", "model_based"]
+    p["canaries"]["users"].update(lengths=[1, 3], per_length=1)
     p["secrets"]["enron"]["max_per_kind"] = 20
     p["attack"]["batch_size"] = 32
     p["attack"]["runs"] = {"nondp": ["loss", "ref_ratio", "zlib", "min_k", "exposure", "eia"],

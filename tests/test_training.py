@@ -235,3 +235,16 @@ def test_rms_norm_per_example_grads_are_exact():
         ref.weight = torch.nn.Parameter(w)
         (ref(x[i:i + 1]) ** 2).sum().backward()
         torch.testing.assert_close(norm.weight.grad_sample[i], ref.weight.grad)
+
+
+def test_fixed_repetitions_insert_each_canary_exactly_k_times(model):
+    m, tok = model
+    canaries = canary_examples(_canaries()[:6], "sft")
+    text = canary_examples(_canaries(seed=5)[:10], "sft")
+    res = train(m, text, steps=8, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
+                seed=0, pad_id=tok.pad_token_id, sample_rate=1e-12, scheduled=canaries, repetitions=3)
+    assert sum(r["batch"] for r in res.log) == 6 * 3  # the Poisson part is empty at q = 1e-12
+    assert max(r["batch"] for r in res.log) <= 6
+    with pytest.raises(ConfigError, match="finetune.canary_insertion"):
+        train(m, text, steps=2, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
+              seed=0, pad_id=tok.pad_token_id, scheduled=canaries, dp=DPParams(enabled=True, delta=1e-5))

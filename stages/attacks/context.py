@@ -155,14 +155,21 @@ class AttackContext:
                                 reference=ref[-n:] if len(ref) else None))
         return out
 
+    @property
+    def canary_users(self) -> dict[str, str]:
+        from ..canary.users import load_canary_users
+
+        return load_canary_users(self.canary_dir) if self.ft.dataset == "enron_users" else {}
+
     def _build_text(self) -> list[Item]:
         from ..finetune import text_examples_of
 
         tok = self.tokenizer
-        members = text_examples_of(self.processed_dir, "train", tok, self.ft, self.ft.max_text_rows, self.ft.seed)
+        members = text_examples_of(self.processed_dir, "train", tok, self.ft, self.ft.max_text_rows, self.ft.seed,
+                                   self.canary_users)
         n = len(members) if self.params.text_items is None else min(self.params.text_items, len(members))
         members = members[:n]
-        heldout = text_examples_of(self.processed_dir, "test", tok, self.ft, n, self.ft.seed + 7)
+        heldout = text_examples_of(self.processed_dir, "test", tok, self.ft, n, self.ft.seed + 7, self.canary_users)
         out = []
         for tag, exs, member in (("member", members, True), ("heldout", heldout, False)):
             for i, e in enumerate(exs):
@@ -187,10 +194,14 @@ class AttackContext:
         from ..io import read_table
         from ..training.examples import enron_pairs, text_examples
 
+        from ..canary.users import apply_canary_users
+
+        cu = self.canary_users
         rows = read_table(self.processed_dir / "enron_users" / "attacker.parquet", ENRON_USERS).to_pylist()
+        rows = apply_canary_users(rows, cu)
         exs = text_examples(enron_pairs(rows), self.tokenizer, self.ft.max_length, self.ft.objective)
-        return [Item(r["message_id"], "users", r["user_set"] == "held_in", e, r["body"], user=r["user"])
-                for r, e in zip(rows, exs)]
+        return [Item(r["message_id"], "canary_users" if r["user"] in cu else "users", r["user_set"] == "held_in", e,
+                     r["body"], user=r["user"]) for r, e in zip(rows, exs)]
 
     # ------------------------------------------------------------------ log-probabilities
     def _score(self, which: str, items: list[Item]) -> list[np.ndarray]:

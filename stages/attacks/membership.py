@@ -100,5 +100,6 @@ def user_inference(ctx, params) -> pa.Table:
     items = ctx.items("users")
     scores = user_scores([it.user for it in items], ctx.target(items), ctx.reference(items))
     member = {it.user: it.member for it in items}
+    group = {it.user: it.group for it in items}  # "users" or "canary_users"
     users = list(scores)
-    return _table(users, ["users"] * len(users), [member[u] for u in users], [scores[u] for u in users])
+    return _table(users, [group[u] for u in users], [member[u] for u in users], [scores[u] for u in users])

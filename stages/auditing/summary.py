@@ -16,7 +16,7 @@ def audit_delta(params, privacy: dict) -> float:
     return float(privacy["delta"]) if privacy.get("dp") else params.fallback_delta
 
 
-NON_CANARY_GROUPS = ("text", "users")
+NON_CANARY_GROUPS = ("text", "users", "canary_users")
 
 
 def audit_table(table, params, delta: float) -> dict:

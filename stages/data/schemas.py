@@ -66,9 +66,19 @@ CANARIES = pa.schema([
     pa.field("prefix_ids", pa.list_(pa.int32()), nullable=False),
     pa.field("secret_ids", pa.list_(pa.int32()), nullable=False),
     pa.field("member", pa.bool_(), nullable=False),
+    # mean log(1 + corpus count) of the prefix / secret tokens (the IID guard compares these)
+    pa.field("prefix_log_freq", pa.float32(), nullable=False),
+    pa.field("secret_log_freq", pa.float32(), nullable=False),
     # log p(token_t | tokens_<t) of every position t >= 1 of prefix+secret under the reference model
     # (the base model with the new-token rows at their initialisation); empty when not computed
     pa.field("base_token_logprobs", pa.list_(pa.float32()), nullable=False),
+])
+
+CANARY_USERS = pa.schema([
+    pa.field("user", pa.string(), nullable=False),
+    pa.field("length", pa.int32(), nullable=False),  # substring length in tokens
+    pa.field("user_set", pa.string(), nullable=False),  # held_in | held_out
+    pa.field("substring", pa.string(), nullable=False),
 ])
 
 FORMATTED = pa.schema([

@@ -145,7 +145,7 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
         png = plots_dir / f"roc_{run}.png"
         roc_plot(panels, f"run {run} ({r['dataset']})", png)
         images.append((f"Run {run}: ROC of each membership attack (log-log), one curve per item group", png))
-        canary = {g: c for g, c in panels.get("loss", {}).items() if g not in ("text", "users")}
+        canary = {g: c for g, c in panels.get("loss", {}).items() if g not in ("text", "users", "canary_users")}
         if pv.get("dp") and pv.get("profile") and canary:
             best = max((m.get("audit", {}).get("eps_lb_95", 0.0) for atk in r["attacks"].values()
                         for m in atk.values()), default=0.0)
@@ -162,6 +162,35 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
         "attacker's samples that were never trained on). Intervals: 95% bootstrap over members and "
         "non-members (over users for `users`)."])
     results = [audit_sec, mia_sec]
+
+    # ------------------------------------------------------------------ canary designs compared
+    cd = Table(["run", "canary kind", "members / non-members", "TPR@1%FPR [95% CI]", "AUROC [95% CI]", "ε̂95 (loss)",
+                "TPR@1%FPR ÷ random's"])
+    for run, r in runs.items():
+        groups = {g: m for g, m in r["attacks"].get("loss", {}).items() if "audit" in m}
+        rnd = groups.get("random", {}).get("tpr_at_fpr", {}).get("0.01", {}).get("value")
+        for kind, m in sorted(groups.items(), key=lambda kv: -kv[1]["tpr_at_fpr"]["0.01"]["value"]):
+            t = m["tpr_at_fpr"]["0.01"]
+            ratio = (t["value"] / rnd if rnd else float("inf") if t["value"] else None) if rnd is not None else None
+            cd.rows.append([run, kind, f"{m['members']} / {m['non_members']}", ci(t["value"], t["ci95"]),
+                            ci(m["auroc"], m["auroc_ci95"]), m["audit"]["eps_lb_95"], ratio])
+    guard = metrics.get("iid_guard") or {}
+    paras = ["Every canary kind of a run is inserted under the same model, steps and sampling rate q, so each "
+             "canary has the same expected number of exposures: the kinds differ only in how the secret is chosen "
+             "(privacy-auditing-of-llms section 3). Loss attack; the last column divides by the random kind's TPR."]
+    if guard:
+        worst = min(((k, s_, p) for k, ps in guard["kinds"].items() for s_, p in ps.items()), key=lambda x: x[2])
+        paras.append(f"IID guard passed: members and non-members of every kind are exchangeable on prefix length, "
+                     f"corpus frequency of prefix and secret and base-model loss of the secret ({guard['tests']} "
+                     f"two-sample KS tests at {guard['alpha']:g}/{guard['tests']}; smallest p = {worst[2]:.3g}, "
+                     f"{worst[0]}/{worst[1]}).")
+    if cd.rows:
+        results.append(Section("Canary designs compared", tables=[cd], paragraphs=paras))
+    sweeps = sorted((out_dir / "sweeps").glob("*.md")) if (out_dir / "sweeps").is_dir() else []
+    if sweeps:
+        results.append(Section("Sweeps (DVC experiments)", paragraphs=[
+            "Written by `python -m flows.sweep`; each row names its DVC experiment and commit "
+            "(`dvc exp show` has its full params and lineage)."], verbatim=[f.read_text() for f in sweeps]))
 
     # ------------------------------------------------------------------ exposure
     ex = Table(["run", "format", "|R|", "inserted", "exposure rate", "mean exposure (inserted)",

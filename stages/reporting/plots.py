@@ -21,7 +21,8 @@ def roc_plot(panels: dict[str, dict[str, tuple[np.ndarray, np.ndarray, float]]],
     grid = np.logspace(-3, 0, 50)
     for ax, (attack, curves) in zip(axes.flat, panels.items()):
         for group, (fpr, tpr, auc) in curves.items():
-            ax.step(np.clip(fpr, 1e-3, 1), tpr, where="post", label=f"{group} ({auc:.2f})")
+            label = f"{auc:.2f}" if isinstance(auc, float) and np.isfinite(auc) else "n/a"
+            ax.step(np.clip(fpr, 1e-3, 1), tpr, where="post", label=f"{group} ({label})")
         ax.plot(grid, grid, "k:", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")

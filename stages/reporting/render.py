@@ -27,6 +27,7 @@ class Section:
     paragraphs: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     images: list[tuple[str, Path]] = field(default_factory=list)  # (caption, path)
+    verbatim: list[str] = field(default_factory=list)  # markdown shown as-is (a <pre> block in HTML)
 
 
 def fmt(x: Any, nd: int = 3) -> str:
@@ -65,6 +66,7 @@ def to_markdown(title: str, sections: list[Section], out_dir: Path) -> str:
         parts += [p + "\n" for p in s.paragraphs]
         for t in s.tables:
             parts += [_md_table(t), ""]
+        parts += [v + "\n" for v in s.verbatim]
         for cap, path in s.images:
             parts += [f"![{cap}]({path.relative_to(out_dir).as_posix()})", f"*{cap}*", ""]
     return "\n".join(parts)
@@ -94,6 +96,7 @@ def to_html(title: str, sections: list[Section]) -> str:
             head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
             rows = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(c))}</td>" for c in r) + "</tr>" for r in t.rows)
             body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        body += [f"<pre>{html.escape(v)}</pre>" for v in s.verbatim]
         for cap, path in s.images:
             data = base64.b64encode(path.read_bytes()).decode()
             body.append(f'<figure><img alt="{html.escape(cap)}" src="data:image/png;base64,{data}"/>'

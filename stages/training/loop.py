@@ -145,6 +145,8 @@ def train(
     momentum: float = 0.0,
     checkpoint: Checkpointer | None = None,
     on_step: Callable[[dict], None] | None = None,
+    scheduled: Sequence[Example] = (),
+    repetitions: int = 1,
 ) -> TrainResult:
     """Train ``model`` (a CanaryLM already on its device) in place; returns what happened."""
     device = next(model.parameters()).device
@@ -153,8 +155,19 @@ def train(
     if not 0 < q <= 1:
         raise ConfigError(f"finetune.batch_size: {batch_size} examples per step out of n={n} gives q = {q:.3g} > 1")
     expected = q * n
-    lengths = [len(e) for e in examples]
     rng = np.random.default_rng(seed)
+    # examples on a fixed schedule (canaries inserted a fixed number of times, non-DP only): example j
+    # joins the batches of `repetitions` distinct steps drawn once, up front, from a separate stream
+    schedule: dict[int, list[int]] = {}
+    if scheduled:
+        if dp is not None and dp.enabled:
+            raise ConfigError("finetune.canary_insertion: a fixed schedule is not covered by the DP accountant")
+        srng = np.random.default_rng([seed, 17])
+        for j in range(len(scheduled)):
+            for s in srng.choice(steps, size=min(repetitions, steps), replace=False):
+                schedule.setdefault(int(s), []).append(n + j)
+        examples = list(examples) + list(scheduled)
+    lengths = [len(e) for e in examples]
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, weight_decay, momentum)
     privacy: dict = {"dp": False}
@@ -208,6 +221,8 @@ def train(
     for step in bar:
         ts = time.time()
         idx = np.flatnonzero(rng.random(n) < q)
+        if schedule:
+            idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)])
         parts = chunks(idx, lengths, physical_batch_size)
         losses = []
         if privacy["dp"]:

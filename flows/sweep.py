@@ -1,0 +1,118 @@
+"""Prefect flow for parameter sweeps through DVC experiments.
+
+Each point of the grid is queued with ``dvc exp run --queue -S key=value ...`` and the queue is run
+(``--run-all``); DVC caches every stage an experiment shares with the workspace, so only what a
+point changes reruns. The flow then reads ``dvc exp show --json`` and writes a comparison table of
+the chosen metrics (reports/sweeps/<name>.{json,md}) in which every row names its DVC experiment
+(name and commit) and the params it set, and publishes it as a Prefect artifact.
+
+    python -m flows.sweep --name canary_kinds \\
+        --set 'canaries.kinds=[new_token]' --set 'canaries.kinds=[random]' --set 'canaries.kinds=[unigram]' \\
+        --set 'canaries.kinds=[bigram]' --set 'canaries.kinds=[model_based]'
+
+A point with several params separates them with ';' (--set 'finetune.lr=0.002;finetune.steps=50').
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+
+import flows  # noqa: F401  (offline Prefect defaults before prefect is imported)
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+
+def _dvc(args: list[str], repo: str) -> str:
+    proc = subprocess.run(["dvc", *args], cwd=repo, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"dvc {' '.join(args)} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+    return proc.stdout
+
+
+@task(name="queue-experiment", cache_policy=NO_CACHE, persist_result=False)
+def queue(name: str, sets: list[str], repo: str) -> str:
+    _dvc(["exp", "run", "--queue", "-n", name, *[a for s in sets for a in ("-S", s)]], repo)
+    return name
+
+
+@task(name="run-queue", cache_policy=NO_CACHE, persist_result=False, retries=0)
+def run_queue(repo: str, jobs: int) -> None:
+    _dvc(["exp", "run", "--run-all", "--jobs", str(jobs)], repo)
+
+
+def _flatten(prefix: str, obj, out: dict) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = obj
+
+
+def collect(show: list, names: list[str], metrics_file: str = "reports/metrics.json") -> list[dict]:
+    """Rows {experiment, rev, params set, metrics...} for the named experiments in `dvc exp show --json`."""
+    rows = []
+    for entry in show:
+        for exp in entry.get("experiments") or []:
+            for rev in exp.get("revs") or []:
+                if rev.get("name") not in names:
+                    continue
+                data = rev.get("data") or {}
+                metrics: dict = {}
+                _flatten("", (data.get("metrics") or {}).get(metrics_file, {}).get("data", {}), metrics)
+                rows.append({"experiment": rev.get("name"), "rev": rev.get("rev"), "metrics": metrics})
+    return rows
+
+
+def table(rows: list[dict], sets: dict[str, list[str]], keys: list[str]) -> str:
+    head = "| experiment | commit | params set | " + " | ".join(keys) + " |"
+    lines = [head, "|" + "---|" * (3 + len(keys))]
+    for r in rows:
+        vals = []
+        for k in keys:
+            found = [v for m, v in r["metrics"].items() if m.endswith(k)]
+            vals.append("; ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in found) or "–")
+        lines.append(f"| {r['experiment']} | `{(r['rev'] or '')[:8]}` | {' '.join(sets.get(r['experiment'], []))} | "
+                     + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
+@flow(name="leakage-audit-sweep", persist_result=False)
+def sweep(name: str, points: list[list[str]], repo: str = ".", jobs: int = 1,
+          keys: list[str] | None = None) -> list[dict]:
+    repo = str(Path(repo).resolve())
+    log = get_run_logger()
+    names = {f"{name}-{i}": pts for i, pts in enumerate(points)}
+    for exp, pts in names.items():
+        queue(exp, pts, repo)
+        log.info("queued %s: %s", exp, " ".join(pts))
+    run_queue(repo, jobs)
+    rows = collect(json.loads(_dvc(["exp", "show", "--json"], repo)), list(names))
+    keys = keys or ["loss.new_token.auroc", "loss.random.auroc", "audit.eps_lb_95"]
+    md = f"# Sweep {name}\n\n" + table(rows, names, keys) + "\n"
+    out = Path(repo) / "reports" / "sweeps"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps({"points": names, "rows": rows}, indent=2))
+    (out / f"{name}.md").write_text(md)
+    create_markdown_artifact(key=f"sweep-{name}".lower().replace("_", "-"), markdown=md,
+                             description=f"DVC experiments of sweep {name}")
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--set", action="append", required=True, dest="sets",
+                    help="one sweep point: key=value[;key=value...] (repeat --set for more points)")
+    ap.add_argument("--repo", default=".")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--key", action="append", dest="keys", help="metric path suffix to tabulate (repeatable)")
+    args = ap.parse_args(argv)
+    points = [s.split(";") for s in args.sets]
+    sweep(name=args.name, points=points, repo=args.repo, jobs=args.jobs, keys=args.keys)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Canary users (user-inference-attacks.txt App. D.2, Algorithm 1).
+
+For each substring length l (``lengths``, ``per_length`` times): sample a real user, one of the
+user's documents and an l-token substring of it; the canary user is that user with the substring
+inserted at a random position of every one of their documents (training, validation and the
+attacker's samples alike). The user is removed from the pool so each canary user is distinct.
+Canary users keep their held-in / held-out assignment, and are reported as their own group.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+SPLITS = ("train", "valid", "test", "attacker", "heldout")
+
+
+def build_canary_users(params, processed_dir: Path, tok, out_dir: Path) -> list[dict]:
+    import pyarrow as pa
+
+    from ..data.schemas import CANARY_USERS, ENRON_USERS
+    from ..errors import DataError
+    from ..io import read_table, write_table
+
+    docs: dict[str, list[dict]] = {}
+    for split in SPLITS:
+        for r in read_table(processed_dir / params.dataset / f"{split}.parquet", ENRON_USERS).to_pylist():
+            docs.setdefault(r["user"], []).append(r)
+    pool = sorted(docs)
+    need = len(params.lengths) * params.per_length
+    if need > len(pool):
+        raise DataError(f"canaries.users: {need} canary users asked for but {params.dataset} has {len(pool)} users")
+    rng = np.random.default_rng(params.seed)
+    rows = []
+    for length in params.lengths:
+        for _ in range(params.per_length):
+            user = pool.pop(int(rng.integers(len(pool))))
+            candidates = [d for d in docs[user] if len(tok(d["body"], add_special_tokens=False)["input_ids"]) >= length]
+            if not candidates:
+                raise DataError(f"canaries.users.lengths: user {user} has no document of {length} tokens")
+            doc = candidates[int(rng.integers(len(candidates)))]
+            ids = tok(doc["body"], add_special_tokens=False)["input_ids"]
+            start = int(rng.integers(0, len(ids) - length + 1))
+            rows.append({"user": user, "length": length, "user_set": doc["user_set"],
+                         "substring": tok.decode(ids[start:start + length]).strip() or tok.decode(ids[start:start + length])})
+    write_table(pa.Table.from_pylist(rows, schema=CANARY_USERS), out_dir / "canary_users.parquet", CANARY_USERS)
+    return rows
+
+
+def insert_substring(body: str, substring: str, key: str) -> str:
+    """``substring`` inserted at a whitespace position of ``body`` drawn from a seed derived from ``key``
+    (the message id), so every stage inserts it at the same place."""
+    rng = np.random.default_rng(int(hashlib.sha1(key.encode()).hexdigest()[:12], 16))
+    cuts = [0] + [i + 1 for i, ch in enumerate(body) if ch.isspace()] + [len(body)]
+    i = cuts[int(rng.integers(len(cuts)))]
+    return f"{body[:i]}{substring} {body[i:]}" if i < len(body) else f"{body} {substring}"
+
+
+def load_canary_users(canary_dir: Path) -> dict[str, str]:
+    """user -> substring, or {} when the canaries stage made no canary users."""
+    from ..data.schemas import CANARY_USERS
+    from ..io import read_table
+
+    path = Path(canary_dir) / "canary_users.parquet"
+    if not path.is_file():
+        return {}
+    return {r["user"]: r["substring"] for r in read_table(path, CANARY_USERS).to_pylist()}
+
+
+def apply_canary_users(rows: list[dict], canary_users: dict[str, str]) -> list[dict]:
+    """The rows with each canary user's substring inserted into all of that user's documents."""
+    if not canary_users:
+        return rows
+    return [{**r, "body": insert_substring(r["body"], canary_users[r["user"]], r["message_id"])}
+            if r.get("user") in canary_users else r for r in rows]
