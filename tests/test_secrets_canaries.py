@@ -222,6 +222,7 @@ def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tok
 
     cu = build_canary_users(CanaryUsersParams(lengths=(1, 4), per_length=2), tmp_path, tiny_tokenizer, tmp_path)
     assert len({c["user"] for c in cu}) == 4
+    assert sorted(c["user_set"] for c in cu) == ["held_in", "held_in", "held_out", "held_out"]
     mapping = {c["user"]: c["substring"] for c in cu}
     for split in ("train", "valid", "test", "attacker", "heldout"):
         rows = pa.parquet.read_table(d / f"{split}.parquet").to_pylist()
