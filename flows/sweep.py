@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -66,6 +67,30 @@ def collect(show: list, names: list[str], metrics_file: str = "reports/metrics.j
     return rows
 
 
+def _ci(metrics: dict, base: str) -> str:
+    v, lo_hi = metrics.get(base), metrics.get(base + "_ci95") or metrics.get(base.rsplit(".", 1)[0] + ".ci95")
+    if v is None:
+        return "–"
+    return f"{v:.3f} [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if isinstance(lo_hi, list) and len(lo_hi) == 2 else f"{v:.3f}"
+
+
+def canary_table(rows: list[dict], sets: dict[str, list[str]], attack: str = "loss") -> str:
+    """One line per (experiment, run, canary kind): TPR@1%FPR and AUROC with their 95% bootstrap intervals, eps_hat."""
+    pat = re.compile(rf"^runs\.([^.]+)\.attacks\.{re.escape(attack)}\.([^.]+)\.audit\.eps_lb_95$")
+    lines = ["| experiment | params set | run | canary kind | members / non-members | TPR@1%FPR [95% CI] "
+             "| AUROC [95% CI] | ε̂95 | ε̂99 |", "|" + "---|" * 9]
+    for r in rows:
+        m = r["metrics"]
+        for key in sorted(k for k in m if pat.match(k)):
+            run, kind = pat.match(key).groups()
+            b = f"runs.{run}.attacks.{attack}.{kind}"
+            lines.append(f"| {r['experiment']} | {' '.join(sets.get(r['experiment'], []))} | {run} | {kind} | "
+                         f"{m.get(b + '.members', '–')} / {m.get(b + '.non_members', '–')} | "
+                         f"{_ci(m, b + '.tpr_at_fpr.0.01.value')} | {_ci(m, b + '.auroc')} | "
+                         f"{m[b + '.audit.eps_lb_95']:.3f} | {m.get(b + '.audit.eps_lb_99', float('nan')):.3f} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def table(rows: list[dict], sets: dict[str, list[str]], keys: list[str]) -> str:
     head = "| experiment | commit | params set | " + " | ".join(keys) + " |"
     lines = [head, "|" + "---|" * (3 + len(keys))]
@@ -92,6 +117,10 @@ def sweep(name: str, points: list[list[str]], repo: str = ".", jobs: int = 1,
     rows = collect(json.loads(_dvc(["exp", "show", "--json"], repo)), list(names))
     keys = keys or ["loss.new_token.auroc", "loss.random.auroc", "audit.eps_lb_95"]
     md = f"# Sweep {name}\n\n" + table(rows, names, keys) + "\n"
+    kinds = canary_table(rows, names)
+    if kinds:
+        md += ("\nLoss attack on the canaries of every run of every experiment (95% bootstrap intervals over members "
+               "and non-members; ε̂ at the params' fixed numbers of guesses):\n\n" + kinds + "\n")
     out = Path(repo) / "reports" / "sweeps"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps({"points": names, "rows": rows}, indent=2))

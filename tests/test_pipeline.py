@@ -109,3 +109,33 @@ def test_prefect_flow_runs_the_dag_through_dvc(tiny_project, tmp_path):
     expected = {"dvc-lock-" + re.sub(r"[^a-z0-9-]+", "-", s.lower()) for s in ALL_STAGES}
     assert expected <= keys and "pipeline-stages" in keys
     assert "flow run" in (tiny_project / "reports/report.md").read_text()
+
+
+def test_sweep_flow_runs_dvc_experiments_and_tabulates_kinds(tiny_project, tmp_path):
+    # one sweep point that changes only audit params: the experiment reruns audit and report, the rest is cached.
+    # As a user would: the reproduced state (dvc.lock, metrics) is committed before experimenting.
+    run(["git", "add", "-A"], tiny_project)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "reproduced"], tiny_project)
+    env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    os.environ.update(env)
+    try:
+        run([PYTHON, "-m", "flows.sweep", "--name", "kpos", "--set", "audit.k_pos=5", "--key", "audit.k_pos"],
+            tiny_project)
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+    res = json.loads((tiny_project / "reports/sweeps/kpos.json").read_text())
+    assert res["points"] == {"kpos-0": ["audit.k_pos=5"]}
+    (row,) = res["rows"]
+    assert row["experiment"] == "kpos-0" and re.fullmatch(r"[0-9a-f]{40}", row["rev"])
+    assert row["metrics"]["runs.nondp.attacks.loss.new_token.audit.k_pos"] == 5
+    md = (tiny_project / "reports/sweeps/kpos.md").read_text()
+    # the canary table: one line per run and kind, with bootstrap intervals
+    kind_lines = [ln for ln in md.splitlines() if ln.startswith("| kpos-0 | audit.k_pos=5 |")]
+    assert {tuple(c.strip() for c in ln.split("|")[3:5]) for ln in kind_lines} == {
+        (r, k) for r in ("nondp", "dp") for k in ("new_token", "random", "unigram", "bigram", "model_based")}
+    assert all(re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", ln) for ln in kind_lines)
+    assert "kpos-0" in run(["dvc", "exp", "list", "--all-commits"], tiny_project).stdout
+    # the sweep's tables reach the report through `dvc repro` (reports/sweeps is a dependency of `report`)
+    assert ran(run(["dvc", "repro"], tiny_project).stdout) == {"report"}
+    assert "Sweeps (DVC experiments)" in (tiny_project / "reports/report.md").read_text()

@@ -186,7 +186,7 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
                      f"{worst[0]}/{worst[1]}).")
     if cd.rows:
         results.append(Section("Canary designs compared", tables=[cd], paragraphs=paras))
-    sweeps = sorted((out_dir / "sweeps").glob("*.md")) if (out_dir / "sweeps").is_dir() else []
+    sweeps = sorted(f for f in (out_dir / "sweeps").glob("*.md") if f.name != "README.md") if (out_dir / "sweeps").is_dir() else []
     if sweeps:
         results.append(Section("Sweeps (DVC experiments)", paragraphs=[
             "Written by `python -m flows.sweep`; each row names its DVC experiment and commit "
