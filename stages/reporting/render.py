@@ -27,7 +27,7 @@ class Section:
     paragraphs: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     images: list[tuple[str, Path]] = field(default_factory=list)  # (caption, path)
-    verbatim: list[str] = field(default_factory=list)  # markdown shown as-is (a <pre> block in HTML)
+    verbatim: list[str] = field(default_factory=list)  # markdown shown as-is (tables become HTML tables)
 
 
 def fmt(x: Any, nd: int = 3) -> str:
@@ -87,6 +87,41 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
 
 
+def _markdown_to_html(text: str) -> str:
+    """Markdown written by our own tools (sweep files): '#' headings, pipe tables, paragraphs."""
+    out, table, para = [], [], []
+
+    def flush():
+        if para:
+            out.append(f"<p>{_inline(' '.join(para))}</p>")
+            para.clear()
+        if table:
+            cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in table
+                     if not set(ln.replace("|", "").strip()) <= set("-: ")]
+            head = "".join(f"<th>{_inline(c)}</th>" for c in cells[0])
+            rows = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in cells[1:])
+            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            table.clear()
+
+    for line in text.splitlines():
+        if line.lstrip().startswith("|"):
+            if para:
+                flush()
+            table.append(line)
+            continue
+        if table:
+            flush()
+        if line.startswith("#"):
+            flush()
+            out.append(f"<h3>{_inline(line.lstrip('#').strip())}</h3>")
+        elif line.strip():
+            para.append(line.strip())
+        else:
+            flush()
+    flush()
+    return "".join(out)
+
+
 def to_html(title: str, sections: list[Section]) -> str:
     body = [f"<h1>{html.escape(title)}</h1>"]
     for s in sections:
@@ -96,7 +131,7 @@ def to_html(title: str, sections: list[Section]) -> str:
             head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
             rows = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(c))}</td>" for c in r) + "</tr>" for r in t.rows)
             body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-        body += [f"<pre>{html.escape(v)}</pre>" for v in s.verbatim]
+        body += [_markdown_to_html(v) for v in s.verbatim]
         for cap, path in s.images:
             data = base64.b64encode(path.read_bytes()).decode()
             body.append(f'<figure><img alt="{html.escape(cap)}" src="data:image/png;base64,{data}"/>'
