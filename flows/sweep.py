@@ -2,7 +2,8 @@
 
 Each point of the grid is queued with ``dvc exp run --queue -S key=value ...`` and the queue is run
 (``--run-all``); DVC caches every stage an experiment shares with the workspace, so only what a
-point changes reruns. The flow then reads ``dvc exp show --json`` and writes a comparison table of
+point changes reruns. The flow then reads ``dvc exp show --json --rev <commit the sweep started from>``
+(so commits made while the queue runs do not hide its experiments) and writes a comparison table of
 the chosen metrics (reports/sweeps/<name>.{json,md}) in which every row names its DVC experiment
 (name and commit) and the params it set, and publishes it as a Prefect artifact.
 
@@ -11,6 +12,7 @@ the chosen metrics (reports/sweeps/<name>.{json,md}) in which every row names it
         --set 'canaries.kinds=[bigram]' --set 'canaries.kinds=[model_based]'
 
 A point with several params separates them with ';' (--set 'finetune.lr=0.002;finetune.steps=50').
+``--collect-only COMMIT`` re-tabulates a finished (or interrupted) sweep without running anything.
 """
 from __future__ import annotations
 
@@ -104,27 +106,46 @@ def table(rows: list[dict], sets: dict[str, list[str]], keys: list[str]) -> str:
     return "\n".join(lines)
 
 
-@flow(name="leakage-audit-sweep", persist_result=False)
-def sweep(name: str, points: list[list[str]], repo: str = ".", jobs: int = 1,
-          keys: list[str] | None = None) -> list[dict]:
-    repo = str(Path(repo).resolve())
-    log = get_run_logger()
-    names = {f"{name}-{i}": pts for i, pts in enumerate(points)}
-    for exp, pts in names.items():
-        queue(exp, pts, repo)
-        log.info("queued %s: %s", exp, " ".join(pts))
-    run_queue(repo, jobs)
-    rows = collect(json.loads(_dvc(["exp", "show", "--json"], repo)), list(names))
+def write_tables(name: str, names: dict[str, list[str]], baseline: str, repo: str,
+                 keys: list[str] | None = None) -> tuple[list[dict], str]:
+    """Collect the named experiments derived from `baseline` and write reports/sweeps/<name>.{json,md}."""
+    rows = collect(json.loads(_dvc(["exp", "show", "--json", "--rev", baseline], repo)), list(names))
+    missing = sorted(set(names) - {r["experiment"] for r in rows})
+    if missing:
+        raise RuntimeError(f"sweep {name}: no experiment {', '.join(missing)} derived from commit {baseline[:8]} "
+                           "(`dvc exp show --rev` lists what exists)")
     keys = keys or ["loss.new_token.auroc", "loss.random.auroc", "audit.eps_lb_95"]
-    md = f"# Sweep {name}\n\n" + table(rows, names, keys) + "\n"
+    md = f"# Sweep {name}\n\nDVC experiments derived from commit `{baseline[:8]}`.\n\n" + table(rows, names, keys) + "\n"
     kinds = canary_table(rows, names)
     if kinds:
         md += ("\nLoss attack on the canaries of every run of every experiment (95% bootstrap intervals over members "
                "and non-members; ε̂ at the params' fixed numbers of guesses):\n\n" + kinds + "\n")
     out = Path(repo) / "reports" / "sweeps"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps({"points": names, "rows": rows}, indent=2))
-    (out / f"{name}.md").write_text(md)
+    for suffix, text in ((".json", json.dumps({"baseline": baseline, "points": names, "rows": rows}, indent=2)),
+                         (".md", md)):
+        tmp = out / f".{name}{suffix}.tmp"
+        tmp.write_text(text)
+        tmp.replace(out / f"{name}{suffix}")
+    return rows, md
+
+
+@flow(name="leakage-audit-sweep", persist_result=False)
+def sweep(name: str, points: list[list[str]], repo: str = ".", jobs: int = 1,
+          keys: list[str] | None = None, collect_only: str | None = None) -> list[dict]:
+    """Queue and run one DVC experiment per point, then tabulate them. With `collect_only` (a baseline commit),
+    only tabulate the experiments of an earlier sweep with the same name and points."""
+    repo = str(Path(repo).resolve())
+    log = get_run_logger()
+    names = {f"{name}-{i}": pts for i, pts in enumerate(points)}
+    baseline = collect_only or subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                                              text=True, check=True).stdout.strip()
+    if not collect_only:
+        for exp, pts in names.items():
+            queue(exp, pts, repo)
+            log.info("queued %s: %s", exp, " ".join(pts))
+        run_queue(repo, jobs)
+    rows, md = write_tables(name, names, baseline, repo, keys)
     create_markdown_artifact(key=f"sweep-{name}".lower().replace("_", "-"), markdown=md,
                              description=f"DVC experiments of sweep {name}")
     return rows
@@ -138,9 +159,12 @@ def main(argv=None) -> None:
     ap.add_argument("--repo", default=".")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--key", action="append", dest="keys", help="metric path suffix to tabulate (repeatable)")
+    ap.add_argument("--collect-only", metavar="COMMIT",
+                    help="do not run: tabulate this sweep's experiments derived from COMMIT (e.g. after an interruption)")
     args = ap.parse_args(argv)
     points = [s.split(";") for s in args.sets]
-    sweep(name=args.name, points=points, repo=args.repo, jobs=args.jobs, keys=args.keys)
+    sweep(name=args.name, points=points, repo=args.repo, jobs=args.jobs, keys=args.keys,
+          collect_only=args.collect_only)
 
 
 if __name__ == "__main__":

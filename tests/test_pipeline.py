@@ -126,6 +126,7 @@ def test_sweep_flow_runs_dvc_experiments_and_tabulates_kinds(tiny_project, tmp_p
             os.environ.pop(k, None)
     res = json.loads((tiny_project / "reports/sweeps/kpos.json").read_text())
     assert res["points"] == {"kpos-0": ["audit.k_pos=5"]}
+    assert res["baseline"] == run(["git", "rev-parse", "HEAD"], tiny_project).stdout.strip()
     (row,) = res["rows"]
     assert row["experiment"] == "kpos-0" and re.fullmatch(r"[0-9a-f]{40}", row["rev"])
     assert row["metrics"]["runs.nondp.attacks.loss.new_token.audit.k_pos"] == 5
