@@ -54,8 +54,18 @@ def _flatten(prefix: str, obj, out: dict) -> None:
         out[prefix] = obj
 
 
-def collect(show: list, names: list[str], metrics_file: str = "reports/metrics.json") -> list[dict]:
-    """Rows {experiment, rev, params set, metrics...} for the named experiments in `dvc exp show --json`."""
+def committed_metrics(repo: str, metrics_file: str = "reports/metrics.json"):
+    """Reader of the metrics file as committed in an experiment's commit: the whole file, lists included
+    (`dvc exp show` keeps only scalars, so bootstrap intervals would be lost). None if it is not committed."""
+    def read(rev: str) -> dict | None:
+        proc = subprocess.run(["git", "show", f"{rev}:{metrics_file}"], cwd=repo, capture_output=True, text=True)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+    return read
+
+
+def collect(show: list, names: list[str], metrics_file: str = "reports/metrics.json", read=None) -> list[dict]:
+    """Rows {experiment, rev, metrics} for the named experiments in `dvc exp show --json`; `read(rev)` may supply
+    the full metrics of a commit, else the scalars `dvc exp show` carries are used."""
     rows = []
     for entry in show:
         for exp in entry.get("experiments") or []:
@@ -64,7 +74,9 @@ def collect(show: list, names: list[str], metrics_file: str = "reports/metrics.j
                     continue
                 data = rev.get("data") or {}
                 metrics: dict = {}
-                _flatten("", (data.get("metrics") or {}).get(metrics_file, {}).get("data", {}), metrics)
+                full = read(rev["rev"]) if read and rev.get("rev") else None
+                _flatten("", full if full is not None else
+                         (data.get("metrics") or {}).get(metrics_file, {}).get("data", {}), metrics)
                 rows.append({"experiment": rev.get("name"), "rev": rev.get("rev"), "metrics": metrics})
     return rows
 
@@ -106,10 +118,26 @@ def table(rows: list[dict], sets: dict[str, list[str]], keys: list[str]) -> str:
     return "\n".join(lines)
 
 
+def queue_status(repo: str) -> dict[str, str]:
+    """Experiment name -> status (Queued, Running, Success, Failed, ...) from `dvc queue status`."""
+    out = {}
+    for line in _dvc(["queue", "status"], repo).splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 4 and re.fullmatch(r"[0-9a-f]{7,}", parts[0]):
+            out[parts[1]] = parts[-1]
+    return out
+
+
 def write_tables(name: str, names: dict[str, list[str]], baseline: str, repo: str,
                  keys: list[str] | None = None) -> tuple[list[dict], str]:
     """Collect the named experiments derived from `baseline` and write reports/sweeps/<name>.{json,md}."""
-    rows = collect(json.loads(_dvc(["exp", "show", "--json", "--rev", baseline], repo)), list(names))
+    status = queue_status(repo)
+    unfinished = {n: status[n] for n in names if status.get(n, "Success") != "Success"}
+    if unfinished:
+        raise RuntimeError(f"sweep {name}: experiments not finished: "
+                           + ", ".join(f"{n} ({st}; `dvc queue logs {n}`)" for n, st in unfinished.items()))
+    rows = collect(json.loads(_dvc(["exp", "show", "--json", "--rev", baseline], repo)), list(names),
+                   read=committed_metrics(repo))
     missing = sorted(set(names) - {r["experiment"] for r in rows})
     if missing:
         raise RuntimeError(f"sweep {name}: no experiment {', '.join(missing)} derived from commit {baseline[:8]} "

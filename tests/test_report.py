@@ -18,6 +18,9 @@ def test_collect_reads_named_experiments_from_dvc_exp_show():
                 {"name": "other", "rev": "2" * 40, "data": {}}]}]}]
     (row,) = collect(show, ["s-0"])
     assert row == {"experiment": "s-0", "rev": "1" * 40, "metrics": {"runs.nondp.attacks.loss.random.auroc": 0.5}}
+    # the committed metrics file, when readable, is used whole: `dvc exp show` drops lists such as intervals
+    (row,) = collect(show, ["s-0"], read=lambda rev: {"a": {"auroc_ci95": [0.1, 0.2]}} if rev == "1" * 40 else None)
+    assert row["metrics"] == {"a.auroc_ci95": [0.1, 0.2]}
 
 
 def test_canary_table_has_one_line_per_run_and_kind_with_intervals():
