@@ -138,6 +138,8 @@ def write_tables(name: str, names: dict[str, list[str]], baseline: str, repo: st
                            + ", ".join(f"{n} ({st}; `dvc queue logs {n}`)" for n, st in unfinished.items()))
     rows = collect(json.loads(_dvc(["exp", "show", "--json", "--rev", baseline], repo)), list(names),
                    read=committed_metrics(repo))
+    order = {n: i for i, n in enumerate(names)}
+    rows.sort(key=lambda r: order[r["experiment"]])
     missing = sorted(set(names) - {r["experiment"] for r in rows})
     if missing:
         raise RuntimeError(f"sweep {name}: no experiment {', '.join(missing)} derived from commit {baseline[:8]} "

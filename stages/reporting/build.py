@@ -190,7 +190,9 @@ def build_sections(metrics: dict, scores_dir: Path, processed_dir: Path, secrets
     if sweeps:
         results.append(Section("Sweeps (DVC experiments)", paragraphs=[
             "Written by `python -m flows.sweep`; each row names its DVC experiment and commit "
-            "(`dvc exp show` has its full params and lineage)."], verbatim=[f.read_text() for f in sweeps]))
+            "(`dvc exp show --rev <baseline>` has its full params and lineage; experiments live in this repository's "
+            "refs/exps, `dvc exp push <remote>` shares them, and reports/sweeps/<name>.json keeps every metric of every "
+            "experiment commit)."], verbatim=[f.read_text() for f in sweeps]))
 
     # ------------------------------------------------------------------ exposure
     ex = Table(["run", "format", "|R|", "inserted", "exposure rate", "mean exposure (inserted)",
