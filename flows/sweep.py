@@ -27,6 +27,8 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from stages.reporting.render import Table, ci, flatten, fmt, md_table
+
 
 def _dvc(args: list[str], repo: str) -> str:
     proc = subprocess.run(["dvc", *args], cwd=repo, capture_output=True, text=True)
@@ -44,14 +46,6 @@ def queue(name: str, sets: list[str], repo: str) -> str:
 @task(name="run-queue", cache_policy=NO_CACHE, persist_result=False, retries=0)
 def run_queue(repo: str, jobs: int) -> None:
     _dvc(["exp", "run", "--run-all", "--jobs", str(jobs)], repo)
-
-
-def _flatten(prefix: str, obj, out: dict) -> None:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    else:
-        out[prefix] = obj
 
 
 def committed_metrics(repo: str, metrics_file: str = "reports/metrics.json"):
@@ -73,49 +67,42 @@ def collect(show: list, names: list[str], metrics_file: str = "reports/metrics.j
                 if rev.get("name") not in names:
                     continue
                 data = rev.get("data") or {}
-                metrics: dict = {}
                 full = read(rev["rev"]) if read and rev.get("rev") else None
-                _flatten("", full if full is not None else
-                         (data.get("metrics") or {}).get(metrics_file, {}).get("data", {}), metrics)
+                metrics = flatten(full if full is not None else
+                                  (data.get("metrics") or {}).get(metrics_file, {}).get("data", {}))
                 rows.append({"experiment": rev.get("name"), "rev": rev.get("rev"), "metrics": metrics})
     return rows
 
 
-def _ci(metrics: dict, base: str) -> str:
+def _with_ci(metrics: dict, base: str) -> str:
+    """value [lo, hi] when the metrics carry the interval next to the value (x / x_ci95, or value / ci95)."""
     v, lo_hi = metrics.get(base), metrics.get(base + "_ci95") or metrics.get(base.rsplit(".", 1)[0] + ".ci95")
-    if v is None:
-        return "–"
-    return f"{v:.3f} [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if isinstance(lo_hi, list) and len(lo_hi) == 2 else f"{v:.3f}"
+    return ci(v, lo_hi) if v is not None and isinstance(lo_hi, list) and len(lo_hi) == 2 else fmt(v)
 
 
 def canary_table(rows: list[dict], sets: dict[str, list[str]], attack: str = "loss") -> str:
     """One line per (experiment, run, canary kind): TPR@1%FPR and AUROC with their 95% bootstrap intervals, eps_hat."""
     pat = re.compile(rf"^runs\.([^.]+)\.attacks\.{re.escape(attack)}\.([^.]+)\.audit\.eps_lb_95$")
-    lines = ["| experiment | params set | run | canary kind | members / non-members | TPR@1%FPR [95% CI] "
-             "| AUROC [95% CI] | ε̂95 | ε̂99 |", "|" + "---|" * 9]
+    t = Table(["experiment", "params set", "run", "canary kind", "members / non-members", "TPR@1%FPR [95% CI]",
+               "AUROC [95% CI]", "ε̂95", "ε̂99"])
     for r in rows:
         m = r["metrics"]
         for key in sorted(k for k in m if pat.match(k)):
             run, kind = pat.match(key).groups()
             b = f"runs.{run}.attacks.{attack}.{kind}"
-            lines.append(f"| {r['experiment']} | {' '.join(sets.get(r['experiment'], []))} | {run} | {kind} | "
-                         f"{m.get(b + '.members', '–')} / {m.get(b + '.non_members', '–')} | "
-                         f"{_ci(m, b + '.tpr_at_fpr.0.01.value')} | {_ci(m, b + '.auroc')} | "
-                         f"{m[b + '.audit.eps_lb_95']:.3f} | {m.get(b + '.audit.eps_lb_99', float('nan')):.3f} |")
-    return "\n".join(lines) if len(lines) > 2 else ""
+            t.rows.append([r["experiment"], " ".join(sets.get(r["experiment"], [])), run, kind,
+                           f"{fmt(m.get(b + '.members'))} / {fmt(m.get(b + '.non_members'))}",
+                           _with_ci(m, b + ".tpr_at_fpr.0.01.value"), _with_ci(m, b + ".auroc"),
+                           m[b + ".audit.eps_lb_95"], m.get(b + ".audit.eps_lb_99")])
+    return md_table(t) if t.rows else ""
 
 
 def table(rows: list[dict], sets: dict[str, list[str]], keys: list[str]) -> str:
-    head = "| experiment | commit | params set | " + " | ".join(keys) + " |"
-    lines = [head, "|" + "---|" * (3 + len(keys))]
+    t = Table(["experiment", "commit", "params set", *keys])
     for r in rows:
-        vals = []
-        for k in keys:
-            found = [v for m, v in r["metrics"].items() if m.endswith(k)]
-            vals.append("; ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in found) or "–")
-        lines.append(f"| {r['experiment']} | `{(r['rev'] or '')[:8]}` | {' '.join(sets.get(r['experiment'], []))} | "
-                     + " | ".join(vals) + " |")
-    return "\n".join(lines)
+        vals = ["; ".join(fmt(v) for m, v in r["metrics"].items() if m.endswith(k)) or None for k in keys]
+        t.rows.append([r["experiment"], f"`{(r['rev'] or '')[:8]}`", " ".join(sets.get(r["experiment"], [])), *vals])
+    return md_table(t)
 
 
 def queue_status(repo: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ read; a mismatch is a one-line DataError naming the file and the field.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -19,6 +20,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import DataError
+
+
+def file_digest(path: str | Path, algorithm: str = "md5") -> str:
+    """Hex digest of a file, read in 1 MiB chunks (md5 matches dvc.lock; sha1/sha256 for fingerprints)."""
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _umask() -> int:

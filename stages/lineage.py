@@ -7,12 +7,13 @@ artifact says so instead of claiming a lineage it does not have.
 """
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .io import file_digest
 
 
 def load_lock(path: str | Path = "dvc.lock") -> dict[str, Any]:
@@ -70,14 +71,6 @@ def upstream(lock: dict, name: str) -> list[str]:
     return seen
 
 
-def file_md5(path: str | Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def verify_outputs(lock: dict, name: str, root: Path = Path(".")) -> bool:
     """True when every single-file output of ``name`` on disk matches its dvc.lock md5."""
     rec = stage_record(lock, name)
@@ -86,7 +79,7 @@ def verify_outputs(lock: dict, name: str, root: Path = Path(".")) -> bool:
     for out in rec["outs"]:
         p = root / out["path"]
         if out["md5"] and not out["md5"].endswith(".dir"):
-            if not p.is_file() or file_md5(p) != out["md5"]:
+            if not p.is_file() or file_digest(p) != out["md5"]:
                 return False
     return True
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from ..io import file_digest
 from ..training.examples import Example
 
 
@@ -36,14 +37,6 @@ class Item:
 def example_key(e: Example) -> str:
     h = hashlib.sha1(e.ids.tobytes())
     h.update(e.labels.tobytes())
-    return h.hexdigest()
-
-
-def file_sha1(path: Path) -> str:
-    h = hashlib.sha1()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
     return h.hexdigest()
 
 
@@ -67,7 +60,7 @@ class AttackContext:
             from ..training.setup import load_model
 
             self._target, self.tok = load_model(self.base_dir, self.run_dir, self.device)
-            self.fingerprints["target"] = file_sha1(self.run_dir / "trainable.safetensors")
+            self.fingerprints["target"] = file_digest(self.run_dir / "trainable.safetensors", "sha1")
         return self._target
 
     @property

@@ -7,13 +7,13 @@ models refuse ``save_pretrained``) and saved with the tokenizer.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, DataError
+from ..io import file_digest
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,6 @@ def resolve(name_or_path: str) -> Source:
     return Source("hub", name_or_path)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def convert(params, out_dir: Path) -> dict:
     """Load the configured model and save it (safetensors + tokenizer) into ``out_dir``."""
     import torch
@@ -96,7 +88,7 @@ def convert(params, out_dir: Path) -> dict:
         "source": src.kind,
         "location": src.location,
         "gguf_file": src.gguf_file,
-        "sha256": _sha256(Path(src.location) / src.gguf_file) if src.gguf_file else None,
+        "sha256": file_digest(Path(src.location) / src.gguf_file, "sha256") if src.gguf_file else None,
         "package": src.package,
         "package_version": _pkg_version(src.package),
         "transformers": transformers.__version__,

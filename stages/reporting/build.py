@@ -2,18 +2,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from .. import lineage as lin
-from .render import Section, Table, ci, fmt, to_html, to_markdown
-
-
-def _flatten(prefix: str, obj: Any, out: dict) -> None:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        out[prefix] = obj
+from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
 
 
 def _short(md5: str | None) -> str:
@@ -23,8 +14,7 @@ def _short(md5: str | None) -> str:
 def number_lineage(metrics: dict, lock: dict, git: dict, verified: bool) -> dict:
     """metrics.json path -> where it came from (producing stage, its inputs' md5, params, chain)."""
     audit = lin.stage_record(lock, "audit")
-    flat: dict = {}
-    _flatten("", metrics.get("runs", {}), flat)
+    flat = flatten(metrics.get("runs", {}), numbers_only=True)
     out = {}
     for path, value in flat.items():
         run = path.split(".")[0]

@@ -48,11 +48,22 @@ def fmt(x: Any, nd: int = 3) -> str:
     return str(x)
 
 
+def flatten(obj: Any, prefix: str = "", numbers_only: bool = False) -> dict:
+    """Nested dicts -> {"a.b.c": leaf}; with numbers_only, only int/float leaves are kept."""
+    out: dict = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k), numbers_only))
+    elif not numbers_only or (isinstance(obj, (int, float)) and not isinstance(obj, bool)):
+        out[prefix] = obj
+    return out
+
+
 def ci(v: float, lohi) -> str:
     return f"{fmt(v)} [{fmt(lohi[0])}, {fmt(lohi[1])}]"
 
 
-def _md_table(t: Table) -> str:
+def md_table(t: Table) -> str:
     esc = lambda s: fmt(s).replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(t.headers) + " |", "|" + "---|" * len(t.headers)]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in t.rows]
@@ -65,7 +76,7 @@ def to_markdown(title: str, sections: list[Section], out_dir: Path) -> str:
         parts += [f"## {s.title}", ""]
         parts += [p + "\n" for p in s.paragraphs]
         for t in s.tables:
-            parts += [_md_table(t), ""]
+            parts += [md_table(t), ""]
         parts += [v + "\n" for v in s.verbatim]
         for cap, path in s.images:
             parts += [f"![{cap}]({path.relative_to(out_dir).as_posix()})", f"*{cap}*", ""]
