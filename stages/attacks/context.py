@@ -207,7 +207,7 @@ class AttackContext:
             if (which, k) not in self._cache and k not in todo:
                 todo[k] = it.example
         if todo:
-            lps = token_logprobs(model, list(todo.values()), self.tok.pad_token_id, self.params.batch_size,
+            lps = token_logprobs(model, list(todo.values()), self.tokenizer.pad_token_id, self.params.batch_size,
                                  desc=f"{which} log-probs")
             for k, lp in zip(todo, lps):
                 self._cache[(which, k)] = lp
