@@ -55,20 +55,23 @@ def main() -> None:
 
     import torch
 
-    from stages.config import CanaryParams, ModelParams, PreprocessParams, load, load_finetune, read_params
-    from stages.finetune import load_canary_rows, text_examples_of
-    from stages.training.examples import canary_examples
-    from stages.training.loop import train
-    from stages.training.setup import build_model
+    from stages.canaries.schema import read_canaries
+    from stages.core.artifacts import locations
+    from stages.core.params import read_params
+    from stages.finetune.loop import train
+    from stages.finetune.params import load_finetune
+    from stages.finetune.schema import TextSetup, text_examples_of
+    from stages.lm.examples import canary_examples
+    from stages.lm.loading import load_tokenizer
+    from stages.lm.trainable import build_model
 
     raw = read_params(args.params)
     ft = load_finetune(next(iter(raw["runs"])), args.params, raw)
-    model_dir = load(ModelParams, "model", args.params, raw).out
-    meta, canaries = load_canary_rows(Path(load(CanaryParams, "canaries", args.params, raw).out_dir))
-    torch.manual_seed(0)
-    _, tok = build_model(model_dir, ft, 0, "mean", torch.device("cpu"))
-    text = text_examples_of(Path(load(PreprocessParams, "preprocess", args.params, raw).out_dir), "train", tok, ft,
-                            ft.max_text_rows, ft.seed)
+    where = locations(raw, args.params)
+    model_dir = where.base_model
+    meta, canaries = read_canaries(where.canaries)
+    tok = load_tokenizer(model_dir)
+    text = text_examples_of(where.processed, "train", tok, TextSetup.of(ft), ft.max_text_rows, ft.seed)
     examples = text + [e for k, rows in canaries.items() for e in canary_examples([r for r in rows if r["member"]],
                                                                                    ft.objective)]
     dp = dataclasses.replace(ft.dp, enabled=True, delta=1e-5)
@@ -78,7 +81,7 @@ def main() -> None:
         for private in (False, True):
             torch.manual_seed(0)
             params = dataclasses.replace(ft, paradigm=paradigm, physical_batch_size=chunk)
-            model, tok = build_model(model_dir, params, meta["num_new_tokens"], meta["new_token_init"],
+            model, tok = build_model(model_dir, params.trainable(meta["num_new_tokens"], meta["new_token_init"]),
                                      torch.device("cpu"))
             n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
             base_rss = rss_mb()

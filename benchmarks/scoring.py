@@ -3,7 +3,7 @@
 Workload: every canary (prefix + secret; the SFT score needs the secret position only) plus real
 text rows (persona + partner -> reply; loss on the reply). Three ways to get the same numbers:
 
-  ours      stages.training.scoring.token_logprobs: length-bucketed batches, output layer only at
+  ours      stages.lm.scoring.token_logprobs: length-bucketed batches, output layer only at
             the labelled positions
   bare      the transformer body alone (no output layer, no log-softmax) on the very same batches:
             the floor any scorer pays
@@ -34,21 +34,24 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from stages.config import CanaryParams, ModelParams, PreprocessParams, load, load_finetune, read_params
-    from stages.finetune import load_canary_rows, text_examples_of
-    from stages.models.canary_lm import CanaryLM
-    from stages.models.loading import load_base
-    from stages.training.batching import chunks, collate
-    from stages.training.examples import canary_examples
-    from stages.training.scoring import token_logprobs
+    from stages.canaries.schema import read_canaries
+    from stages.core.artifacts import locations
+    from stages.core.params import read_params
+    from stages.finetune.params import load_finetune
+    from stages.finetune.schema import TextSetup, text_examples_of
+    from stages.lm.batching import chunks, collate
+    from stages.lm.canary_lm import CanaryLM
+    from stages.lm.examples import canary_examples
+    from stages.lm.loading import load_base
+    from stages.lm.scoring import token_logprobs
 
     raw = read_params(args.params)
     ft = load_finetune(next(iter(raw["runs"])), args.params, raw)
-    meta, canaries = load_canary_rows(Path(load(CanaryParams, "canaries", args.params, raw).out_dir))
-    base, tok = load_base(load(ModelParams, "model", args.params, raw).out)
+    where = locations(raw, args.params)
+    meta, canaries = read_canaries(where.canaries)
+    base, tok = load_base(where.base_model)
     model = CanaryLM(base, num_new=meta["num_new_tokens"], init=meta["new_token_init"]).eval()
-    text = text_examples_of(Path(load(PreprocessParams, "preprocess", args.params, raw).out_dir), "test", tok, ft,
-                            args.text_rows, 0)
+    text = text_examples_of(where.processed, "test", tok, TextSetup.of(ft), args.text_rows, 0)
     examples = [e for rows in canaries.values() for e in canary_examples(rows, "sft")] + text
     n_tokens = sum(len(e) - 1 for e in examples)  # positions fed to the model
     pad = tok.pad_token_id

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from stages import lineage
+from stages.core import lineage
 
 
 def stage_order(repo: str | Path) -> list[str]:

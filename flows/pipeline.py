@@ -14,7 +14,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import flows  # noqa: F401  (offline Prefect defaults before prefect is imported)
+if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
+    from flows.settings import apply_offline_defaults
+
+    apply_offline_defaults()
+
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import argparse
 
-import flows  # noqa: F401
+if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
+    from flows.settings import apply_offline_defaults
+
+    apply_offline_defaults()
+
 from flows.pipeline import pipeline
 
 

@@ -1,0 +1,24 @@
+"""Offline Prefect/DVC settings for the flows' command-line entry points.
+
+Prefect reads its settings when it is imported, so an entry point calls ``apply_offline_defaults()``
+before its first ``import prefect``; a value already exported wins.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def offline_defaults() -> dict[str, str]:
+    return {
+        "PREFECT_HOME": str(Path.cwd() / ".prefect"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "DVC_NO_ANALYTICS": "1",
+    }
+
+
+def apply_offline_defaults() -> None:
+    for key, value in offline_defaults().items():
+        os.environ.setdefault(key, value)

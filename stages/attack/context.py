@@ -1,0 +1,216 @@
+"""What attacks score, and the log-probability cache they share.
+
+``AttackContext.items(source)`` builds the items of a source: ``canaries`` (every kind; members
+and non-members), ``text`` (the run's own training rows vs as many held-out rows of the same
+dataset) or ``users`` (the attacker's samples of held-in and held-out users). ``target(items)`` and
+``reference(items)`` return per-token log-probabilities of the labelled positions under the
+fine-tuned model and the reference (base) model; each (model, example) is computed once, in one
+length-bucketed batched pass, and kept in a table keyed by model fingerprint and example hash that
+the stage writes as a DVC output (logprobs.parquet).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..canaries.schema import FORMATTED_FILE, apply_canary_users, load_canary_users, read_canaries, read_formatted
+from ..core.artifacts import Locations
+from ..core.errors import ConfigError
+from ..core.io import file_digest, read_json
+from ..datasets import DATASETS, get_dataset, read_split
+from ..finetune.schema import RunRecord, TextSetup, text_examples_of
+from ..lm.canary_lm import CanaryLM
+from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
+from ..lm.loading import load_base
+from ..lm.scoring import token_logprobs
+from ..lm.trainable import TRAINABLE, Trainable, load_model
+from ..secrets.schema import secrets_path
+
+
+@dataclass
+class Item:
+    item_id: str
+    group: str
+    member: bool | None
+    example: Example
+    text: str  # the labelled part as text (zlib)
+    user: str | None = None
+    reference: np.ndarray | None = None  # reference log-probs if already known (canaries)
+    repetitions: int = 0  # formatted canaries: times inserted
+
+
+def example_key(e: Example) -> str:
+    h = hashlib.sha1(e.ids.tobytes())
+    h.update(e.labels.tobytes())
+    return h.hexdigest()
+
+
+class AttackContext:
+    """Everything the attacks of one run read: the run's record, its models (loaded lazily), its items,
+    and the log-probability cache."""
+
+    def __init__(self, run: str, params, where: Locations, record: RunRecord, device):
+        self.run, self.params, self.where, self.info, self.device = run, params, where, record, device
+        self.run_dir = where.run_dir(run)
+        self.setup = TextSetup.of(record["params"])
+        self.dataset = get_dataset(self.setup.dataset)
+        self._target = None
+        self._reference = None
+        self._items: dict[str, list[Item]] = {}
+        self._cache: dict[tuple[str, str], np.ndarray] = {}
+        self.fingerprints: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ models
+    @property
+    def target_model(self):
+        if self._target is None:
+            spec = Trainable.from_json(self.info["trainable"])
+            self._target, self.tok = load_model(self.where.base_model, self.run_dir, spec, self.device)
+            self.fingerprints["target"] = file_digest(self.run_dir / TRAINABLE, "sha1")
+        return self._target
+
+    @property
+    def tokenizer(self):
+        _ = self.target_model  # loads the model and its tokenizer
+        return self.tok
+
+    @property
+    def reference_model(self):
+        """The model before fine-tuning: base weights, new-token rows at their initialisation."""
+        if self._reference is None:
+            base, _ = load_base(self.where.base_model, self.device)
+            init = self.info["new_token_init"]
+            self._reference = CanaryLM(base, num_new=self.info["num_new_tokens"], init=init).to(self.device)
+            src = read_json(self.where.base_model / "source.json", "base_model")
+            self.fingerprints["reference"] = hashlib.sha1(json.dumps([src, init]).encode()).hexdigest()
+        return self._reference
+
+    # ------------------------------------------------------------------ items
+    def has(self, need: str) -> str | None:
+        """None if the run provides ``need``, else why not (for the one-line error)."""
+        if "|" in need:
+            reasons = [self.has(n) for n in need.split("|")]
+            return None if any(r is None for r in reasons) else " and ".join(r for r in reasons if r)
+        if need == "canaries":
+            return None if self.info["n_member_canaries"] else \
+                f"run {self.run} was trained without canaries (finetune.canaries: false)"
+        if need == "text":
+            return None
+        if need == "formatted":
+            if not (self.where.canaries / FORMATTED_FILE).is_file():
+                return f"no formatted canaries in {self.where.canaries} (canaries.formatted.enabled: false)"
+            return None if self.info["n_formatted_rows"] else \
+                f"run {self.run} was trained without the formatted canaries (finetune.canaries: false)"
+        if need == "users":
+            with_users = [d for d in DATASETS if DATASETS.get(d).users]
+            return None if self.dataset.users else (
+                f"run {self.run} was fine-tuned on {self.dataset.name}, which has no users "
+                f"(user inference needs finetune.dataset: {' or '.join(with_users)})")
+        if need == "reference":
+            ok = (self.where.base_model / "config.json").is_file()
+            return None if ok else f"no base model at {self.where.base_model}"
+        if need.startswith("secrets:"):
+            return self._has_secrets(need.split(":", 1)[1])
+        return f"unknown requirement {need!r}"
+
+    def _has_secrets(self, want: str) -> str | None:
+        if self.dataset.secrets != want:
+            carriers = [d for d in DATASETS if DATASETS.get(d).secrets == want]
+            return (f"run {self.run} was fine-tuned on {self.dataset.name}, not on data with {want} secrets "
+                    f"(needs finetune.dataset: {' or '.join(carriers)})")
+        f = secrets_path(self.where.secrets, want)
+        return None if f.is_file() else f"no secrets file {f} (run the secrets@{want} stage)"
+
+    def items(self, source: str, optional: bool = False) -> list[Item]:
+        if source not in self._items:
+            why = self.has(source)
+            if why:
+                if optional:
+                    return []
+                raise ConfigError(why)
+            self._items[source] = getattr(self, f"_build_{source}")()
+        return self._items[source]
+
+    def _build_canaries(self) -> list[Item]:
+        tok, objective = self.tokenizer, self.setup.objective
+        _, canaries = read_canaries(self.where.canaries)
+        out = []
+        for kind, rows in canaries.items():
+            for r, e in zip(rows, canary_examples(rows, objective)):
+                ref = np.asarray(r["base_token_logprobs"], dtype=np.float32)
+                n = int((e.labels != -100).sum())
+                shown = r["secret_ids"] if objective == "sft" else r["prefix_ids"] + r["secret_ids"]
+                out.append(Item(r["canary_id"], kind, r["member"], e, tok.decode(shown),
+                                reference=ref[-n:] if len(ref) else None))
+        return out
+
+    @property
+    def canary_users(self) -> dict[str, str]:
+        return load_canary_users(self.where.canaries) if self.dataset.users else {}
+
+    def _build_text(self) -> list[Item]:
+        tok, setup = self.tokenizer, self.setup
+        members = text_examples_of(self.where.processed, "train", tok, setup, setup.max_text_rows, setup.seed,
+                                   self.canary_users)
+        n = len(members) if self.params.text_items is None else min(self.params.text_items, len(members))
+        members = members[:n]
+        heldout = text_examples_of(self.where.processed, "test", tok, setup, n, setup.seed + 7, self.canary_users)
+        out = []
+        for tag, exs, member in (("member", members, True), ("heldout", heldout, False)):
+            for i, e in enumerate(exs):
+                out.append(Item(f"text-{tag}-{i:05d}", "text", member, e, tok.decode(e.ids[e.labels != -100])))
+        return out
+
+    def _build_formatted(self) -> list[Item]:
+        """Every candidate of every format, scored on the whole sentence (exposure ranks them)."""
+        tok = self.tokenizer
+        return [Item(r["canary_id"], r["format"], r["inserted"],
+                     make_example([bos_id(tok)], tok(r["text"], add_special_tokens=False)["input_ids"], "nwp",
+                                  "formatted"),
+                     r["text"], repetitions=r["repetitions"]) for r in read_formatted(self.where.canaries) or []]
+
+    def _build_users(self) -> list[Item]:
+        """The attacker's samples of every user (never trained on), canary users' substrings inserted."""
+        cu = self.canary_users
+        rows = apply_canary_users(read_split(self.where.processed, self.dataset.name, "attacker"), cu)
+        exs = text_examples(self.dataset.pairs(rows), self.tokenizer, self.setup.max_length, self.setup.objective)
+        return [Item(r["message_id"], "canary_users" if r["user"] in cu else "users", r["user_set"] == "held_in", e,
+                     r["body"], user=r["user"]) for r, e in zip(rows, exs)]
+
+    # ------------------------------------------------------------------ log-probabilities
+    def _score(self, which: str, items: list[Item]) -> list[np.ndarray]:
+        model = self.target_model if which == "target" else self.reference_model
+        keys = [example_key(it.example) for it in items]
+        todo = {}
+        for k, it in zip(keys, items):
+            if (which, k) not in self._cache and k not in todo:
+                todo[k] = it.example
+        if todo:
+            lps = token_logprobs(model, list(todo.values()), self.tokenizer.pad_token_id, self.params.batch_size,
+                                 desc=f"{which} log-probs")
+            for k, lp in zip(todo, lps):
+                self._cache[(which, k)] = lp
+        return [self._cache[(which, k)] for k in keys]
+
+    def target(self, items: list[Item]) -> list[np.ndarray]:
+        return self._score("target", items)
+
+    def reference(self, items: list[Item]) -> list[np.ndarray]:
+        known = [it.reference is not None for it in items]
+        missing = [it for it, k in zip(items, known) if not k]
+        computed = iter(self._score("reference", missing)) if missing else iter(())
+        return [it.reference if k else next(computed) for it, k in zip(items, known)]
+
+    def precompute(self, sources: list[str], reference: bool) -> None:
+        """One batched pass per model over every item the requested attacks will read."""
+        items = [it for s in sources for it in self.items(s, optional=True)]
+        self.target(items)
+        if reference:
+            self.reference(items)
+
+    def cache_rows(self) -> list[dict]:
+        return [{"key": k, "model": m, "model_fingerprint": self.fingerprints.get(m, ""),
+                 "logprobs": lp.astype(np.float32).tolist()} for (m, k), lp in sorted(self._cache.items())]

@@ -1,0 +1,104 @@
+"""Membership-inference family: loss (Yeom et al. 2018), reference-model ratio (base model as the
+reference), zlib ratio (Carlini et al. 2021), min-k% (Shi et al. 2024), and user inference (the
+mean log-likelihood ratio over a user's held-back samples, user-inference-attacks section 3).
+
+Scores follow the training objective (privacy-auditing-of-llms section 3.1): under SFT only the
+secret (or reply) tokens count, under NWP the whole sequence does. The reducers below are pure
+functions of the cached per-token log-probabilities; the registered attacks wire them to a run.
+"""
+from __future__ import annotations
+
+import zlib
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .registry import register_attack
+from .schema import SCORES
+
+
+# ----------------------------------------------------------------------------- reducers
+def loss_scores(target: Sequence[np.ndarray]) -> np.ndarray:
+    return np.array([float(np.mean(lp)) for lp in target])
+
+
+def ratio_scores(target: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> np.ndarray:
+    """log p_target(x) - log p_reference(x) (sequence log-likelihood ratio)."""
+    return np.array([float(t.sum() - r.sum()) for t, r in zip(target, reference)])
+
+
+def zlib_bytes(text: str) -> int:
+    return len(zlib.compress(text.encode("utf-8")))
+
+
+def zlib_scores(target: Sequence[np.ndarray], texts: Sequence[str]) -> np.ndarray:
+    """log p_target(x) / zlib-compressed length of x in bytes."""
+    return np.array([float(lp.sum()) / max(1, zlib_bytes(t)) for lp, t in zip(target, texts)])
+
+
+def min_k(lp: np.ndarray, k: float) -> float:
+    n = max(1, int(np.ceil(len(lp) * k)))
+    return float(np.sort(lp)[:n].mean())
+
+
+def min_k_scores(target: Sequence[np.ndarray], k: float) -> np.ndarray:
+    return np.array([min_k(lp, k) for lp in target])
+
+
+def user_scores(users: Sequence[str], target: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> dict[str, float]:
+    """Per user: mean over the user's samples of log p_target(x) - log p_reference(x)."""
+    by_user: dict[str, list[float]] = {}
+    for u, x in zip(users, ratio_scores(target, reference)):
+        by_user.setdefault(u, []).append(float(x))
+    return {u: float(np.mean(v)) for u, v in sorted(by_user.items())}
+
+
+# ----------------------------------------------------------------------------- attacks
+def _table(ids, groups, members, scores) -> pa.Table:
+    return pa.Table.from_pylist([{"item_id": i, "group": g, "member": bool(m), "score": float(s)}
+                                 for i, g, m, s in zip(ids, groups, members, scores)], schema=SCORES)
+
+
+def _items(ctx):
+    items = ctx.items("canaries", optional=True) + ctx.items("text", optional=True)
+    return items, [it.item_id for it in items], [it.group for it in items], [it.member for it in items]
+
+
+@register_attack("loss", "membership", ("canaries|text",),
+                 "mean log-probability of the labelled tokens (secret given prefix under SFT)")
+def loss(ctx, params) -> pa.Table:
+    items, ids, groups, members = _items(ctx)
+    return _table(ids, groups, members, loss_scores(ctx.target(items)))
+
+
+@register_attack("ref_ratio", "membership", ("canaries|text", "reference"),
+                 "log p_target(x) - log p_reference(x) with the base model as the reference")
+def ref_ratio(ctx, params) -> pa.Table:
+    items, ids, groups, members = _items(ctx)
+    return _table(ids, groups, members, ratio_scores(ctx.target(items), ctx.reference(items)))
+
+
+@register_attack("zlib", "membership", ("canaries|text",),
+                 "log p_target(x) / zlib-compressed length of x (Carlini et al. 2021)")
+def zlib_ratio(ctx, params) -> pa.Table:
+    items, ids, groups, members = _items(ctx)
+    return _table(ids, groups, members, zlib_scores(ctx.target(items), [it.text for it in items]))
+
+
+@register_attack("min_k", "membership", ("canaries|text",),
+                 "mean of the k% least likely labelled tokens (Shi et al. 2024; k = attack.min_k)")
+def min_k_attack(ctx, params) -> pa.Table:
+    items, ids, groups, members = _items(ctx)
+    return _table(ids, groups, members, min_k_scores(ctx.target(items), params.min_k))
+
+
+@register_attack("user_inference", "membership", ("users", "reference"),
+                 "mean over a user's attacker samples of log p_target(x) - log p_reference(x)")
+def user_inference(ctx, params) -> pa.Table:
+    items = ctx.items("users")
+    scores = user_scores([it.user for it in items], ctx.target(items), ctx.reference(items))
+    member = {it.user: it.member for it in items}
+    group = {it.user: it.group for it in items}  # "users" or "canary_users"
+    users = list(scores)
+    return _table(users, [group[u] for u in users], [member[u] for u in users], [scores[u] for u in users])

@@ -1,0 +1,92 @@
+"""Params of ``attack@<run>`` (the ``attack`` section)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..core.params import check
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Sampled decoding for VMR/AIR (the Hugging Face defaults the paper uses)."""
+
+    samples: int
+    temperature: float
+    top_k: int
+    top_p: float
+    air_max_new_tokens: int
+    #: at most this many trained secrets (plus as many untrained ones as a control)
+    max_secrets: int
+    seed: int
+
+    def problems(self):
+        return (check(self.samples > 0, "samples", "must be > 0", self.samples)
+                + check(self.temperature >= 0, "temperature", "must be >= 0", self.temperature)
+                + check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]", self.top_p)
+                + check(self.max_secrets > 0, "max_secrets", "must be > 0", self.max_secrets))
+
+
+@dataclass(frozen=True)
+class EIAParams:
+    """Embedding inversion: auxiliary/evaluation sizes and the attacker decoder's budget."""
+
+    aux_texts: int
+    test_texts: int
+    max_length: int
+    width: int
+    layers: int
+    steps: int
+    batch_size: int
+    lr: float
+    seed: int
+
+    def problems(self):
+        return (check(self.aux_texts > 0 and self.test_texts > 0, "aux_texts", "sizes must be > 0", self.aux_texts)
+                + check(self.steps > 0, "steps", "must be > 0", self.steps)
+                + check(self.width % 4 == 0, "width", "must be a multiple of 4 (attention heads)", self.width))
+
+
+@dataclass(frozen=True)
+class ACRParams:
+    """GCG search budget for the adversarial compression ratio (off by default on CPU)."""
+
+    max_secrets: int
+    seconds_per_secret: float
+    max_prompt_tokens: int
+    max_target_tokens: int
+    top_k: int
+    candidates: int
+    seed: int
+
+    def problems(self):
+        return (check(self.seconds_per_secret > 0, "seconds_per_secret", "must be > 0", self.seconds_per_secret)
+                + check(self.max_prompt_tokens > 0, "max_prompt_tokens", "must be > 0", self.max_prompt_tokens)
+                + check(self.candidates > 0 and self.top_k > 0, "candidates", "must be > 0", self.candidates))
+
+
+@dataclass(frozen=True)
+class AttackParams:
+    out_dir: str
+    #: attacks run on every run ...
+    attacks: tuple[str, ...]
+    #: ... unless the run has its own list here (run name -> attacks)
+    runs: dict[str, tuple[str, ...]]
+    batch_size: int
+    #: min-k%: the fraction of least likely tokens averaged
+    min_k: float
+    #: text MIA: at most this many training rows (and as many held-out rows); null = all trained rows
+    text_items: Optional[int]
+    generation: GenerationParams
+    eia: EIAParams
+    acr: ACRParams
+
+    def problems(self):
+        return (check(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
+                + check(len(self.attacks) > 0, "attacks", "needs at least one attack", self.attacks)
+                + check(0 < self.min_k <= 1, "min_k", "must be in (0, 1]", self.min_k)
+                + check(self.text_items is None or self.text_items > 0, "text_items", "must be > 0",
+                        self.text_items))
+
+    def for_run(self, run: str) -> tuple[str, ...]:
+        return self.runs.get(run, self.attacks)

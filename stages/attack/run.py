@@ -1,0 +1,49 @@
+"""Run every configured attack of one run over one shared log-probability cache and write their tables."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..core.artifacts import Locations
+from ..core.errors import ConfigError
+from ..core.io import write_json, write_table
+from ..finetune.schema import RunRecord
+from ..lm.loading import pick_device
+from .context import AttackContext
+from .catalog import ATTACKS, Attack
+from .schema import ATTACK_VERSION, FAMILY_SCHEMAS, LOGPROBS, write_record
+
+log = logging.getLogger("stages.attack")
+
+
+def resolve_attacks(run: str, params, key_prefix: str = "") -> list[Attack]:
+    """The run's attacks (attack.runs.<run>, else attack.attacks); an unknown name names its key."""
+    names = params.for_run(run)
+    key = f"attack.runs.{run}" if run in params.runs else "attack.attacks"
+    return [ATTACKS.get(a, key=f"{key_prefix}{key}[{i}]") for i, a in enumerate(names)]
+
+
+def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: Path) -> None:
+    """Check every attack's requirements, score every item once per model, run the attacks, write it all."""
+    attacks = resolve_attacks(run, params)
+    ctx = AttackContext(run, params, where, record, device=pick_device(record["params"]["device"]))
+    for a in attacks:  # every requirement checked before any work
+        for need in a.needs:
+            why = ctx.has(need)
+            if why:
+                raise ConfigError(f"attack {a.name!r} on run {run!r}: {why}")
+    sources = sorted({s for a in attacks for need in a.needs for s in need.split("|")}
+                     & {"canaries", "text", "users", "formatted"})
+    ctx.precompute(sources, reference=any("reference" in a.needs for a in attacks))
+    for a in attacks:
+        out = a.run(ctx, params)
+        if isinstance(out, pa.Table):
+            write_table(out, out_dir / f"{a.name}.parquet", FAMILY_SCHEMAS[a.family])
+        else:
+            write_json(out_dir / f"{a.name}.json", out)
+        log.info("attack %s on %s done", a.name, run)
+    write_table(pa.Table.from_pylist(ctx.cache_rows(), schema=LOGPROBS), out_dir / "logprobs.parquet", LOGPROBS)
+    write_record(out_dir, {"version": ATTACK_VERSION, "run": run, "run_record": record,
+                           "attacks": {a.name: a.family for a in attacks}, "model_fingerprints": ctx.fingerprints})

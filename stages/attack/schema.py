@@ -1,0 +1,85 @@
+"""The public contract of the attack stage (data/scores/<run>/), read by the audit and the report.
+
+* ``<attack>.parquet``: SCORES (membership), MEMORIZATION (VMR/AIR/ACR) or EXPOSURE, by the attack's
+  family; ``<attack>.json`` for the other families (embedding inversion);
+* ``logprobs.parquet`` (LOGPROBS): the per-token log-probability cache every attack read;
+* ``run.json``: an ``AttackRecord`` (versioned): the fine-tuned run's record plus which attacks ran.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pyarrow as pa
+
+from ..core.errors import DataError
+from ..core.io import read_json, read_table, write_json
+
+ATTACK_VERSION = 1
+
+#: one membership score per item (a canary, a text sample, a user); higher = more likely a member
+SCORES = pa.schema([
+    pa.field("item_id", pa.string(), nullable=False),
+    pa.field("group", pa.string(), nullable=False),  # canary kind, "text" or "users"
+    pa.field("member", pa.bool_(), nullable=False),
+    pa.field("score", pa.float64(), nullable=False),
+])
+
+#: memorization of real secrets: one row per secret (VMR / AIR), fine-tuned vs reference model
+MEMORIZATION = pa.schema([
+    pa.field("secret_id", pa.string(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("trained", pa.bool_(), nullable=False),  # the run's training rows contained it
+    pa.field("score", pa.float64(), nullable=False),  # fine-tuned model
+    pa.field("base_score", pa.float64(), nullable=False),  # reference (base) model
+])
+
+EXPOSURE = pa.schema([
+    pa.field("canary_id", pa.string(), nullable=False),
+    pa.field("format", pa.string(), nullable=False),
+    pa.field("inserted", pa.bool_(), nullable=False),
+    pa.field("repetitions", pa.int32(), nullable=False),
+    pa.field("log_perplexity", pa.float64(), nullable=False),  # bits
+    pa.field("rank", pa.int32(), nullable=False),
+    pa.field("exposure", pa.float64(), nullable=False),
+])
+
+#: per-model, per-example token log-probabilities: the cache every attack reads
+LOGPROBS = pa.schema([
+    pa.field("key", pa.string(), nullable=False),  # sha1 of the example's token ids and labels
+    pa.field("model", pa.string(), nullable=False),  # target | reference
+    pa.field("model_fingerprint", pa.string(), nullable=False),
+    pa.field("logprobs", pa.list_(pa.float32()), nullable=False),
+])
+
+#: the table schema of each family that writes a table
+FAMILY_SCHEMAS = {"membership": SCORES, "memorization": MEMORIZATION, "exposure": EXPOSURE}
+
+
+class AttackRecord(TypedDict):
+    version: int
+    run: str
+    run_record: dict[str, Any]  # the fine-tuned run's RunRecord (stages.finetune.schema)
+    attacks: dict[str, str]  # attack -> family, in the order they ran
+    model_fingerprints: dict[str, str]  # target / reference -> fingerprint of the weights scored
+
+
+def write_record(scores_dir: Path, record: AttackRecord) -> None:
+    write_json(Path(scores_dir) / "run.json", record)
+
+
+def read_record(scores_dir: Path) -> AttackRecord:
+    path = Path(scores_dir) / "run.json"
+    record = read_json(path, f"attack@{Path(scores_dir).name}")
+    if record.get("version") != ATTACK_VERSION:
+        raise DataError(f"{path}: attack record version {record.get('version')!r}, expected {ATTACK_VERSION} "
+                        f"(rerun the attack@{Path(scores_dir).name} stage)")
+    return record
+
+
+def read_attack_table(scores_dir: Path, attack: str, family: str) -> pa.Table:
+    return read_table(Path(scores_dir) / f"{attack}.parquet", FAMILY_SCHEMAS[family], f"attack@{Path(scores_dir).name}")
+
+
+def read_attack_json(scores_dir: Path, attack: str) -> Any:
+    return read_json(Path(scores_dir) / f"{attack}.json", f"attack@{Path(scores_dir).name}")

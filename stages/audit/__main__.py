@@ -1,0 +1,30 @@
+"""DVC stage ``audit``: one-run epsilon lower bounds (95%/99%), TPR at fixed FPR and AUROC with bootstrap
+intervals for every run, attack and canary kind -> reports/metrics.json (DVC metrics) and the ROC curves
+(reports/roc.parquet)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from stages.audit.params import AuditParams
+from stages.audit.run import audit, log_summary
+from stages.audit.schema import write_metrics, write_roc
+from stages.core.artifacts import locations
+from stages.core.cli import run_cli, stage_args
+from stages.core.errors import DataError
+from stages.core.params import load, run_names
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, raw = stage_args(argv, __doc__)
+    params = load(AuditParams, "audit", args.params, raw)
+    runs = run_names(raw, args.params)
+    if not runs:
+        raise DataError(f"{args.params}: runs: no runs to audit")
+    metrics, roc = audit(params, runs, locations(raw, args.params))
+    write_roc(params.roc_out, roc)
+    write_metrics(params.out, metrics)
+    log_summary(metrics)
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,120 @@
+"""The public contract of the audit stage, read by the report (and by ``dvc metrics``).
+
+* ``reports/metrics.json`` (``audit.out``): a ``Metrics`` record, written and read only through
+  ``write_metrics``/``read_metrics``; ``schema_version`` changes whenever its shape does;
+* ``reports/roc.parquet`` (``audit.roc_out``, schema ROC): the ROC curve of every membership score.
+
+Which FPRs and confidences appear depends on ``audit.fprs`` and ``audit.confidences``: readers ask
+``fpr_keys``/``bound_keys`` instead of assuming a key exists.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pyarrow as pa
+
+from ..core.errors import DataError
+from ..core.io import read_json, read_table, write_json, write_table
+
+METRICS_VERSION = 1
+PRODUCER = "audit"
+
+
+class Interval(TypedDict):
+    value: float
+    ci95: list[float]
+
+
+class OneRun(TypedDict, total=False):
+    m: int
+    k_pos: int
+    k_neg: int
+    r: int
+    v: int
+    delta: float
+    precision: float
+    # plus eps_lb_<confidence%> per audit.confidences, e.g. eps_lb_95, eps_lb_99
+
+
+class GroupMetrics(TypedDict, total=False):
+    members: int
+    non_members: int
+    auroc: float
+    auroc_ci95: list[float]
+    tpr_at_fpr: dict[str, Interval]  # key: f"{fpr:g}", e.g. "0.01"
+    audit: OneRun  # canary groups only (randomised membership)
+    audit_sweep: dict[str, Any]  # with audit.sweep: best bound over the grid, Bonferroni-corrected
+
+
+class RunMetrics(TypedDict, total=False):
+    privacy: dict[str, Any]  # the run's privacy record (stages.finetune)
+    training: dict[str, Any]  # steps, sample_rate, expected_batch_size, expected exposures, n, seconds
+    dataset: str
+    utility: dict[str, Any]  # valid_nll, valid_perplexity
+    attacks: dict[str, dict[str, GroupMetrics]]  # membership attack -> item group -> metrics
+    exposure: dict[str, dict[str, Any]]  # format (and "all") -> exposure summary
+    memorization: dict[str, dict[str, Any]]  # vmr/air/acr -> trained / untrained summary
+    other: dict[str, Any]  # attacks of other families (embedding inversion), as written
+
+
+class Metrics(TypedDict):
+    schema_version: int
+    audit_params: dict[str, Any]
+    iid_guard: dict[str, Any] | None
+    runs: dict[str, RunMetrics]
+
+
+ROC = pa.schema([
+    pa.field("run", pa.string(), nullable=False),
+    pa.field("attack", pa.string(), nullable=False),
+    pa.field("group", pa.string(), nullable=False),
+    pa.field("fpr", pa.float64(), nullable=False),
+    pa.field("tpr", pa.float64(), nullable=False),
+])
+
+
+def write_metrics(path: Path, metrics: Metrics) -> None:
+    write_json(path, metrics)
+
+
+def read_metrics(path: Path) -> Metrics:
+    metrics = read_json(path, PRODUCER)
+    if metrics.get("schema_version") != METRICS_VERSION:
+        raise DataError(f"{path}: metrics schema_version {metrics.get('schema_version')!r}, expected "
+                        f"{METRICS_VERSION} (rerun the audit stage)")
+    return metrics
+
+
+def write_roc(path: Path, rows: list[dict]) -> None:
+    write_table(pa.Table.from_pylist(rows, schema=ROC), path, ROC)
+
+
+def read_roc(path: Path) -> dict[tuple[str, str, str], tuple[list[float], list[float]]]:
+    """(run, attack, group) -> (fpr, tpr) points, in curve order."""
+    out: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
+    for r in read_table(path, ROC, PRODUCER).to_pylist():
+        f, t = out.setdefault((r["run"], r["attack"], r["group"]), ([], []))
+        f.append(r["fpr"])
+        t.append(r["tpr"])
+    return out
+
+
+def confidence_key(confidence: float) -> str:
+    return f"eps_lb_{int(round(confidence * 100))}"
+
+
+def fpr_key(fpr: float) -> str:
+    return f"{fpr:g}"
+
+
+def fpr_keys(metrics: Metrics) -> list[str]:
+    """The FPRs at which TPRs were computed (audit.fprs), smallest first."""
+    keys = {k for r in metrics["runs"].values() for atk in r.get("attacks", {}).values() for m in atk.values()
+            for k in m.get("tpr_at_fpr", {})}
+    return sorted(keys, key=float)
+
+
+def bound_keys(metrics: Metrics) -> list[str]:
+    """The one-run bounds computed (eps_lb_<c> per audit.confidences), in params order."""
+    return [confidence_key(c) for c in metrics["audit_params"].get("confidences", [])]

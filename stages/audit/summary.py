@@ -1,0 +1,98 @@
+"""Per-run, per-attack, per-canary-kind audit summary (what reports/metrics.json holds, per ``schema.py``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..attack.schema import FAMILY_SCHEMAS, read_attack_json, read_attack_table, read_record
+from .exposure import summarize
+from .one_run import one_run_audit, swept_audit
+from .roc import bootstrap_mean_ci, roc_curve, roc_metrics
+from .schema import RunMetrics
+
+
+def audit_delta(params, privacy: dict) -> float:
+    """The delta of the null hypothesis: audit.delta, else the run's own (DP) delta, else the fallback."""
+    if params.delta is not None:
+        return params.delta
+    return float(privacy["delta"]) if privacy.get("dp") else params.fallback_delta
+
+
+NON_CANARY_GROUPS = ("text", "users", "canary_users")
+
+
+def audit_table(table, params, delta: float) -> dict:
+    """ROC metrics per group; for canary groups (randomized membership) also the one-run bound."""
+    out = {}
+    for group, s, y in groups_of(table):
+        res = roc_metrics(s, y, params.fprs, params.bootstrap, params.seed)
+        if group not in NON_CANARY_GROUPS:
+            res["audit"] = one_run_audit(s, y, params.k_pos, params.k_neg, delta, params.confidences)
+            if params.sweep.k_pos:
+                grid = [(kp, kn) for kp in params.sweep.k_pos for kn in (params.sweep.k_neg or (0,))]
+                res["audit_sweep"] = swept_audit(s, y, grid, delta, params.confidences)
+        out[group] = res
+    return out
+
+
+def groups_of(table) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(group, scores, members) of a SCORES table, groups in sorted order."""
+    groups = np.asarray(table.column("group").to_pylist())
+    scores = table.column("score").to_numpy()
+    members = np.asarray(table.column("member").to_pylist(), dtype=bool)
+    return [(g, scores[groups == g], members[groups == g]) for g in sorted(set(groups.tolist()))]
+
+
+def roc_rows(run: str, attack: str, table) -> list[dict]:
+    """Every point of every group's ROC curve (the ROC artifact the report draws)."""
+    rows = []
+    for group, s, y in groups_of(table):
+        fpr, tpr = roc_curve(s, y)
+        rows += [{"run": run, "attack": attack, "group": group, "fpr": float(f), "tpr": float(t)}
+                 for f, t in zip(fpr, tpr)]
+    return rows
+
+
+def audit_run(scores_dir: Path, params) -> tuple[RunMetrics, list[dict]]:
+    """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points."""
+    record = read_record(scores_dir)
+    info = record["run_record"]
+    delta = audit_delta(params, info["privacy"])
+    result: RunMetrics = {
+        "privacy": info["privacy"],
+        "training": {k: info[k] for k in ("steps", "sample_rate", "expected_batch_size",
+                                          "expected_exposures_per_member", "n_examples", "train_seconds")},
+        "dataset": info["params"]["dataset"],
+        "utility": {"valid_nll": info["valid"]["nll"], "valid_perplexity": info["valid"]["perplexity"]},
+        "attacks": {},
+        "other": {},
+    }
+    roc: list[dict] = []
+    for attack, family in record["attacks"].items():
+        if family not in FAMILY_SCHEMAS:  # e.g. inversion: a JSON summary, passed on as written
+            result["other"][attack] = read_attack_json(scores_dir, attack)
+            continue
+        table = read_attack_table(scores_dir, attack, family)
+        if family == "membership":
+            result["attacks"][attack] = audit_table(table, params, delta)
+            roc += roc_rows(record["run"], attack, table)
+        elif family == "exposure":
+            result["exposure"] = summarize(table)
+        elif family == "memorization":
+            result.setdefault("memorization", {})[attack] = memorization_summary(table, params)
+    return result, roc
+
+
+def memorization_summary(table, params) -> dict:
+    """Mean score of the fine-tuned and the base model and their difference (base leakage removed),
+    for secrets the run trained on and for the untrained control; 95% bootstrap over secrets."""
+    t = table.to_pandas()
+    out = {}
+    for name, g in (("trained", t[t["trained"]]), ("untrained", t[~t["trained"]])):
+        diff = (g["score"] - g["base_score"]).to_numpy()
+        out[name] = {"secrets": int(len(g)), "score": float(g["score"].mean()) if len(g) else None,
+                     "base_score": float(g["base_score"].mean()) if len(g) else None,
+                     "minus_base": float(diff.mean()) if len(g) else None,
+                     "minus_base_ci95": bootstrap_mean_ci(diff, params.bootstrap, params.seed) if len(g) else None}
+    return out

@@ -1,0 +1,39 @@
+"""DVC stage ``canaries``: build m canaries per kind -> data/canaries/<kind>.parquet + meta.json + GX results."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from stages.canaries.build import build_canaries, corpus_texts, vocab_of
+from stages.canaries.kinds import CANARY_KINDS, Corpus
+from stages.canaries.params import CanaryParams
+from stages.canaries.users import build_canary_users
+from stages.core.artifacts import locations
+from stages.core.cli import run_cli, stage_args
+from stages.core.io import atomic_dir
+from stages.core.params import load
+from stages.datasets import get_dataset
+from stages.lm.loading import load_tokenizer
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, raw = stage_args(argv, __doc__)
+    params = load(CanaryParams, "canaries", args.params, raw)
+    where = locations(raw, args.params)
+    for i, k in enumerate(params.kinds):  # unknown kinds fail before anything is written
+        CANARY_KINDS.get(k, key=f"{args.params}: canaries.kinds[{i}]")
+    vocab = vocab_of(where.base_model)
+    tok = load_tokenizer(where.base_model)
+    corpus = Corpus.from_sequences(corpus_texts(where.processed, params.corpus, ["train"], tok), vocab.base_size)
+    heldout = get_dataset(params.corpus).heldout_splits
+    samples = (corpus_texts(where.processed, params.corpus, heldout, tok, targets_only=True)
+               if params.prefix == "heldout" else None)
+    with atomic_dir(Path(params.out_dir)) as tmp:
+        build_canaries(params, vocab, tmp, where=params.out_dir, model_dir=where.base_model, corpus=corpus,
+                       prefix_samples=samples)
+        if params.users.enabled:
+            build_canary_users(params.users, where.processed, tok, tmp)
+
+
+if __name__ == "__main__":
+    run_cli(main)

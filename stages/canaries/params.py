@@ -1,0 +1,90 @@
+"""Params of ``canaries`` (the ``canaries`` section)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..core.params import check
+from ..datasets import DATASETS
+
+
+def _dataset(name: str, key: str, users: bool = False) -> list[tuple[str, str]]:
+    known = [d for d in DATASETS.names() if DATASETS.get(d).users or not users]
+    return check(name in known, key, f"must be a dataset{' with users' if users else ''} ({', '.join(known)})", name)
+
+
+@dataclass(frozen=True)
+class CanaryChecks:
+    member_share_min: float
+    member_share_max: float
+
+
+@dataclass(frozen=True)
+class FormattedParams:
+    """Secret-sharer formatted canaries for the exposure attack (privlm-bench Table 4)."""
+
+    enabled: bool
+    formats: tuple[Literal["name", "city", "email", "phone", "letters", "one_word", "three_words"], ...]
+    #: |R| per format (the paper: 80/80/70/100/100/100/100)
+    candidates: int
+    inserted_fraction: float
+    #: the i-th inserted candidate is repeated repetition_step * i times (the paper: 10)
+    repetition_step: int
+    seed: int
+
+    def problems(self):
+        return (check(2 <= self.candidates <= 80, "candidates", "must be in [2, 80] (the name and city lists have 80)",
+                      self.candidates)
+                + check(0 < self.inserted_fraction < 1, "inserted_fraction", "must be in (0, 1)",
+                        self.inserted_fraction)
+                + check(self.repetition_step >= 1, "repetition_step", "must be >= 1", self.repetition_step))
+
+
+@dataclass(frozen=True)
+class CanaryUsersParams:
+    """Canary users (user-inference-attacks Algorithm 1): real users whose every document carries a
+    shared substring, for the worst case of user inference."""
+
+    enabled: bool
+    #: substring lengths in tokens, and how many canary users per length
+    lengths: tuple[int, ...]
+    per_length: int
+    #: a dataset with users
+    dataset: str
+    seed: int
+
+    def problems(self):
+        return (check(all(length > 0 for length in self.lengths), "lengths", "must be > 0", self.lengths)
+                + check(self.per_length > 0, "per_length", "must be > 0", self.per_length)
+                + _dataset(self.dataset, "dataset", users=True))
+
+
+@dataclass(frozen=True)
+class CanaryParams:
+    out_dir: str
+    seed: int
+    kinds: tuple[str, ...]
+    num_canaries: int
+    member_prob: float
+    #: random tokens (the audit setting, seed section 5) or the first tokens of held-out samples of the
+    #: corpus (the memorization setting, section 4)
+    prefix: Literal["random", "heldout"]
+    #: the fine-tuning corpus: its token counts drive the unigram/bigram kinds, its held-out splits the prefixes
+    corpus: str
+    prefix_length: int
+    secret_length: int
+    new_token_init: Literal["mean", "zero"]
+    checks: CanaryChecks
+    formatted: FormattedParams
+    users: CanaryUsersParams
+
+    def problems(self):
+        return (
+            check(len(self.kinds) > 0, "kinds", "needs at least one kind", self.kinds)
+            + check(len(set(self.kinds)) == len(self.kinds), "kinds", "kinds must be distinct", self.kinds)
+            + check(self.num_canaries > 0, "num_canaries", "must be > 0", self.num_canaries)
+            + check(0 < self.member_prob < 1, "member_prob", "must be in (0, 1)", self.member_prob)
+            + _dataset(self.corpus, "corpus")
+            + check(self.prefix_length > 0, "prefix_length", "must be > 0", self.prefix_length)
+            + check(1 <= self.secret_length <= 8, "secret_length", "must be in [1, 8]", self.secret_length)
+        )

@@ -1,0 +1,70 @@
+"""The stage command line: parse ``--<option>`` and ``--params``, read params.yaml, run the stage.
+
+Process-wide settings (telemetry off, log levels, the third-party warnings we know to be noise) are
+set here, in the entry point, never when a module is imported. A StageError ends the process with
+``error: <one line>`` on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+from typing import Any, Callable, Sequence
+
+from .errors import StageError, one_line
+from .params import PARAMS_FILE, read_params
+
+#: telemetry off: the pipeline runs offline and reproducibly (an exported value wins)
+OFFLINE_ENV = {
+    "GX_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "DVC_NO_ANALYTICS": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+#: third-party warnings that say nothing about our results
+QUIET_WARNINGS = (
+    # opacus: the new-token embedding's input is integer ids, so its full backward hook sees output grads only
+    "Full backward hook is firing when gradients are computed",
+    # opacus RDP accountant at very small delta: the optimal order is the largest alpha tried
+    "Optimal order is the largest alpha",
+)
+
+
+def configure_process() -> None:
+    """Environment defaults, logging and warning filters for a stage process."""
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    for message in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("stages").setLevel(logging.INFO)
+
+
+def stage_args(argv: Sequence[str] | None, doc: str | None, *required: str,
+               extra: Sequence[tuple[str, dict]] = ()) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """Parse a stage CLI (``--<name>`` for each required option, ``--params`` and ``extra``) and read params."""
+    ap = argparse.ArgumentParser(description=doc)
+    for name in required:
+        ap.add_argument(f"--{name}", required=True)
+    for flag, kwargs in extra:
+        ap.add_argument(flag, **kwargs)
+    ap.add_argument("--params", default=PARAMS_FILE)
+    args = ap.parse_args(argv)
+    return args, read_params(args.params)
+
+
+def run_cli(main: Callable[[Sequence[str] | None], None], argv: Sequence[str] | None = None) -> None:
+    """Run a stage entry point; a StageError becomes ``error: <msg>`` on stderr and exit code 2."""
+    configure_process()
+    try:
+        main(argv)
+    except StageError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None

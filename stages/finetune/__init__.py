@@ -1,0 +1,3 @@
+"""Stage ``finetune@<run>``: fine-tune the base model on a processed dataset plus the member canaries
+(non-DP, or opacus DP-SGD/DP-Adam with sigma calibrated by the accountant) -> data/models/<run>/
+(trained tensors, run.json per ``schema.py``, privacy.json, train_log.jsonl)."""

@@ -1,0 +1,200 @@
+"""The fine-tuning loop: Poisson-sampled logical batches, length-bucketed physical chunks, and
+either non-private AdamW (averaged-gradient clipping) or opacus DP-SGD/DP-Adam.
+
+Sampling: at every step each training example is included independently with probability
+q = batch_size / n (Poisson sampling, as the DP accountant assumes), from a seeded generator. The
+same sampler is used without DP, so DP and non-DP runs differ only in clipping and noise.
+
+DP (``dp.py``): the model is wrapped in opacus' GradSampleModule, the optimizer in opacus' DPOptimizer
+and its accountant (PRV or RDP) is stepped by the optimizer's hook once per logical step with sample
+rate q. A logical batch is processed in chunks (opacus' virtual steps, ``signal_skip_step``), so memory
+holds only one chunk's per-sample gradients; clipping is per example, noise is added once per logical
+step, and the sum is divided by the expected batch size q*n.
+
+Checkpoints (``checkpoint.py``) let a killed run resume bit-for-bit.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..core.errors import ConfigError
+from ..lm.batching import chunks, collate
+from ..lm.examples import Example
+from ..lm.scoring import autocast, per_example_sums, token_logprobs
+from .checkpoint import Checkpointer, restore, snapshot
+from .dp import make_private, spent
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    sample_rate: float
+    expected_batch_size: float
+    n_examples: int
+    seconds: float
+    privacy: dict = field(default_factory=dict)
+    log: list = field(default_factory=list)
+    resumed_from: int = 0
+
+
+def per_sample_losses(model, batch) -> torch.Tensor:
+    """Mean token NLL of each example in the chunk over its labelled positions -> (B,)."""
+    hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
+    inner = getattr(model, "_module", model)  # opacus' GradSampleModule wraps the CanaryLM
+    lp = inner.logprobs_at(hidden, new_logits, batch["rows"], batch["cols"], batch["targets"])
+    B = batch["batch_size"]
+    nll = per_example_sums(-lp, batch["rows"], B)
+    count = per_example_sums(torch.ones_like(lp), batch["rows"], B).clamp(min=1)
+    return nll / count
+
+
+def make_optimizer(params, name: str, lr: float, weight_decay: float, momentum: float = 0.0):
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}")
+
+
+def poisson_rate(n: int, batch_size: int, sample_rate: float | None) -> float:
+    q = sample_rate if sample_rate is not None else batch_size / n
+    if not 0 < q <= 1:
+        raise ConfigError(f"finetune.batch_size: {batch_size} examples per step out of n={n} gives q = {q:.3g} > 1")
+    return q
+
+
+def fixed_schedule(first: int, count: int, steps: int, repetitions: int, seed: int) -> dict[int, list[int]]:
+    """step -> indices (``first`` .. ``first + count - 1``) of examples on a fixed schedule: each joins the
+    batches of ``repetitions`` distinct steps drawn once, up front, from a stream separate from the sampler."""
+    schedule: dict[int, list[int]] = {}
+    srng = np.random.default_rng([seed, 17])
+    for j in range(count):
+        for s in srng.choice(steps, size=min(repetitions, steps), replace=False):
+            schedule.setdefault(int(s), []).append(first + j)
+    return schedule
+
+
+def dp_step(net, opt, params, examples, parts, pad_id: int, device) -> list[torch.Tensor]:
+    """One logical DP step over its physical chunks: per-example clipping, noise once at the last chunk."""
+    losses = []
+    if not parts:  # empty Poisson batch: the step still adds noise
+        for p in params:
+            p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
+        opt.step()
+        opt.zero_grad()
+    for j, part in enumerate(parts):
+        batch = collate([examples[i] for i in part], pad_id, device)
+        with autocast(device):
+            ls = per_sample_losses(net, batch)
+        ls.mean().backward()  # opacus 'mean' rescales by the chunk size -> per-example grads
+        opt.signal_skip_step(do_skip=j < len(parts) - 1)
+        opt.step()
+        opt.zero_grad()
+        losses.append(ls.detach())
+    return losses
+
+
+def plain_step(net, opt, params, examples, parts, pad_id: int, device, expected: float,
+               clip_norm: float) -> list[torch.Tensor]:
+    """One logical non-private step: the summed loss over the expected batch size, global-norm clipped."""
+    losses = []
+    for part in parts:
+        batch = collate([examples[i] for i in part], pad_id, device)
+        with autocast(device):
+            ls = per_sample_losses(net, batch)
+        (ls.sum() / expected).backward()
+        losses.append(ls.detach())
+    torch.nn.utils.clip_grad_norm_(params, clip_norm)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return losses
+
+
+def train(
+    model,
+    examples: Sequence[Example],
+    *,
+    steps: int,
+    batch_size: int,
+    physical_batch_size: int,
+    lr: float,
+    weight_decay: float,
+    clip_norm: float,
+    seed: int,
+    pad_id: int,
+    dp=None,
+    sample_rate: float | None = None,
+    optimizer: str = "adamw",
+    momentum: float = 0.0,
+    checkpoint: Checkpointer | None = None,
+    on_step: Callable[[dict], None] | None = None,
+    scheduled: Sequence[Example] = (),
+    repetitions: int = 1,
+) -> TrainResult:
+    """Train ``model`` (a CanaryLM already on its device) in place; returns what happened.
+
+    ``scheduled`` examples (canaries inserted a fixed number of times, non-DP only) join the batches of
+    ``repetitions`` steps each on top of the Poisson-sampled ``examples``."""
+    device = next(model.parameters()).device
+    n = len(examples)
+    q = poisson_rate(n, batch_size, sample_rate)
+    expected = q * n
+    rng = np.random.default_rng(seed)
+    private_run = dp is not None and dp.enabled
+    if scheduled and private_run:
+        raise ConfigError("finetune.canary_insertion: a fixed schedule is not covered by the DP accountant")
+    schedule = fixed_schedule(n, len(scheduled), steps, repetitions, seed) if scheduled else {}
+    examples = list(examples) + list(scheduled)
+    lengths = [len(e) for e in examples]
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = make_optimizer(params, optimizer, lr, weight_decay, momentum)
+    private = make_private(model, opt, dp, sample_rate=q, steps=steps, n=n, seed=seed, optimizer_name=optimizer,
+                           device=device) if private_run else None
+    net, opt = (private.net, private.optimizer) if private else (model, opt)
+    noise, accountant = (private.noise, private.accountant) if private else (None, None)
+    state = checkpoint.load() if checkpoint else None
+    log, start = restore(state, model, opt, rng, noise, accountant) if state is not None else ([], 0)
+    net.train()
+    t0 = time.time()
+    bar = tqdm(range(start, steps), desc="fine-tune" + (" (DP)" if private else ""), mininterval=5,
+               initial=start, total=steps)
+    for step in bar:
+        ts = time.time()
+        idx = np.flatnonzero(rng.random(n) < q)
+        if schedule:
+            idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)])
+        parts = chunks(idx, lengths, physical_batch_size)
+        losses = (dp_step(net, opt, params, examples, parts, pad_id, device) if private else
+                  plain_step(net, opt, params, examples, parts, pad_id, device, expected, clip_norm))
+        loss = float(torch.cat(losses).mean()) if losses else float("nan")
+        rec = {"step": step + 1, "batch": int(len(idx)), "loss": loss, "seconds": round(time.time() - ts, 3)}
+        log.append(rec)
+        if checkpoint and checkpoint.due(step + 1, steps):
+            checkpoint.save(snapshot(step + 1, log, model, opt, rng, noise, accountant))
+        if on_step:
+            on_step(rec)
+        bar.set_postfix(loss=f"{loss:.3f}", batch=len(idx), refresh=False)
+    if checkpoint:
+        checkpoint.clear()
+    return TrainResult(steps=steps, sample_rate=q, expected_batch_size=expected, n_examples=n,
+                       seconds=time.time() - t0, privacy=spent(private) if private else {"dp": False}, log=log,
+                       resumed_from=start)
+
+
+def mean_nll(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64) -> dict:
+    """Token-level mean NLL and perplexity over the labelled positions of ``examples``."""
+    if not examples:
+        return {"tokens": 0, "nll": None, "perplexity": None}
+    lps = token_logprobs(model, examples, pad_id, batch_size)
+    tokens = sum(len(x) for x in lps)
+    nll = -float(sum(x.sum() for x in lps)) / max(tokens, 1)
+    return {"tokens": tokens, "nll": nll, "perplexity": math.exp(nll)}

@@ -1,0 +1,130 @@
+"""Params of ``finetune@<run>``: the ``finetune`` section with ``runs.<run>`` deep-merged on top."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+from ..core.errors import ConfigError
+from ..core.params import PARAMS_FILE, build, check, deep_merge, load, read_params
+from ..datasets import DATASETS
+from ..lm.trainable import Trainable
+
+
+@dataclass(frozen=True)
+class LoraParams:
+    r: int
+    alpha: int
+    dropout: float
+    targets: tuple[str, ...]
+
+    def problems(self):
+        return check(self.r > 0, "r", "must be > 0", self.r) + check(
+            0 <= self.dropout < 1, "dropout", "must be in [0, 1)", self.dropout
+        )
+
+
+@dataclass(frozen=True)
+class DPParams:
+    enabled: bool
+    epsilon: float
+    #: null = n^-1.1 with n the number of training examples
+    delta: Optional[float]
+    max_grad_norm: float
+    accountant: Literal["prv", "rdp"]
+
+    def problems(self):
+        return (
+            check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
+            + check(self.delta is None or 0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
+            + check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0", self.max_grad_norm)
+        )
+
+
+@dataclass(frozen=True)
+class FinetuneParams:
+    out_dir: str
+    #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
+    dataset: str
+    objective: Literal["sft", "nwp"]
+    #: lora | full (every decoder weight; the tied 49k-row embedding stays frozen) | prompt | prefix
+    paradigm: Literal["lora", "full", "prompt", "prefix"]
+    lora: LoraParams
+    #: soft-prompt length (paradigm prompt) or key/value prefix length (paradigm prefix)
+    virtual_tokens: int
+    dp: DPParams
+    #: adamw/adam (DP-Adam under DP) or sgd (DP-SGD under DP)
+    optimizer: Literal["adamw", "adam", "sgd"]
+    momentum: float
+    steps: int
+    #: expected logical batch size; the Poisson sampling rate is q = batch_size / n
+    batch_size: int
+    #: set to fix q directly instead (then batch_size is ignored)
+    sample_rate: Optional[float]
+    #: at most this many examples per forward pass (memory bound)
+    physical_batch_size: int
+    lr: float
+    weight_decay: float
+    #: non-DP runs clip the averaged gradient at this norm (seed A.1); DP uses dp.max_grad_norm
+    clip_norm: float
+    max_length: int
+    #: number of training rows of the dataset mixed with the member canaries
+    max_text_rows: int
+    #: held-out rows of the dataset's evaluation split scored for utility
+    eval_rows: int
+    #: insert the member canaries (false: train on the dataset alone, e.g. a user-inference run)
+    canaries: bool
+    #: poisson: member canaries are examples like any other (each step includes each w.p. q);
+    #: repetitions: each member canary is added to exactly canary_repetitions steps drawn at random
+    #: (a deterministic exposure count; not covered by the DP accountant, so refused with DP)
+    canary_insertion: Literal["poisson", "repetitions"]
+    canary_repetitions: int
+    seed: int
+    device: Literal["auto", "cpu", "cuda"]
+    #: save a resumable checkpoint every k steps (0 = never); a rerun with the same inputs resumes
+    checkpoint_every: int
+    checkpoint_dir: str
+
+    def problems(self):
+        return (
+            check(self.dataset in DATASETS, "dataset", f"must be a dataset ({', '.join(DATASETS.names())})",
+                  self.dataset)
+            + check(self.steps > 0, "steps", "must be > 0", self.steps)
+            + check(self.sample_rate is None or 0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]",
+                    self.sample_rate)
+            + check(self.virtual_tokens > 0, "virtual_tokens", "must be > 0", self.virtual_tokens)
+            + check(0 <= self.momentum < 1, "momentum", "must be in [0, 1)", self.momentum)
+            + check(self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0", self.checkpoint_every)
+            + check(1 <= self.canary_repetitions <= self.steps, "canary_repetitions", "must be in [1, steps]",
+                    self.canary_repetitions)
+            + check(not (self.dp.enabled and self.canary_insertion == "repetitions"), "canary_insertion",
+                    "'repetitions' is a fixed schedule the DP accountant (Poisson sampling) does not cover; use "
+                    "'poisson' with DP", self.canary_insertion)
+            + check(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
+            + check(self.physical_batch_size > 0, "physical_batch_size", "must be > 0", self.physical_batch_size)
+            + check(self.lr > 0, "lr", "must be > 0", self.lr)
+            + check(self.clip_norm > 0, "clip_norm", "must be > 0", self.clip_norm)
+            + check(self.max_length >= 8, "max_length", "must be >= 8", self.max_length)
+            + check(self.max_text_rows >= 0, "max_text_rows", "must be >= 0", self.max_text_rows)
+            + check(self.eval_rows >= 0, "eval_rows", "must be >= 0", self.eval_rows)
+        )
+
+    def trainable(self, num_new_tokens: int, new_token_init: str) -> Trainable:
+        """The model this run trains (recorded in run.json so the attack stage rebuilds it)."""
+        return Trainable(paradigm=self.paradigm, lora_r=self.lora.r, lora_alpha=self.lora.alpha,
+                         lora_dropout=self.lora.dropout, lora_targets=self.lora.targets,
+                         virtual_tokens=self.virtual_tokens, num_new_tokens=num_new_tokens,
+                         new_token_init=new_token_init)
+
+
+def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> FinetuneParams:
+    """``finetune`` with ``runs.<run>`` deep-merged on top; errors name the key where it was set."""
+    raw = read_params(path) if raw is None else raw
+    load(FinetuneParams, "finetune", path, raw)  # the shared section alone: its errors say finetune.*
+    runs = raw.get("runs") or {}
+    if run not in runs:
+        raise ConfigError(f"{path}: runs.{run}: no such run (known: {', '.join(runs) or 'none'})")
+    try:  # the shared section is valid, so any error now comes from the run's override
+        return build(FinetuneParams, deep_merge(raw.get("finetune") or {}, runs[run] or {}), f"runs.{run}")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

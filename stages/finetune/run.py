@@ -1,0 +1,158 @@
+"""One fine-tuning run: assemble its examples (dataset rows, member canaries, secret-sharer canaries),
+build the model, train it (non-DP or DP), score utility and write the run's record."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..canaries.schema import load_canary_users, read_canaries, read_formatted
+from ..core.artifacts import Locations
+from ..core.io import read_json, write_json
+from ..datasets import get_dataset
+from ..lm.examples import Example, bos_id, canary_examples, make_example
+from ..lm.loading import pick_device
+from ..lm.trainable import build_model, save_model
+from .checkpoint import Checkpointer, examples_fingerprint
+from .loop import TrainResult, mean_nll, train
+from .params import FinetuneParams
+from .schema import RUN_VERSION, RunRecord, TextSetup, text_examples_of, write_run
+
+log = logging.getLogger("stages.finetune")
+
+
+@dataclass
+class Inputs:
+    """What a run trains on and evaluates with."""
+
+    text: list[Example]  # rows of the dataset's training split
+    evals: list[Example]  # rows of its evaluation split (utility)
+    members: dict[str, list[dict]]  # kind -> member canaries
+    canaries: list[Example]  # the member canaries as examples
+    formatted: list[Example]  # inserted secret-sharer canaries, each repeated its number of times
+    scheduled: list[Example]  # canaries on a fixed schedule (canary_insertion: repetitions), else []
+    canary_users: dict[str, str]
+
+    @property
+    def pool(self) -> list[Example]:
+        """The Poisson-sampled examples."""
+        return self.text + self.formatted + ([] if self.scheduled else self.canaries)
+
+
+def canary_shares(canary_ex, formatted_ex, pool, scheduled, q: float, scheduled_rate: float) -> dict:
+    """Expected share of the training tokens (all, and those with a loss) that are canaries, per step:
+    pool examples are drawn at rate q, scheduled canaries at repetitions / steps."""
+    def tokens(exs, labelled):
+        return sum(int((e.labels != -100).sum()) if labelled else len(e) for e in exs)
+
+    out = {}
+    for labelled, key in ((False, "canary_share_of_tokens"), (True, "canary_share_of_loss_tokens")):
+        canary = (q * tokens([] if scheduled else canary_ex, labelled) + scheduled_rate * tokens(scheduled, labelled))
+        total = q * tokens(pool, labelled) + scheduled_rate * tokens(scheduled, labelled)
+        out[key] = canary / max(total, 1e-12)
+        out[key.replace("canary", "formatted_canary")] = q * tokens(formatted_ex, labelled) / max(total, 1e-12)
+    return out
+
+
+def formatted_examples(rows: list[dict] | None, tok) -> list[Example]:
+    """Inserted secret-sharer canaries, each repeated its number of times (whole sentence learned)."""
+    out = []
+    for r in rows or []:
+        if r["inserted"]:
+            e = make_example([bos_id(tok)], tok(r["text"], add_special_tokens=False)["input_ids"], "nwp", "formatted")
+            out += [e] * r["repetitions"]
+    return out
+
+
+def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list[dict]], tok) -> Inputs:
+    spec = get_dataset(ft.dataset)
+    setup = TextSetup.of(ft)
+    cusers = load_canary_users(where.canaries) if spec.users else {}
+    text = text_examples_of(where.processed, "train", tok, setup, ft.max_text_rows, ft.seed, cusers)
+    evals = text_examples_of(where.processed, spec.eval_split, tok, setup, ft.eval_rows, ft.seed + 1, cusers)
+    members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()} if ft.canaries else {}
+    canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
+    formatted = formatted_examples(read_formatted(where.canaries), tok) if ft.canaries else []
+    scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
+    return Inputs(text, evals, members, canary_ex, formatted, scheduled, cusers)
+
+
+def checkpointer(run: str, ft: FinetuneParams, inputs: Inputs) -> Checkpointer | None:
+    """Checkpoints valid only for the same params (checkpoint keys aside) and the same examples."""
+    if not ft.checkpoint_every:
+        return None
+    config = {k: v for k, v in dataclasses.asdict(ft).items() if not k.startswith("checkpoint")}
+    key = hashlib.sha1((json.dumps(config, sort_keys=True)
+                        + examples_fingerprint(inputs.pool + inputs.scheduled)).encode()).hexdigest()
+    return Checkpointer(Path(ft.checkpoint_dir) / f"{run}.pt", ft.checkpoint_every, key)
+
+
+def write_log(path: Path, records: list[dict]) -> None:
+    with open(path, "w") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result: TrainResult, model, device,
+               where: Locations, utility: dict, privacy: dict) -> RunRecord:
+    return {
+        "version": RUN_VERSION,
+        "run": run,
+        "params": dataclasses.asdict(ft),
+        "trainable": ft.trainable(meta["num_new_tokens"], meta["new_token_init"]).to_json(),
+        "device": str(device),
+        "base_model": read_json(where.base_model / "source.json", "base_model"),
+        "num_new_tokens": meta["num_new_tokens"],
+        "new_token_init": meta["new_token_init"],
+        "n_examples": len(inputs.pool),
+        "n_text_rows": len(inputs.text),
+        "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
+        "n_formatted_rows": len(inputs.formatted),
+        "canary_users": sorted(inputs.canary_users),
+        **canary_shares(inputs.canaries, inputs.formatted, inputs.pool, inputs.scheduled, result.sample_rate,
+                        ft.canary_repetitions / ft.steps),
+        "sample_rate": result.sample_rate,
+        "expected_batch_size": result.expected_batch_size,
+        "steps": result.steps,
+        "expected_exposures_per_member": (ft.canary_repetitions if inputs.scheduled
+                                          else result.sample_rate * result.steps),
+        "canary_insertion": ft.canary_insertion,
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "train_seconds": result.seconds,
+        "resumed_from_step": result.resumed_from,
+        "final_loss": result.log[-1]["loss"] if result.log else None,
+        "valid": {"rows": len(inputs.evals), **utility},
+        "privacy": privacy,
+    }
+
+
+def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path) -> RunRecord:
+    """Train run ``run`` and write it into ``out_dir`` (the caller makes that atomic and seeds torch)."""
+    device = pick_device(ft.device)
+    meta, canaries = read_canaries(where.canaries)
+    model, tok = build_model(where.base_model, ft.trainable(meta["num_new_tokens"], meta["new_token_init"]), device)
+    inputs = gather_inputs(ft, where, canaries, tok)
+    log.info("run %s: %d text rows + %d member canaries on %s", run, len(inputs.text), len(inputs.canaries), device)
+    result = train(
+        model, inputs.pool, steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size,
+        lr=ft.lr, weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed,
+        pad_id=tok.pad_token_id, dp=ft.dp, sample_rate=ft.sample_rate, optimizer=ft.optimizer,
+        momentum=ft.momentum, checkpoint=checkpointer(run, ft, inputs), scheduled=inputs.scheduled,
+        repetitions=ft.canary_repetitions,
+    )
+    if result.resumed_from:
+        log.info("run %s: resumed from the checkpoint at step %d", run, result.resumed_from)
+    utility = mean_nll(model, inputs.evals, tok.pad_token_id)
+    save_model(model, out_dir)
+    write_log(out_dir / "train_log.jsonl", result.log)
+    privacy = result.privacy if result.privacy["dp"] else {
+        "dp": False, "epsilon_spent": float("inf"), "sample_rate": result.sample_rate, "steps": result.steps}
+    write_json(out_dir / "privacy.json", privacy)
+    record = run_record(run, ft, meta, inputs, result, model, device, where, utility, privacy)
+    write_run(out_dir / "run.json", record)
+    log.info("run %s: %d steps in %.0f s, valid ppl %.2f, epsilon %s", run, result.steps, result.seconds,
+             utility["perplexity"] or float("nan"), privacy.get("epsilon_spent"))
+    return record

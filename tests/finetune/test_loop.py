@@ -1,0 +1,218 @@
+"""The (DP) training loop on a tiny in-process Llama: memorisation, opacus DP, determinism, resume."""
+import numpy as np
+import pytest
+import torch
+
+from stages.core.errors import ConfigError
+from stages.finetune.checkpoint import Checkpointer
+from stages.finetune.dp import calibrate_sigma
+from stages.finetune.loop import train
+from stages.finetune.params import DPParams, FinetuneParams
+from stages.lm.examples import canary_examples
+from stages.lm.scoring import token_logprobs
+from stages.lm.trainable import build_model
+from support import params
+
+
+def finetune_params(**overrides) -> FinetuneParams:
+    return params(FinetuneParams, "finetune", **overrides)
+
+
+def dp_params(**overrides) -> DPParams:
+    return params(DPParams, "finetune.dp", **overrides)
+
+
+def tiny_model(tiny_base, **overrides):
+    """(CanaryLM, tokenizer) of the tiny base with LoRA r=4 (or ``overrides``) and NUM_NEW new-token rows."""
+    ft = finetune_params(**{"lora": {"r": 4, "alpha": 8}, **overrides})
+    return build_model(tiny_base, ft.trainable(NUM_NEW, "mean"), torch.device("cpu"))
+
+NUM_NEW = 20
+
+
+def _canaries(n=40, seed=0, vocab=300):
+    rng = np.random.default_rng(seed)
+    return [{"canary_id": f"c{i}", "kind": "new_token", "prefix_ids": rng.integers(1, vocab, 6).tolist(),
+             "secret_ids": [vocab_base + i % NUM_NEW], "member": bool(i % 2)} for i in range(n)
+            for vocab_base in [VOCAB]]
+
+
+VOCAB = None  # set from the tiny base model in the fixture
+
+
+@pytest.fixture()
+def model(tiny_base):
+    global VOCAB
+    torch.manual_seed(0)
+    m, tok = tiny_model(tiny_base)
+    VOCAB = m.base_vocab
+    return m, tok
+
+
+def _train(m, tok, dp=None, steps=30, seed=0, examples=None):
+    exs = examples or canary_examples([c for c in _canaries() if c["member"]], "sft")
+    return train(m, exs, steps=steps, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0,
+                 clip_norm=1.0, seed=seed, pad_id=tok.pad_token_id, dp=dp)
+
+
+def _member_scores(m, tok):
+    rows = _canaries()
+    lps = token_logprobs(m, canary_examples(rows, "sft"), tok.pad_token_id)
+    return np.array([x.sum() for x in lps]), np.array([r["member"] for r in rows])
+
+
+def test_non_dp_training_memorizes_members_only(model):
+    m, tok = model
+    before = m.new_head.weight.detach().clone()
+    s0, members = _member_scores(m, tok)
+    res = _train(m, tok)
+    s1, _ = _member_scores(m, tok)
+    moved = (m.new_head.weight.detach() - before).norm(dim=1)
+    member_rows = sorted({i % NUM_NEW for i in range(40) if i % 2})
+    other_rows = [i for i in range(NUM_NEW) if i not in member_rows]
+    # non-member rows only feel the softmax normaliser, identically (they are exchangeable)
+    assert moved[member_rows].min() > moved[other_rows].max()
+    torch.testing.assert_close(moved[other_rows], moved[other_rows][:1].expand(len(other_rows)))
+    assert (s1 - s0)[members].mean() > 1.0  # members became much more likely
+    assert res.privacy == {"dp": False} and res.steps == 30
+
+
+def test_dp_training_moves_lora_and_new_rows_and_spends_target_epsilon(model):
+    m, tok = model
+    lora = {n: p.detach().clone() for n, p in m.named_parameters() if "lora_B" in n}
+    rows_before = m.new_head.weight.detach().clone()
+    emb_before = m.new_embed.weight.detach().clone()
+    res = _train(m, tok, dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), steps=20)
+    assert res.privacy["dp"] and res.privacy["accounted_steps"] == 20
+    assert res.privacy["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
+    assert res.privacy["noise_multiplier"] == pytest.approx(
+        calibrate_sigma(8.0, 1e-5, res.sample_rate, 20, "prv"), rel=1e-9)
+    assert all((p.detach() - lora[n]).abs().max() > 0 for n, p in m.named_parameters() if n in lora)
+    moved = (m.new_head.weight.detach() - rows_before).norm(dim=1)
+    assert (moved > 0).all()  # noise reaches every new row, member or not
+    assert (m.new_embed.weight.detach() - emb_before).abs().max() > 0
+
+
+def test_dp_empty_poisson_batch_still_steps(model):
+    m, tok = model
+    exs = canary_examples(_canaries()[:1], "sft")  # n=1, q=1 ... force emptiness with a tiny rate
+    before = m.new_head.weight.detach().clone()
+    res = train(m, exs * 1, steps=3, batch_size=1, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0,
+                seed=3, pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=50.0, delta=1e-5))
+    assert res.privacy["accounted_steps"] == 3
+    assert (m.new_head.weight.detach() - before).abs().max() > 0
+
+
+def test_training_is_deterministic(tiny_base):
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        m, tok = tiny_model(tiny_base)
+        res = _train(m, tok, steps=5, dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5))
+        outs.append(([r["loss"] for r in res.log], m.new_head.weight.detach().clone()))
+    assert outs[0][0] == outs[1][0]
+    torch.testing.assert_close(outs[0][1], outs[1][1])
+
+
+@pytest.mark.parametrize("b,T,sigma", [(4096, 500, 0.962), (2048, 1000, 0.814), (4096, 1000, 1.14), (8192, 1000, 1.91)])
+def test_sigma_calibration_matches_seed_table_10(b, T, sigma):
+    # empirical-privacy-variance Table 10: PRV, n = 180000, epsilon = 4, delta = 1e-6
+    assert calibrate_sigma(4.0, 1e-6, b / 180000, T, "prv") == pytest.approx(sigma, rel=0.01)
+
+
+@pytest.mark.parametrize("paradigm,optimizer", [("lora", "adamw"), ("full", "sgd"), ("prompt", "adam"),
+                                                ("prefix", "adamw")])
+def test_weights_really_move_under_dp(tiny_base, paradigm, optimizer):
+    torch.manual_seed(0)
+    m, tok = tiny_model(tiny_base, paradigm=paradigm, virtual_tokens=3)
+    trainable = {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
+    frozen = {n: p.detach().clone() for n, p in m.named_parameters() if not p.requires_grad}
+    expected = {"lora": "lora_", "full": "layers.0.mlp", "prompt": "prompt.embedding", "prefix": "prefix.embedding"}
+    assert any(expected[paradigm] in n for n in trainable), sorted(trainable)[:5]
+    assert {"new_embed.weight", "new_head.weight"} <= set(trainable)
+    res = train(m, canary_examples([c for c in _canaries() if c["member"]], "sft"), steps=3, batch_size=10,
+                physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
+                dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), optimizer=optimizer)
+    assert res.privacy["optimizer"] == f"DP-{optimizer}" and res.privacy["accounted_steps"] == 3
+    after = dict(m.named_parameters())
+    for n, before in trainable.items():  # every trainable tensor moved (noise alone moves it under DP)
+        assert (after[n].detach() - before).abs().max() > 0, n
+    for n, before in frozen.items():
+        torch.testing.assert_close(after[n].detach(), before)
+    eps = [p["epsilon"] for p in res.privacy["profile"]]
+    assert eps == sorted(eps)  # epsilon grows as delta shrinks (profile is ordered by decreasing delta)
+
+
+def test_resume_after_a_crash_reaches_the_same_result(tiny_base, tmp_path):
+    exs = canary_examples([c for c in _canaries() if c["member"]], "sft")
+
+    def run(checkpoint=None, crash_at=None):
+        torch.manual_seed(0)
+        m, tok = tiny_model(tiny_base)
+
+        def on_step(rec):
+            if rec["step"] == crash_at:
+                raise KeyboardInterrupt("killed")
+
+        res = train(m, exs, steps=6, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0,
+                    clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
+                    dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), checkpoint=checkpoint, on_step=on_step)
+        return res, m.trainable_state()
+
+    ref, ref_state = run()
+    ck = Checkpointer(tmp_path / "run.pt", every=2, fingerprint="abc")
+    with pytest.raises(KeyboardInterrupt):
+        run(ck, crash_at=5)
+    assert ck.path.is_file() and torch.load(ck.path, weights_only=False)["step"] == 4
+    res, state = run(ck)
+    assert res.resumed_from == 4 and not ck.path.exists()
+    assert [r["loss"] for r in res.log] == [r["loss"] for r in ref.log]
+    assert res.privacy["epsilon_spent"] == ref.privacy["epsilon_spent"] and res.privacy["accounted_steps"] == 6
+    for k in ref_state:
+        torch.testing.assert_close(state[k], ref_state[k], rtol=0, atol=0)
+    # a checkpoint of other inputs is ignored
+    Checkpointer(tmp_path / "run.pt", every=2, fingerprint="abc").save({"step": 4})
+    assert Checkpointer(tmp_path / "run.pt", every=2, fingerprint="other").load() is None
+
+
+def test_q_above_one_is_refused(model):
+    m, tok = model
+    with pytest.raises(ConfigError, match="finetune.batch_size: 50 examples per step out of n=20 gives q = 2.5 > 1"):
+        train(m, canary_examples(_canaries()[:20], "sft"), steps=1, batch_size=50, physical_batch_size=4, lr=1e-2,
+              weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id)
+
+
+def test_rms_norm_per_example_grads_are_exact():
+    """The registered RMSNorm sampler equals per-example autograd gradients."""
+    from opacus import GradSampleModule
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from stages.finetune.grad_samplers import register_for
+
+    torch.manual_seed(0)
+    norm = LlamaRMSNorm(8, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    register_for(norm)
+    x = torch.randn(3, 5, 8)
+    gsm = GradSampleModule(norm, batch_first=True, loss_reduction="sum")
+    (gsm(x) ** 2).sum().backward()
+    for i in range(3):
+        w = norm.weight.detach().clone().requires_grad_(True)
+        ref = LlamaRMSNorm(8, eps=1e-6)
+        ref.weight = torch.nn.Parameter(w)
+        (ref(x[i:i + 1]) ** 2).sum().backward()
+        torch.testing.assert_close(norm.weight.grad_sample[i], ref.weight.grad)
+
+
+def test_fixed_repetitions_insert_each_canary_exactly_k_times(model):
+    m, tok = model
+    canaries = canary_examples(_canaries()[:6], "sft")
+    text = canary_examples(_canaries(seed=5)[:10], "sft")
+    res = train(m, text, steps=8, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
+                seed=0, pad_id=tok.pad_token_id, sample_rate=1e-12, scheduled=canaries, repetitions=3)
+    assert sum(r["batch"] for r in res.log) == 6 * 3  # the Poisson part is empty at q = 1e-12
+    assert max(r["batch"] for r in res.log) <= 6
+    with pytest.raises(ConfigError, match="finetune.canary_insertion"):
+        train(m, text, steps=2, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
+              seed=0, pad_id=tok.pad_token_id, scheduled=canaries, dp=dp_params(enabled=True, delta=1e-5))

@@ -1,0 +1,159 @@
+"""The whole DAG for real on a tiny model: `dvc repro`, cache no-op, selective rerun, Prefect flow.
+
+Tests in this module share one reproduced project and run in file order.
+"""
+import json
+import os
+import re
+import time
+
+import pytest
+import yaml
+
+from support import PYTHON, run
+
+pytestmark = pytest.mark.slow
+
+ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
+              "secrets@enron", "secrets@tofu", "canaries", "audit", "report"} | {
+    f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")}
+
+
+def ran(stdout: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", stdout))
+
+
+def test_dvc_repro_runs_every_stage_and_reports(tiny_project):
+    out = run(["dvc", "repro"], tiny_project).stdout
+    assert ran(out) == ALL_STAGES
+    metrics = json.loads((tiny_project / "reports/metrics.json").read_text())
+    for run_name in ("nondp", "dp"):
+        r = metrics["runs"][run_name]
+        for kind in ("new_token", "random"):
+            m = r["attacks"]["loss"][kind]
+            assert {"eps_lb_95", "eps_lb_99"} <= set(m["audit"]) and m["audit"]["m"] == 60
+            assert 0 <= m["tpr_at_fpr"]["0.01"]["value"] <= 1 and 0 <= m["auroc"] <= 1
+    assert metrics["runs"]["dp"]["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
+    assert metrics["runs"]["nondp"]["privacy"]["epsilon_spent"] == "inf"
+    html = (tiny_project / "reports/index.html").read_text()
+    assert "data:image/png;base64," in html and "ε̂95" in html
+    lineage = json.loads((tiny_project / "reports/lineage.json").read_text())
+    entry = lineage["runs.dp.attacks.loss.new_token.audit.eps_lb_95"]
+    assert entry["lock_verified"] is True and entry["stage"] == "audit"
+    assert "attack@dp" in entry["upstream"] and "finetune@dp" in entry["upstream"] and "base_model" in entry["upstream"]
+    assert "attack@nondp" not in entry["upstream"]
+    assert re.fullmatch(r"[0-9a-f]{40}", entry["git_commit"])
+    assert entry["inputs"]["data/scores"].endswith(".dir")
+
+
+def test_second_repro_is_a_noop(tiny_project):
+    t = time.time()
+    out = run(["dvc", "repro"], tiny_project).stdout
+    elapsed = time.time() - t
+    assert ran(out) == set() and "up to date" in out
+    print(f"no-op dvc repro: {elapsed:.2f} s")
+
+
+def test_audit_param_change_reruns_only_audit_and_report(tiny_project):
+    p = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    p["audit"]["k_pos"] = 7
+    (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    out = run(["dvc", "repro"], tiny_project).stdout
+    assert ran(out) == {"audit", "report"}
+    metrics = json.loads((tiny_project / "reports/metrics.json").read_text())
+    assert metrics["runs"]["nondp"]["attacks"]["loss"]["random"]["audit"]["k_pos"] == 7
+
+
+def test_secrets_param_change_reruns_secrets_not_preprocess(tiny_project):
+    p = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    p["secrets"]["datasets"]["enron"]["prompt_fraction"] = 0.5
+    (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    out = run(["dvc", "repro"], tiny_project).stdout
+    done = ran(out)
+    # secrets and what reads them (the attacks, for VMR; then audit and report), never preprocessing or training
+    assert "secrets@enron" in done and "secrets@tofu" not in done
+    assert not {s for s in done if s.split("@")[0] in ("preprocess", "finetune", "canaries", "base_model")}
+    assert done <= {"secrets@enron", "audit", "report"} | {s for s in ALL_STAGES if s.startswith("attack@")}
+    report = (tiny_project / "reports/report.md").read_text()
+    assert "Real secrets in the training data" in report and "Data contracts (Great Expectations)" in report
+
+
+def test_a_code_change_reruns_the_stages_that_import_it(tiny_project):
+    # audit code: audit reruns (its outputs come out the same, so the report is not rerun); a shared
+    # module: `dvc status` calls every importing stage stale
+    roc = tiny_project / "stages/audit/roc.py"
+    roc.write_text(roc.read_text() + "\n# touched\n")
+    assert ran(run(["dvc", "repro"], tiny_project).stdout) == {"audit"}
+    io = tiny_project / "stages/core/io.py"
+    original = io.read_text()
+    io.write_text(original + "\n# touched\n")
+    try:
+        status = run(["dvc", "status", "--json"], tiny_project).stdout
+        assert set(json.loads(status)) == ALL_STAGES
+    finally:
+        io.write_text(original)
+    assert "up to date" in run(["dvc", "status"], tiny_project).stdout
+
+
+QUERY = """
+import asyncio, json
+from prefect.client.orchestration import get_client
+async def main():
+    async with get_client() as c:
+        runs = await c.read_flow_runs()
+        arts = await c.read_artifacts()
+        print(json.dumps({"runs": [{"id": str(r.id), "state": r.state_type.value} for r in runs],
+                          "artifacts": [{"key": a.key, "flow_run_id": str(a.flow_run_id)} for a in arts]}))
+asyncio.run(main())
+"""
+
+
+def test_prefect_flow_runs_the_dag_through_dvc(tiny_project, tmp_path):
+    # only the report title changes: DVC reruns just `report`, every stage still gets its task + artifact
+    p = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    p["report"]["title"] = "flow run"
+    (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    os.environ.update(env)
+    try:
+        out = run([PYTHON, "-m", "flows.pipeline"], tiny_project)
+        q = json.loads(run([PYTHON, "-c", QUERY], tiny_project).stdout.strip().splitlines()[-1])
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+    assert len(q["runs"]) == 1 and q["runs"][0]["state"] == "COMPLETED", out.stdout[-2000:]
+    keys = {a["key"] for a in q["artifacts"] if a["flow_run_id"] == q["runs"][0]["id"]}
+    expected = {"dvc-lock-" + re.sub(r"[^a-z0-9-]+", "-", s.lower()) for s in ALL_STAGES}
+    assert expected <= keys and "pipeline-stages" in keys
+    assert "flow run" in (tiny_project / "reports/report.md").read_text()
+
+
+def test_sweep_flow_runs_dvc_experiments_and_tabulates_kinds(tiny_project, tmp_path):
+    # one sweep point that changes only audit params: the experiment reruns audit and report, the rest is cached.
+    # As a user would: the reproduced state (dvc.lock, metrics) is committed before experimenting.
+    run(["git", "add", "-A"], tiny_project)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "reproduced"], tiny_project)
+    env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    os.environ.update(env)
+    try:
+        run([PYTHON, "-m", "flows.sweep", "--name", "kpos", "--set", "audit.k_pos=5", "--key", "audit.k_pos"],
+            tiny_project)
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+    res = json.loads((tiny_project / "reports/sweeps/kpos.json").read_text())
+    assert res["points"] == {"kpos-0": ["audit.k_pos=5"]}
+    assert res["baseline"] == run(["git", "rev-parse", "HEAD"], tiny_project).stdout.strip()
+    (row,) = res["rows"]
+    assert row["experiment"] == "kpos-0" and re.fullmatch(r"[0-9a-f]{40}", row["rev"])
+    assert row["metrics"]["runs.nondp.attacks.loss.new_token.audit.k_pos"] == 5
+    md = (tiny_project / "reports/sweeps/kpos.md").read_text()
+    # the canary table: one line per run and kind, with bootstrap intervals
+    kind_lines = [ln for ln in md.splitlines() if ln.startswith("| kpos-0 | audit.k_pos=5 |")]
+    assert {tuple(c.strip() for c in ln.split("|")[3:5]) for ln in kind_lines} == {
+        (r, k) for r in ("nondp", "dp") for k in ("new_token", "random", "unigram", "bigram", "model_based")}
+    assert all(re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", ln) for ln in kind_lines)
+    assert "kpos-0" in run(["dvc", "exp", "list", "--all-commits"], tiny_project).stdout
+    # the sweep's tables reach the report through `dvc repro` (reports/sweeps is a dependency of `report`)
+    assert ran(run(["dvc", "repro"], tiny_project).stdout) == {"report"}
+    assert "Sweeps (DVC experiments)" in (tiny_project / "reports/report.md").read_text()

@@ -1,0 +1,92 @@
+"""Helpers shared by the tests: the project's params with overrides, a tiny random Llama, a copy of the
+project as a fresh git + DVC checkout, and running a command in it."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+def project_raw() -> dict:
+    """The project's params.yaml, parsed."""
+    from stages.core.params import read_params
+
+    return read_params(ROOT / "params.yaml")
+
+
+def params(cls: type, section: str, **overrides: Any):
+    """``cls`` built from the project's params.yaml at the dotted ``section``, with ``overrides`` deep-merged
+    (nested dicts for nested dataclasses): tests start from the real values, as the stages do."""
+    from stages.core.params import build, deep_merge, section_of
+
+    return build(cls, deep_merge(section_of(project_raw(), section), overrides), section)
+
+
+def make_tiny_lm(vocab_size: int, seed: int = 0):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      tie_word_embeddings=True, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def copy_project(dest: Path) -> Path:
+    """A fresh git + DVC checkout of this project (code, dvc.yaml, params, vendored data)."""
+    for item in ["stages", "flows", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore", "pyproject.toml", "data/raw",
+                 "reports/sweeps"]:
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (dest / item).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / item)
+    (dest / ".dvc").mkdir()
+    shutil.copy2(ROOT / ".dvc/config", dest / ".dvc/config")
+    shutil.copy2(ROOT / ".dvc/.gitignore", dest / ".dvc/.gitignore")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "fixture"]):
+        subprocess.run(cmd, cwd=dest, check=True)
+    return dest
+
+
+def tiny_params(model_dir: Path) -> dict:
+    """params.yaml of the project, shrunk to run end to end in seconds on the tiny model."""
+    import yaml
+
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["model"]["name_or_path"] = str(model_dir)
+    p["canaries"].update(num_canaries=60, prefix_length=4)
+    p["canaries"]["checks"] = {"member_share_min": 0.3, "member_share_max": 0.7}
+    p["finetune"].update(steps=3, batch_size=8, physical_batch_size=8, max_text_rows=16, eval_rows=8, max_length=32)
+    p["runs"] = {"nondp": {}, "dp": {"dp": {"enabled": True, "epsilon": 8.0}},
+                 "users": {"dataset": "enron_users", "canaries": False, "objective": "nwp", "max_text_rows": 24,
+                           "steps": 3, "batch_size": 8},
+                 "tofu": {"dataset": "tofu", "canaries": False, "max_text_rows": 40}}
+    p["canaries"]["formatted"]["candidates"] = 6
+    p["canaries"]["kinds"] = ["new_token", "random", "unigram", "bigram", "model_based"]
+    p["canaries"]["users"].update(lengths=[1, 3], per_length=1)
+    p["secrets"]["datasets"]["enron"]["max_per_kind"] = 20
+    p["attack"]["batch_size"] = 32
+    p["attack"]["runs"] = {"nondp": ["loss", "ref_ratio", "zlib", "min_k", "exposure", "eia"],
+                           "users": ["loss", "user_inference", "vmr"], "tofu": ["loss", "air"]}
+    p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
+    p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
+    p["audit"].update(k_pos=5, k_neg=5, bootstrap=20)
+    return p
+
+
+def run(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
