@@ -104,10 +104,6 @@ def confidence_key(confidence: float) -> str:
     return f"eps_lb_{int(round(confidence * 100))}"
 
 
-def fpr_key(fpr: float) -> str:
-    return f"{fpr:g}"
-
-
 def fpr_keys(metrics: Metrics) -> list[str]:
     """The FPRs at which TPRs were computed (audit.fprs), smallest first."""
     keys = {k for r in metrics["runs"].values() for atk in r.get("attacks", {}).values() for m in atk.values()

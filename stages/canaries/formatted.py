@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.errors import DataError
+
 NAMES = """Liam Emma Noah Olivia Elijah Ava James Sophia William Isabella Benjamin Mia Lucas Charlotte Henry Amelia
 Alexander Harper Mason Evelyn Michael Abigail Ethan Emily Daniel Elizabeth Jacob Sofia Logan Avery Jackson Ella Levi
 Scarlett Sebastian Grace Mateo Chloe Jack Victoria Owen Riley Theodore Aria Aiden Lily Samuel Aubrey Joseph Zoey John
@@ -30,13 +32,10 @@ CITIES = """Tokyo, Japan|London, United Kingdom|Beijing, China|New York, United 
 |Melbourne, Australia|Kolkata, India|Barcelona, Spain|Munich, Germany|Marseille, France""".replace("\n", "").split("|")
 
 PROVIDERS = ["gmail.com", "yahoo.com", "outlook.com", "hotmail.com", "proton.me", "aol.com", "icloud.com"]
-FORMATS = ("name", "city", "email", "phone", "letters", "one_word", "three_words")
 
 
 def _words(vocab_words: list[str], n: int, rng: np.random.Generator) -> list[str]:
     if len(vocab_words) < n:
-        from ..core.errors import DataError
-
         raise DataError(f"canaries.formatted.formats: the tokenizer has only {len(vocab_words)} alphabetic word "
                         f"tokens, too few for the word formats")
     return [vocab_words[i] for i in rng.choice(len(vocab_words), n, replace=False)]
@@ -65,10 +64,6 @@ def candidates(fmt: str, n: int, rng: np.random.Generator, vocab_words: list[str
         template = f"{fixed[0]} {fixed[1]} {{}} {fixed[2]} {fixed[3]}"
         return template, [fills[i] for i in rng.choice(len(fills), n, replace=False)]
     raise ValueError(f"unknown format {fmt!r}")
-
-
-def limit(fmt: str) -> int:
-    return {"name": len(NAMES), "city": len(CITIES)}.get(fmt, 1000)
 
 
 def build_formatted(params, vocab_words: list[str]) -> list[dict]:

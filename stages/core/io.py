@@ -44,17 +44,33 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
+def _make_parents(path: Path) -> list[Path]:
+    """Create the missing parent folders of ``path``; returns those created, deepest first."""
+    created = [p for p in path.parents if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return created
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in folders:  # deepest first: a failed stage leaves no empty folder behind either
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a fresh temporary directory that replaces ``path`` only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    created = _make_parents(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(created)
         raise
     _remove(path)
     os.replace(tmp, path)
@@ -64,7 +80,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
 def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary file path that replaces ``path`` only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    created = _make_parents(path)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
@@ -72,6 +88,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp
     except BaseException:
         tmp.unlink(missing_ok=True)
+        _remove_empty(created)
         raise
     os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)

@@ -119,27 +119,11 @@ def plain_step(net, opt, params, examples, parts, pad_id: int, device, expected:
     return losses
 
 
-def train(
-    model,
-    examples: Sequence[Example],
-    *,
-    steps: int,
-    batch_size: int,
-    physical_batch_size: int,
-    lr: float,
-    weight_decay: float,
-    clip_norm: float,
-    seed: int,
-    pad_id: int,
-    dp=None,
-    sample_rate: float | None = None,
-    optimizer: str = "adamw",
-    momentum: float = 0.0,
-    checkpoint: Checkpointer | None = None,
-    on_step: Callable[[dict], None] | None = None,
-    scheduled: Sequence[Example] = (),
-    repetitions: int = 1,
-) -> TrainResult:
+def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, physical_batch_size: int, lr: float,
+          weight_decay: float, clip_norm: float, seed: int, pad_id: int, dp=None, sample_rate: float | None = None,
+          optimizer: str = "adamw", momentum: float = 0.0, checkpoint: Checkpointer | None = None,
+          on_step: Callable[[dict], None] | None = None, scheduled: Sequence[Example] = (),
+          repetitions: int = 1) -> TrainResult:
     """Train ``model`` (a CanaryLM already on its device) in place; returns what happened.
 
     ``scheduled`` examples (canaries inserted a fixed number of times, non-DP only) join the batches of
@@ -169,20 +153,19 @@ def train(
                initial=start, total=steps)
     for step in bar:
         ts = time.time()
-        idx = np.flatnonzero(rng.random(n) < q)
-        if schedule:
-            idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)])
+        idx = np.flatnonzero(rng.random(n) < q)  # Poisson sampling, plus this step's scheduled examples
+        idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)]) if schedule else idx
         parts = chunks(idx, lengths, physical_batch_size)
         losses = (dp_step(net, opt, params, examples, parts, pad_id, device) if private else
                   plain_step(net, opt, params, examples, parts, pad_id, device, expected, clip_norm))
-        loss = float(torch.cat(losses).mean()) if losses else float("nan")
-        rec = {"step": step + 1, "batch": int(len(idx)), "loss": loss, "seconds": round(time.time() - ts, 3)}
+        rec = {"step": step + 1, "batch": int(len(idx)), "loss": float(torch.cat(losses).mean()) if losses else
+               float("nan"), "seconds": round(time.time() - ts, 3)}
         log.append(rec)
         if checkpoint and checkpoint.due(step + 1, steps):
             checkpoint.save(snapshot(step + 1, log, model, opt, rng, noise, accountant))
         if on_step:
             on_step(rec)
-        bar.set_postfix(loss=f"{loss:.3f}", batch=len(idx), refresh=False)
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", batch=len(idx), refresh=False)
     if checkpoint:
         checkpoint.clear()
     return TrainResult(steps=steps, sample_rate=q, expected_batch_size=expected, n_examples=n,

@@ -108,10 +108,6 @@ class CanaryLM(nn.Module):
         else:
             raise ValueError(f"unknown new-token init {init!r}")
 
-    @property
-    def vocab_size(self) -> int:
-        return self.base_vocab + self.num_new
-
     def embed_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         if not self.num_new:
             return self.embed(input_ids)

@@ -182,27 +182,31 @@ def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, P
             "inside the (ε, δ) privacy region (dashed: the region at the best audited ε̂)", png)
 
 
+def roc_images(inp: Inputs, run: str, r: dict) -> tuple[list, dict]:
+    """The run's ROC panels (one per membership attack) and privacy-region plot, and their dvc-plots points."""
+    panels = {atk: _curves(inp, run, atk, groups) for atk, groups in r["attacks"].items()}
+    png = inp.plots_dir / f"roc_{run}.png"
+    roc_plot(panels, f"run {run} ({r['dataset']})", png)
+    images = [(f"Run {run}: ROC of each membership attack (log-log), one curve per item group", png)]
+    privacy = _privacy_image(inp, run, r, panels)
+    return images + ([privacy] if privacy else []), {f"roc_{run}_{atk}": roc_points(c) for atk, c in panels.items()}
+
+
 def mia_section(inp: Inputs) -> Section:
     fprs, head = inp.fprs, inp.headline_fpr
     mt = Table(["run", "attack", "items", "members / non-members", "AUROC [95% CI]"]
                + [f"TPR@{_pct(f)}FPR" + (" [95% CI]" if f == head else "") for f in fprs])
     images, plot_json = [], {}
     for run, r in inp.runs.items():
-        panels = {}
         for atk, groups in r["attacks"].items():
             for group, m in groups.items():
                 t = m["tpr_at_fpr"]
                 mt.rows.append([run, atk, group, f"{m['members']} / {m['non_members']}", ci(m["auroc"], m["auroc_ci95"])]
                                + [ci(t[f]["value"], t[f]["ci95"]) if f == head else t.get(f, {}).get("value")
                                   for f in fprs])
-            panels[atk] = _curves(inp, run, atk, groups)
-            plot_json[f"roc_{run}_{atk}"] = roc_points(panels[atk])
-        png = inp.plots_dir / f"roc_{run}.png"
-        roc_plot(panels, f"run {run} ({r['dataset']})", png)
-        images.append((f"Run {run}: ROC of each membership attack (log-log), one curve per item group", png))
-        privacy = _privacy_image(inp, run, r, panels)
-        if privacy:
-            images.append(privacy)
+        run_images, run_points = roc_images(inp, run, r)
+        images += run_images
+        plot_json.update(run_points)
     for name, pts in plot_json.items():
         write_json(inp.plots_dir / f"{name}.json", pts)
     return Section("Membership and user inference", tables=[mt], images=images, paragraphs=[
@@ -267,13 +271,12 @@ def exposure_section(inp: Inputs) -> Section | None:
         png = inp.plots_dir / f"exposure_{run}.png"
         exposure_plot(r["exposure"], f"run {run}: exposure vs repetitions", png)
         images.append((f"Run {run}: mean exposure of inserted secret-sharer canaries by number of repetitions", png))
-    if not ex.rows:
-        return None
-    return Section("Exposure of secret-sharer canaries", tables=[ex], images=images, paragraphs=[
-        "Formatted canaries (name, city, email, 5-digit phone, 6 letters, one or three random words; "
-        "privlm-bench Table 4), a share of each format's candidates inserted with increasing repetitions. "
-        "Exposure = log2|R| − log2 rank of the inserted fill among all candidates by log-perplexity; exposure "
-        "rate = share of inserted canaries less perplexing than every non-inserted candidate."])
+    note = ("Formatted canaries (name, city, email, 5-digit phone, 6 letters, one or three random words; privlm-bench "
+            "Table 4), a share of each format's candidates inserted with increasing repetitions. Exposure = log2|R| − "
+            "log2 rank of the inserted fill among all candidates by log-perplexity; exposure rate = share of "
+            "inserted canaries less perplexing than every non-inserted candidate.")
+    return Section("Exposure of secret-sharer canaries", tables=[ex], images=images, paragraphs=[note]) if ex.rows \
+        else None
 
 
 def memorization_section(inp: Inputs) -> Section | None:

@@ -6,10 +6,13 @@ import pytest
 import yaml
 
 from stages.attack import __main__ as attack
+from stages.audit import __main__ as audit
 from stages.canaries import __main__ as canaries
 from stages.core.cli import run_cli
 from stages.finetune import __main__ as finetune
 from stages.preprocess import __main__ as preprocess
+from stages.report import __main__ as report
+from stages.secrets import __main__ as secrets
 from support import ROOT, tiny_params
 
 
@@ -19,6 +22,10 @@ def _params(tmp_path, tiny_model_dir, **edits):
     p["canaries"]["out_dir"] = str(tmp_path / "canaries")
     p["finetune"]["out_dir"] = str(tmp_path / "models")
     p["attack"]["out_dir"] = str(tmp_path / "scores")
+    p["secrets"]["out_dir"] = str(tmp_path / "secrets")
+    p["audit"]["out"] = str(tmp_path / "reports" / "metrics.json")
+    p["audit"]["roc_out"] = str(tmp_path / "reports" / "roc.parquet")
+    p["report"]["out_dir"] = str(tmp_path / "reports")
     p["model"]["out"] = str(tmp_path / "base")
     for dotted, value in edits.items():
         node = p
@@ -112,8 +119,17 @@ def test_cli_process_exit_code(tmp_path, tiny_model_dir):
     assert not (tmp_path / "canaries").exists()
 
 
-def test_a_stage_before_its_upstream_names_the_stage_to_run(tmp_path, tiny_model_dir, capsys):
+@pytest.mark.parametrize("stage,argv,missing,producer", [
+    (secrets, ["--dataset", "enron"], "processed/enron/train.parquet", "preprocess@enron"),
+    (canaries, [], "base/config.json", "base_model"),
+    (finetune, ["--run", "nondp"], "canaries/meta.json", "canaries"),
+    (attack, ["--run", "nondp"], "models/nondp/run.json", "finetune@nondp"),
+    (audit, [], "scores/dp/run.json", "attack@dp"),  # the first run of the (sorted) params
+    (report, [], "reports/metrics.json", "audit"),
+], ids=["secrets", "canaries", "finetune", "attack", "audit", "report"])
+def test_a_stage_before_its_upstream_names_the_stage_to_run(tmp_path, tiny_model_dir, capsys, stage, argv, missing,
+                                                            producer):
     f = _params(tmp_path, tiny_model_dir)
-    err = _fails(capsys, attack.main, ["--run", "nondp", "--params", str(f)])
-    assert err == f"error: {tmp_path}/models/nondp/run.json: not found (run the finetune@nondp stage first)"
-    assert not (tmp_path / "scores").exists()
+    err = _fails(capsys, stage.main, [*argv, "--params", str(f)])
+    assert err == f"error: {tmp_path}/{missing}: not found (run the {producer} stage first)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # nothing written, no empty folders

@@ -64,6 +64,22 @@ def test_audit_param_change_reruns_only_audit_and_report(tiny_project):
     assert metrics["runs"]["nondp"]["attacks"]["loss"]["random"]["audit"]["k_pos"] == 7
 
 
+def test_report_follows_the_configured_fprs_and_confidences(tiny_project):
+    # 0.01 removed from audit.fprs and other confidences: the report shows what was computed instead of crashing
+    path = tiny_project / "params.yaml"
+    before = path.read_text()
+    p = yaml.safe_load(before)
+    p["audit"].update(fprs=[0.05, 0.1], confidences=[0.9])
+    path.write_text(yaml.safe_dump(p, sort_keys=False))
+    try:
+        assert ran(run(["dvc", "repro"], tiny_project).stdout) == {"audit", "report"}
+        report = (tiny_project / "reports/report.md").read_text()
+        assert "TPR@5%FPR [95% CI]" in report and "loss: ε̂90 (v of r)" in report and "loss: ε̂95" not in report
+    finally:
+        path.write_text(before)
+    run(["dvc", "repro"], tiny_project)
+
+
 def test_secrets_param_change_reruns_secrets_not_preprocess(tiny_project):
     p = yaml.safe_load((tiny_project / "params.yaml").read_text())
     p["secrets"]["datasets"]["enron"]["prompt_fraction"] = 0.5

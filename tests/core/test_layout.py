@@ -1,0 +1,186 @@
+"""The layout's promises, checked from the code itself.
+
+* every file a stage's command imports (lazy imports inside functions included) is covered by that
+  stage's ``deps:`` in dvc.yaml, so a code change reruns exactly the stages it touches;
+* a stage package imports only the shared packages, its own modules and upstream public schema modules;
+* no function is longer than ~60 lines unless its docstring says why;
+* importing any module changes no process state (environment, warning filters, torch's RNG).
+"""
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import ROOT
+
+#: what each shared package may import (besides itself); stage packages may import all of them
+SHARED = {"core": set(), "lm": {"core"}, "datasets": {"core"}}
+MAX_LINES = 60
+
+
+def module_file(module: str, root: Path = ROOT) -> Path | None:
+    p = root.joinpath(*module.split("."))
+    if (p / "__init__.py").is_file():
+        return p / "__init__.py"
+    return p.with_suffix(".py") if p.with_suffix(".py").is_file() else None
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module (and ``module.name``) an import statement anywhere in the file names, relative ones resolved."""
+    package = list(path.relative_to(root).parts[:-1])  # the package a relative import starts from
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{a.name}" for a in node.names)
+    return out
+
+
+def import_closure(module: str, root: Path = ROOT) -> set[Path]:
+    """The project files executed by importing ``module`` (packages' __init__ included), transitively."""
+    seen: set[Path] = set()
+    todo = [module]
+    while todo:
+        parts = todo.pop().split(".")
+        if parts[0] != "stages":
+            continue
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__, then a/b/c
+            f = module_file(".".join(parts[:i]), root)
+            if f is not None and f not in seen:
+                seen.add(f)
+                todo += sorted(imported_modules(f, root))
+    return seen
+
+
+def dvc_stages(root: Path = ROOT) -> dict[str, tuple[str, list[str]]]:
+    """stage address -> (cmd, dep paths as written), foreach stages expanded, read through DVC itself."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return {s.name: (s.cmd, [d.def_path for d in s.deps]) for s in repo.index.stages}
+
+
+def uncovered(root: Path = ROOT) -> dict[str, list[str]]:
+    """stage -> imported project files none of its deps covers."""
+    out = {}
+    for name, (cmd, deps) in dvc_stages(root).items():
+        m = re.match(r"python -m (stages\.\w+)", cmd)
+        assert m, f"{name}: command {cmd!r} is not `python -m stages.<stage>`"
+        files = import_closure(f"{m.group(1)}.__main__", root)
+        rel = sorted(str(f.relative_to(root)) for f in files)
+        missing = [f for f in rel if not any(f == d or f.startswith(d.rstrip("/") + "/") for d in deps)]
+        if missing:
+            out[name] = missing
+    return out
+
+
+def test_every_stage_runs_as_a_package_with_a_main():
+    for name, (cmd, _) in dvc_stages().items():
+        module = re.match(r"python -m (stages\.\w+)", cmd).group(1)
+        assert (ROOT / module.replace(".", "/") / "__main__.py").is_file(), name
+
+
+def test_dvc_deps_cover_each_stage_import_closure():
+    assert uncovered() == {}
+
+
+def test_a_missing_dep_is_caught(tmp_path):
+    """The check above can fail: drop one code dep from a copy of dvc.yaml and it names the stage and file."""
+    import shutil
+
+    for item in ("stages", "dvc.yaml", "params.yaml", ".dvcignore"):
+        src = ROOT / item
+        (shutil.copytree(src, tmp_path / item, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
+         else shutil.copy2(src, tmp_path / item))
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["dvc", "init", "-q"], cwd=tmp_path, check=True)
+    dvc_yaml = tmp_path / "dvc.yaml"
+    text = dvc_yaml.read_text()
+    dropped = "      - stages/attack/schema.py\n"  # the audit stage reads the attack's schema module
+    assert text.count(dropped) == 2
+    dvc_yaml.write_text(text.replace(dropped, "", 1))
+    assert uncovered(tmp_path) == {"audit": ["stages/attack/schema.py"]}
+
+
+def test_stage_packages_import_only_shared_code_and_upstream_schemas():
+    stages = sorted(p.name for p in (ROOT / "stages").iterdir() if (p / "__main__.py").is_file())
+    assert stages == ["attack", "audit", "base_model", "canaries", "finetune", "preprocess", "report", "secrets"]
+    problems = []
+    for path in sorted((ROOT / "stages").rglob("*.py")):
+        owner = path.relative_to(ROOT / "stages").parts[0]
+        for mod in imported_modules(path):
+            parts = mod.split(".")
+            if parts[0] != "stages" or len(parts) < 2 or parts[1] == owner or owner == "__init__.py":
+                continue
+            if owner in SHARED:
+                ok = parts[1] in SHARED[owner]
+            else:  # shared code, or an upstream stage's public schema module
+                ok = parts[1] in SHARED or parts[2:3] == ["schema"]
+            if not ok:
+                problems.append(f"{path.relative_to(ROOT)} imports {mod}")
+    assert problems == []
+
+
+def _functions(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def test_no_function_over_60_lines_without_a_stated_reason():
+    long = []
+    for path in sorted(list((ROOT / "stages").rglob("*.py")) + list((ROOT / "flows").rglob("*.py"))):
+        for fn in _functions(path):
+            lines = fn.end_lineno - fn.lineno + 1
+            doc = ast.get_docstring(fn) or ""
+            if lines > MAX_LINES and "Long because" not in doc:
+                long.append(f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name} ({lines} lines)")
+    assert long == []
+
+
+PROBE = """
+import importlib, os, pkgutil, sys, warnings, torch
+ours = (os.path.join(os.getcwd(), "stages"), os.path.join(os.getcwd(), "flows"))
+calls = []
+def spy(fn):  # record calls made from our own code (third-party imports may set filters of their own)
+    def wrapper(*a, **k):
+        caller = sys._getframe(1).f_code.co_filename
+        if caller.startswith(ours):
+            calls.append(f"{fn.__name__} from {os.path.relpath(caller)}")
+        return fn(*a, **k)
+    return wrapper
+warnings.filterwarnings, warnings.simplefilter = spy(warnings.filterwarnings), spy(warnings.simplefilter)
+torch.manual_seed, torch.random.manual_seed = spy(torch.manual_seed), spy(torch.random.manual_seed)
+env, rng = dict(os.environ), torch.get_rng_state()
+names = []
+for root in ("stages", "flows"):
+    pkg = importlib.import_module(root)
+    names += [m.name for m in pkgutil.walk_packages(pkg.__path__, root + ".")]
+for name in names:
+    importlib.import_module(name)
+changed = sorted(k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k))
+print(len(names), changed, calls, bool((torch.get_rng_state() == rng).all()))
+"""
+
+
+@pytest.mark.slow
+def test_importing_any_module_changes_no_process_state():
+    env = {k: v for k, v in __import__("os").environ.items()
+           if not k.startswith(("PREFECT_", "GX_", "DVC_", "HF_", "TOKENIZERS_", "DO_NOT_TRACK"))}
+    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = proc.stdout.strip().splitlines()[-1]  # "<modules> <env keys changed> <our filter/seed calls> <rng same>"
+    assert line.endswith(" [] [] True"), line
+    assert int(line.split()[0]) > 60
