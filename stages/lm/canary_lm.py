@@ -59,7 +59,7 @@ class CanaryLM(nn.Module):
             cfg = PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=self.soft_prompt, token_dim=d,
                                      num_transformer_submodules=1, prompt_tuning_init="SAMPLE_VOCAB")
             with torch.random.fork_rng(devices=[]):  # the init draws vocabulary rows: keep it seeded and local
-                torch.manual_seed(PROMPT_INIT_SEED)
+                torch.default_generator.manual_seed(PROMPT_INIT_SEED)
                 self.prompt = PromptEmbedding(cfg, self.embed).to(device=dev, dtype=dt)
         if self.prefix_len:
             from peft import PrefixTuningConfig
