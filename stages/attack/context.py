@@ -10,6 +10,7 @@ the stage writes as a DVC output (logprobs.parquet).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ class AttackContext:
                                 reference=ref[-n:] if len(ref) else None))
         return out
 
-    @property
+    @functools.cached_property
     def canary_users(self) -> dict[str, str]:
         return load_canary_users(self.where.canaries) if self.dataset.users else {}
 

@@ -22,8 +22,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     where = locations(raw, args.params)
     for i, k in enumerate(params.kinds):  # unknown kinds fail before anything is written
         CANARY_KINDS.get(k, key=f"{args.params}: canaries.kinds[{i}]")
-    vocab = vocab_of(where.base_model)
     tok = load_tokenizer(where.base_model)
+    vocab = vocab_of(where.base_model, tok)
     corpus = Corpus.from_sequences(corpus_texts(where.processed, params.corpus, ["train"], tok), vocab.base_size)
     heldout = get_dataset(params.corpus).heldout_splits
     samples = (corpus_texts(where.processed, params.corpus, heldout, tok, targets_only=True)

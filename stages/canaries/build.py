@@ -14,7 +14,7 @@ from ..core.io import write_json, write_table
 from ..datasets import get_dataset, read_split
 from ..lm.canary_lm import CanaryLM
 from ..lm.examples import make_example
-from ..lm.loading import load_base, load_tokenizer, pick_device
+from ..lm.loading import load_base, pick_device
 from ..lm.scoring import token_logprobs
 from .checks import canary_suite
 from .formatted import build_formatted
@@ -24,11 +24,11 @@ from .schema import CANARIES, FORMATTED, FORMATTED_FILE, META, kind_path
 log = logging.getLogger("stages.canaries")
 
 
-def vocab_of(model_dir: Path) -> Vocab:
-    """Base vocabulary size and the ordinary token ids (special and added tokens excluded)."""
+def vocab_of(model_dir: Path, tok) -> Vocab:
+    """Base vocabulary size and the ordinary token ids of the base model's tokenizer (special and added
+    tokens excluded)."""
     import numpy as np
 
-    tok = load_tokenizer(model_dir)
     base_size = int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])
     excluded = set(tok.all_special_ids) | set(getattr(tok, "added_tokens_decoder", {}) or {})
     usable = min(len(tok), base_size)
