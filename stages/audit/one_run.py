@@ -21,6 +21,8 @@ import math
 import numpy as np
 from scipy.stats import binom
 
+from .schema import confidence_key, confidence_tag
+
 
 def _check(m: int, r: int, v: int) -> None:
     if not (0 <= v <= r <= m):
@@ -83,7 +85,7 @@ def one_run_audit(scores, members, k_pos: int, k_neg: int, delta: float, confide
     out = {"m": m, "k_pos": k_pos, "k_neg": k_neg, "r": r, "v": v, "delta": delta,
            "precision": v / r if r else float("nan")}
     for c in confidences:
-        out[f"eps_lb_{int(round(c * 100))}"] = epsilon_lower_bound(m, r, v, delta, c)
+        out[confidence_key(c)] = epsilon_lower_bound(m, r, v, delta, c)
     return out
 
 
@@ -111,7 +113,7 @@ def swept_audit(scores, members, grid: list[tuple[int, int]], delta: float, conf
             e = epsilon_lower_bound(m, r, v, delta, corrected) if r else 0.0
             if e > best[0]:
                 best = (e, (kp, kn))
-        tag = int(round(c * 100))
-        out[f"eps_lb_{tag}"] = best[0]
+        tag = confidence_tag(c)
+        out[confidence_key(c)] = best[0]
         out[f"best_k_{tag}"] = list(best[1])
     return out

@@ -20,6 +20,10 @@ from ..core.io import read_json, read_table, write_json, write_table
 METRICS_VERSION = 1
 PRODUCER = "audit"
 
+#: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;
+#: every other group is a canary kind
+NON_CANARY_GROUPS = ("text", "users", "canary_users")
+
 
 class Interval(TypedDict):
     value: float
@@ -100,8 +104,13 @@ def read_roc(path: Path) -> dict[tuple[str, str, str], tuple[list[float], list[f
     return out
 
 
+def confidence_tag(confidence: float) -> str:
+    """0.95 -> "95": the suffix of the metrics keys of a confidence (eps_lb_95, best_k_95)."""
+    return str(int(round(confidence * 100)))
+
+
 def confidence_key(confidence: float) -> str:
-    return f"eps_lb_{int(round(confidence * 100))}"
+    return f"eps_lb_{confidence_tag(confidence)}"
 
 
 def fpr_keys(metrics: Metrics) -> list[str]:

@@ -9,7 +9,7 @@ from ..attack.schema import FAMILY_SCHEMAS, read_attack_json, read_attack_table,
 from .exposure import summarize
 from .one_run import one_run_audit, swept_audit
 from .roc import bootstrap_mean_ci, roc_curve, roc_metrics
-from .schema import RunMetrics
+from .schema import NON_CANARY_GROUPS, RunMetrics
 
 
 def audit_delta(params, privacy: dict) -> float:
@@ -17,9 +17,6 @@ def audit_delta(params, privacy: dict) -> float:
     if params.delta is not None:
         return params.delta
     return float(privacy["delta"]) if privacy.get("dp") else params.fallback_delta
-
-
-NON_CANARY_GROUPS = ("text", "users", "canary_users")
 
 
 def audit_table(table, params, delta: float) -> dict:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..attack.schema import read_record
-from ..audit.schema import Metrics, bound_keys, fpr_keys, read_metrics, read_roc
+from ..audit.schema import NON_CANARY_GROUPS, Metrics, bound_keys, fpr_keys, read_metrics, read_roc
 from ..core import lineage as lin
 from ..core.artifacts import Locations
 from ..core.io import atomic_file, read_json, read_table, write_json
@@ -14,10 +14,6 @@ from ..datasets import STATS
 from ..secrets.schema import SECRETS
 from .plots import exposure_plot, privacy_plot, roc_plot, roc_points
 from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
-
-#: item groups whose membership is not randomised (every other group is a canary kind)
-NON_CANARY_GROUPS = ("text", "users", "canary_users")
-
 
 @dataclass
 class Inputs:
