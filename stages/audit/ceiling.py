@@ -1,0 +1,114 @@
+"""The attainable ceiling of a DP run's audit, from its own q, T, sigma and delta (a heuristic model).
+
+The linear last-iterate model (Steinke et al., "The Last Iterate Advantage", ICLR 2025): the auditor sees
+only the final model, and a canary's effect on it is its summed clipped gradients projected on one
+direction. With sensitivity 1 and per-step noise sigma, a non-member's statistic is N(0, T sigma^2) and a
+member's is K + N(0, T sigma^2) with K ~ Binomial(T, q), the number of steps that sampled it. The
+privacy loss L(x) = log sum_k Bin(k; T, q) exp((k x - k^2 / 2) / s^2), s^2 = T sigma^2, increases with x,
+so each hockey-stick divergence is a difference of normal tails at the point x* where L(x*) = +-epsilon:
+
+    delta_in(eps)  = sum_k Bin(k) Phibar((x* - k)/s) - e^eps Phibar(x*/s),   L(x*) = eps
+    delta_out(eps) = Phi(x'/s) - e^eps sum_k Bin(k) Phi((x' - k)/s),          L(x') = -eps
+
+``last_iterate_epsilon`` is the least eps with max(delta_in, delta_out) <= delta. It is a heuristic: DP-SGD's
+accountant bounds every intermediate model, and real gradients are not one fixed direction, so the
+accountant's epsilon is at least this one. ``ideal_audit`` simulates the pre-registered one-run test on
+canaries that follow this model exactly, which is the best the audit could hope to show for this run.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import logsumexp, ndtr
+from scipy.stats import binom
+
+from .gdp import gdp_epsilon_lower_bound
+from .one_run import epsilon_lower_bound, guesses
+from .schema import confidence_tag
+
+
+def _mixture(sample_rate: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(k, log Bin(k; T, q)) for the k that carry any mass."""
+    k = np.arange(int(steps) + 1, dtype=np.float64)
+    logw = binom.logpmf(k, int(steps), sample_rate)
+    keep = logw > -745
+    return k[keep], logw[keep]
+
+
+def _loss(x: float, k: np.ndarray, logw: np.ndarray, s2: float) -> float:
+    return float(logsumexp(logw + (k * x - k * k / 2) / s2))
+
+
+def _solve_loss(target: float, k: np.ndarray, logw: np.ndarray, s: float) -> float | None:
+    """x with L(x) = target (None when L never gets there: L ranges over (log w_0, inf))."""
+    s2 = s * s
+    floor = logw[0] if k[0] == 0 else -math.inf
+    if target <= floor:
+        return None
+    lo, hi = -s - 1.0, k[-1] + s + 1.0
+    while _loss(lo, k, logw, s2) > target:
+        lo = 2 * lo - 1
+    while _loss(hi, k, logw, s2) < target:
+        hi = 2 * hi + 1
+    return float(brentq(lambda x: _loss(x, k, logw, s2) - target, lo, hi, xtol=1e-13, rtol=1e-13))
+
+
+def last_iterate_delta(sample_rate: float, steps: int, noise_multiplier: float, epsilon: float) -> float:
+    """max of the two hockey-stick divergences between N(0, T sigma^2) and sum_k Bin(k; T, q) N(k, T sigma^2)."""
+    k, logw = _mixture(sample_rate, steps)
+    s = math.sqrt(steps) * noise_multiplier
+    w = np.exp(logw)
+    out = 0.0
+    x = _solve_loss(epsilon, k, logw, s)
+    if x is not None:
+        out = max(out, float(np.sum(w * ndtr((k - x) / s)) - math.exp(epsilon) * ndtr(-x / s)))
+    x = _solve_loss(-epsilon, k, logw, s)
+    if x is not None:
+        out = max(out, float(ndtr(x / s) - math.exp(epsilon) * np.sum(w * ndtr((x - k) / s))))
+    return max(out, 0.0)
+
+
+def last_iterate_epsilon(sample_rate: float, steps: int, noise_multiplier: float, delta: float) -> float:
+    """epsilon(delta) of the linear last-iterate model (see the module doc).
+
+    >>> round(last_iterate_epsilon(0.028591851322373123, 80, 0.5706787109375, 1e-5), 2)
+    2.65
+    """
+    if not (0 < sample_rate <= 1 and steps >= 1 and noise_multiplier > 0 and 0 < delta < 1):
+        raise ValueError(f"need 0 < q <= 1, T >= 1, sigma > 0, 0 < delta < 1 (got {sample_rate}, {steps}, "
+                         f"{noise_multiplier}, {delta})")
+    f = lambda eps: last_iterate_delta(sample_rate, steps, noise_multiplier, eps) - delta  # noqa: E731
+    if f(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while f(hi) > 0:
+        hi *= 2
+    return float(brentq(f, 0.0, hi, xtol=1e-10, rtol=1e-10))
+
+
+def ideal_audit(sample_rate: float, steps: int, noise_multiplier: float, *, m: int, k_pos: int, k_neg: int,
+                delta: float, confidences, trials: int, seed: int) -> dict:
+    """Simulate the one-run test on m canaries that follow the last-iterate model: the Steinke and GDP
+    bounds of each trial, summarised as median and 10% / 90% quantiles per confidence.
+
+    Members are drawn with probability 1/2 per canary, as in the real audit; the same guessing rule
+    (k_pos highest "in", k_neg lowest "out") and delta. Seeded: the same arguments give the same numbers.
+    """
+    rng = np.random.default_rng(seed)
+    s = math.sqrt(steps) * noise_multiplier
+    counts = []
+    for _ in range(int(trials)):
+        members = rng.random(m) < 0.5
+        scores = rng.binomial(steps, sample_rate, size=m) * members + rng.normal(0.0, 1.0, size=m) * s
+        counts.append(guesses(scores, members, k_pos, k_neg))
+    out: dict = {"trials": int(trials), "seed": int(seed), "correct_median": float(np.median([c[2] for c in counts]))}
+    for c in confidences:
+        tag = confidence_tag(c)
+        for name, bound in (("eps_lb", epsilon_lower_bound), ("gdp_eps_lb", gdp_epsilon_lower_bound)):
+            cache: dict[tuple, float] = {}
+            vals = np.array([cache.setdefault(x, bound(*x, delta, c)) for x in counts])
+            for q_name, q in (("median", 50), ("p10", 10), ("p90", 90)):
+                out[f"ideal_{name}_{tag}_{q_name}"] = float(np.percentile(vals, q))
+    return out
