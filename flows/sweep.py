@@ -8,8 +8,12 @@ the chosen metrics (reports/sweeps/<name>.{json,md}) in which every row names it
 (name and commit) and the params it set, and publishes it as a Prefect artifact.
 
     python -m flows.sweep --name canary_kinds \\
-        --set 'canaries.kinds=[new_token]' --set 'canaries.kinds=[random]' --set 'canaries.kinds=[unigram]' \\
-        --set 'canaries.kinds=[bigram]' --set 'canaries.kinds=[model_based]'
+        --set 'canaries.kinds=[random];audit.primary.kind=random' \\
+        --set 'canaries.kinds=[unigram];audit.primary.kind=unigram' \\
+        --set 'canaries.kinds=[bigram];audit.primary.kind=bigram' \\
+        --set 'canaries.kinds=[model_based];audit.primary.kind=model_based'
+
+(each experiment pre-registers its own primary test: ``audit.primary.kind`` must be a kind it inserts).
 
 A point with several params separates them with ';' (--set 'finetune.lr=0.002;finetune.steps=50').
 ``--collect-only COMMIT`` re-tabulates a finished (or interrupted) sweep without running anything.
@@ -31,6 +35,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from stages.audit.schema import NON_CANARY_GROUPS
 from stages.report.render import Table, ci, flatten, fmt, md_table
 
 
@@ -85,19 +90,25 @@ def _with_ci(metrics: dict, base: str) -> str:
 
 
 def canary_table(rows: list[dict], sets: dict[str, list[str]], attack: str = "loss") -> str:
-    """One line per (experiment, run, canary kind): TPR@1%FPR and AUROC with their 95% bootstrap intervals, eps_hat."""
-    pat = re.compile(rf"^runs\.([^.]+)\.attacks\.{re.escape(attack)}\.([^.]+)\.audit\.eps_lb_95$")
+    """One line per (experiment, run, canary kind): TPR@1%FPR and AUROC with their 95% bootstrap intervals, and the
+    run's pre-registered epsilon-hat on the line of the kind its primary test uses."""
+    pat = re.compile(rf"^runs\.([^.]+)\.attacks\.{re.escape(attack)}\.([^.]+)\.auroc$")
     t = Table(["experiment", "params set", "run", "canary kind", "members / non-members", "TPR@1%FPR [95% CI]",
-               "AUROC [95% CI]", "ε̂95", "ε̂99"])
+               "AUROC [95% CI]", "primary test", "ε̂95", "ε̂99"])
     for r in rows:
         m = r["metrics"]
         for key in sorted(k for k in m if pat.match(k)):
             run, kind = pat.match(key).groups()
-            b = f"runs.{run}.attacks.{attack}.{kind}"
+            if kind in NON_CANARY_GROUPS:
+                continue
+            b, p = f"runs.{run}.attacks.{attack}.{kind}", f"runs.{run}.audit_primary"
+            primary = m.get(p + ".kind") == kind
             t.rows.append([r["experiment"], " ".join(sets.get(r["experiment"], [])), run, kind,
                            f"{fmt(m.get(b + '.members'))} / {fmt(m.get(b + '.non_members'))}",
                            _with_ci(m, b + ".tpr_at_fpr.0.01.value"), _with_ci(m, b + ".auroc"),
-                           m[b + ".audit.eps_lb_95"], m.get(b + ".audit.eps_lb_99")])
+                           f"{m.get(p + '.attack')}, k₊={m.get(p + '.k_pos')}, k₋={m.get(p + '.k_neg')}" if primary
+                           else "–", m.get(p + ".eps_lb_95") if primary else None,
+                           m.get(p + ".eps_lb_99") if primary else None])
     return md_table(t) if t.rows else ""
 
 
@@ -135,12 +146,12 @@ def write_tables(name: str, names: dict[str, list[str]], baseline: str, repo: st
     if missing:
         raise RuntimeError(f"sweep {name}: no experiment {', '.join(missing)} derived from commit {baseline[:8]} "
                            "(`dvc exp show --rev` lists what exists)")
-    keys = keys or ["loss.new_token.auroc", "loss.random.auroc", "audit.eps_lb_95"]
+    keys = keys or ["loss.new_token.auroc", "loss.random.auroc", "audit_primary.eps_lb_95"]
     md = f"# Sweep {name}\n\nDVC experiments derived from commit `{baseline[:8]}`.\n\n" + table(rows, names, keys) + "\n"
     kinds = canary_table(rows, names)
     if kinds:
         md += ("\nLoss attack on the canaries of every run of every experiment (95% bootstrap intervals over members "
-               "and non-members; ε̂ at the params' fixed numbers of guesses):\n\n" + kinds + "\n")
+               "and non-members; ε̂ is each run's pre-registered test, audit.primary):\n\n" + kinds + "\n")
     out = Path(repo) / "reports" / "sweeps"
     out.mkdir(parents=True, exist_ok=True)
     for suffix, text in ((".json", json.dumps({"baseline": baseline, "points": names, "rows": rows}, indent=2)),

@@ -112,3 +112,22 @@ def ideal_audit(sample_rate: float, steps: int, noise_multiplier: float, *, m: i
             for q_name, q in (("median", 50), ("p10", 10), ("p90", 90)):
                 out[f"ideal_{name}_{tag}_{q_name}"] = float(np.percentile(vals, q))
     return out
+
+
+def planned_ceiling(regime, primary, confidences, trials: int, seed: int) -> dict:
+    """The ceiling of a DP regime that was not run (e.g. the GPU preset): sigma calibrated by opacus's accountant
+    to (epsilon, delta) at its q and T, then the last-iterate epsilon and the ideal primary test on its m canaries."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    sigma = float(get_noise_multiplier(target_epsilon=regime.epsilon, target_delta=regime.delta,
+                                       sample_rate=regime.sample_rate, steps=regime.steps,
+                                       accountant=regime.accountant, epsilon_tolerance=0.005))
+    k_pos = min(primary.k_pos, regime.canaries)
+    ideal = ideal_audit(regime.sample_rate, regime.steps, sigma, m=regime.canaries, k_pos=k_pos,
+                        k_neg=min(primary.k_neg, regime.canaries - k_pos), delta=regime.delta,
+                        confidences=confidences, trials=trials, seed=seed)
+    return {"sample_rate": regime.sample_rate, "steps": regime.steps, "noise_multiplier": sigma,
+            "delta": regime.delta, "accountant": regime.accountant, "accountant_epsilon": regime.epsilon,
+            "m": regime.canaries, "last_iterate_epsilon": last_iterate_epsilon(regime.sample_rate, regime.steps,
+                                                                                sigma, regime.delta),
+            **{k: v for k, v in ideal.items() if k.startswith("ideal_")}, "ideal_trials": ideal["trials"]}

@@ -21,7 +21,6 @@ import math
 import numpy as np
 from scipy.stats import binom
 
-from .schema import confidence_key, confidence_tag
 
 
 def _check(m: int, r: int, v: int) -> None:
@@ -72,25 +71,12 @@ def epsilon_lower_bound(num_canaries: int, num_guesses: int, num_correct: int, d
     return lo
 
 
-def one_run_audit(scores, members, k_pos: int, k_neg: int, delta: float, confidences=(0.95, 0.99)) -> dict:
-    """Guess "in" for the k_pos highest scores and "out" for the k_neg lowest; count correct guesses.
+def guesses(scores, members, k_pos: int, k_neg: int) -> tuple[int, int, int]:
+    """(m, r, v) for the k_pos highest scores guessed "in" and the k_neg lowest guessed "out".
 
-    Ties are broken by canary order (stable sort), never by membership. m counts every canary.
-    """
+    Ties are broken by canary order (stable sort), never by membership. m counts every canary."""
     if np.isnan(np.asarray(scores, dtype=np.float64)).any():
         raise ValueError("scores contain NaN")
-    m, r, v = guesses(scores, members, k_pos, k_neg)
-    k_pos = min(k_pos, m)
-    k_neg = r - k_pos
-    out = {"m": m, "k_pos": k_pos, "k_neg": k_neg, "r": r, "v": v, "delta": delta,
-           "precision": v / r if r else float("nan")}
-    for c in confidences:
-        out[confidence_key(c)] = epsilon_lower_bound(m, r, v, delta, c)
-    return out
-
-
-def guesses(scores, members, k_pos: int, k_neg: int) -> tuple[int, int, int]:
-    """(m, r, v) for the k_pos highest scores guessed in and the k_neg lowest guessed out."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(members, dtype=bool)
     m = len(s)
@@ -98,22 +84,3 @@ def guesses(scores, members, k_pos: int, k_neg: int) -> tuple[int, int, int]:
     order = np.argsort(-s, kind="stable")
     v = int(y[order[:k_pos]].sum() + (~y[order[m - k_neg:]]).sum()) if k_neg else int(y[order[:k_pos]].sum())
     return m, k_pos + k_neg, v
-
-
-def swept_audit(scores, members, grid: list[tuple[int, int]], delta: float, confidences=(0.95, 0.99)) -> dict:
-    """Best bound over several (k_pos, k_neg) choices, each tested at confidence 1 - (1 - c) / N
-    (Bonferroni over the N choices), so the reported maximum keeps its stated confidence."""
-    N = len(grid)
-    out = {"grid": [list(g) for g in grid], "bonferroni_n": N}
-    for c in confidences:
-        corrected = 1 - (1 - c) / N
-        best = (0.0, grid[0])
-        for kp, kn in grid:
-            m, r, v = guesses(scores, members, kp, kn)
-            e = epsilon_lower_bound(m, r, v, delta, corrected) if r else 0.0
-            if e > best[0]:
-                best = (e, (kp, kn))
-        tag = confidence_tag(c)
-        out[confidence_key(c)] = best[0]
-        out[f"best_k_{tag}"] = list(best[1])
-    return out

@@ -2,20 +2,84 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from ..core.params import check
 
 
 @dataclass(frozen=True)
-class SweepParams:
-    """Optional grid of guess counts; the best bound is reported with a Bonferroni correction."""
+class PrimaryParams:
+    """The one pre-registered test of every run with canaries: its bounds are the run's headline epsilon-hat.
+    Fixed in params before any score is read; everything else the audit computes is exploratory."""
+
+    #: membership score (an attack of attack.attacks / attack.runs.<run>)
+    attack: str
+    #: canary kind (one of canaries.kinds)
+    kind: str
+    #: "in" guesses (the k_pos highest scores) and "out" guesses (the k_neg lowest)
+    k_pos: int
+    k_neg: int
+    confidences: tuple[float, ...]
+
+    def problems(self):
+        return (
+            check(bool(self.attack), "attack", "must name a membership attack", self.attack)
+            + check(bool(self.kind), "kind", "must name a canary kind", self.kind)
+            + check(self.k_pos >= 0, "k_pos", "must be >= 0", self.k_pos)
+            + check(self.k_neg >= 0, "k_neg", "must be >= 0", self.k_neg)
+            + check(self.k_pos + self.k_neg > 0, "k_pos", "k_pos + k_neg must be > 0", self.k_pos + self.k_neg)
+            + check(len(self.confidences) > 0 and all(0 < c < 1 for c in self.confidences), "confidences",
+                    "needs at least one, each in (0, 1)", self.confidences)
+        )
+
+
+@dataclass(frozen=True)
+class ExploratoryParams:
+    """The exploratory family: every membership attack x canary kind x (k_pos, k_neg) of this grid, each bound
+    tested at 1 - (1 - c) / N (Bonferroni over the N distinct tests), at the primary's confidences."""
 
     k_pos: tuple[int, ...]
     k_neg: tuple[int, ...]
 
     def problems(self):
-        return check(all(k >= 0 for k in self.k_pos + self.k_neg), "k_pos", "counts must be >= 0", self.k_pos)
+        return (check(len(self.k_pos) > 0 and len(self.k_neg) > 0, "k_pos", "k_pos and k_neg need a value each",
+                      (self.k_pos, self.k_neg))
+                + check(all(k >= 0 for k in self.k_pos + self.k_neg), "k_pos", "counts must be >= 0",
+                        (self.k_pos, self.k_neg))
+                + check(any(a + b > 0 for a in self.k_pos for b in self.k_neg), "k_pos",
+                        "some k_pos + k_neg must be > 0", (self.k_pos, self.k_neg)))
+
+
+@dataclass(frozen=True)
+class PlannedRegime:
+    """A DP regime not run here (e.g. the GPU preset) whose ceiling the report shows: sigma from the accountant."""
+
+    sample_rate: float
+    steps: int
+    epsilon: float
+    delta: float
+    accountant: str
+    #: canaries of the primary kind (m)
+    canaries: int
+
+    def problems(self):
+        return (check(0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]", self.sample_rate)
+                + check(self.steps >= 1, "steps", "must be >= 1", self.steps)
+                + check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
+                + check(0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
+                + check(self.accountant in ("prv", "rdp"), "accountant", "must be prv or rdp", self.accountant)
+                + check(self.canaries >= 1, "canaries", "must be >= 1", self.canaries))
+
+
+@dataclass(frozen=True)
+class CeilingParams:
+    """The ideal one-run audit of each DP run under the linear last-iterate model (simulated, seeded)."""
+
+    trials: int
+    seed: int
+    planned: dict[str, PlannedRegime]
+
+    def problems(self):
+        return check(self.trials >= 200, "trials", "must be >= 200 (the quantiles need them)", self.trials)
 
 
 @dataclass(frozen=True)
@@ -33,29 +97,31 @@ class AuditParams:
     out: str
     #: ROC curve points of every membership score (run, attack, group), drawn by the report
     roc_out: str
-    #: number of "in" guesses (highest scores) and "out" guesses (lowest scores)
-    k_pos: int
-    k_neg: int
+    primary: PrimaryParams
+    exploratory: ExploratoryParams
+    ceiling: CeilingParams
     #: null = a DP run's own delta (so eps_hat and the accountant's eps are at the same delta);
     #: runs without DP use fallback_delta
-    delta: Optional[float]
+    delta: float | None
     fallback_delta: float
-    confidences: tuple[float, ...]
-    sweep: SweepParams
     iid_guard: IIDGuardParams
     fprs: tuple[float, ...]
     bootstrap: int
     seed: int
 
+    @property
+    def confidences(self) -> tuple[float, ...]:
+        return self.primary.confidences
+
+    @property
+    def grid(self) -> list[tuple[int, int]]:
+        """The exploratory (k_pos, k_neg) pairs, in params order, without the empty guess."""
+        return [(a, b) for a in self.exploratory.k_pos for b in self.exploratory.k_neg if a + b > 0]
+
     def problems(self):
         return (
-            check(self.k_pos >= 0, "k_pos", "must be >= 0", self.k_pos)
-            + check(self.k_neg >= 0, "k_neg", "must be >= 0", self.k_neg)
-            + check(self.k_pos + self.k_neg > 0, "k_pos", "k_pos + k_neg must be > 0", self.k_pos + self.k_neg)
-            + check(self.delta is None or 0 <= self.delta < 1, "delta", "must be in [0, 1)", self.delta)
+            check(self.delta is None or 0 <= self.delta < 1, "delta", "must be in [0, 1)", self.delta)
             + check(0 <= self.fallback_delta < 1, "fallback_delta", "must be in [0, 1)", self.fallback_delta)
-            + check(len(self.confidences) > 0 and all(0 < c < 1 for c in self.confidences), "confidences",
-                    "needs at least one, each in (0, 1)", self.confidences)
             + check(len(self.fprs) > 0 and all(0 < f < 1 for f in self.fprs), "fprs",
                     "needs at least one, each in (0, 1)", self.fprs)
             + check(self.bootstrap >= 0, "bootstrap", "must be >= 0", self.bootstrap)

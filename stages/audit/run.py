@@ -5,6 +5,7 @@ import logging
 
 from ..canaries.schema import META, read_canaries
 from ..core.artifacts import Locations
+from .ceiling import planned_ceiling
 from .iid import iid_guard
 from .schema import METRICS_VERSION, Metrics
 from .summary import audit_run
@@ -18,22 +19,32 @@ def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict
     if params.iid_guard.enabled and (where.canaries / META).is_file():
         guard = iid_guard(read_canaries(where.canaries)[1], params.iid_guard.alpha, str(where.canaries))
     results = {run: audit_run(where.scores_dir(run), params) for run in runs}
+    primary = params.primary
     metrics: Metrics = {
         "schema_version": METRICS_VERSION,
-        "audit_params": {"k_pos": params.k_pos, "k_neg": params.k_neg, "delta": params.delta,
-                         "fallback_delta": params.fallback_delta,
-                         "sweep": {"k_pos": list(params.sweep.k_pos), "k_neg": list(params.sweep.k_neg)},
-                         "confidences": list(params.confidences), "bootstrap": params.bootstrap},
+        "audit_params": {"primary": {"attack": primary.attack, "kind": primary.kind, "k_pos": primary.k_pos,
+                                     "k_neg": primary.k_neg, "confidences": list(primary.confidences)},
+                         "exploratory": {"k_pos": list(params.exploratory.k_pos),
+                                         "k_neg": list(params.exploratory.k_neg)},
+                         "ceiling": {"trials": params.ceiling.trials, "seed": params.ceiling.seed},
+                         "delta": params.delta, "fallback_delta": params.fallback_delta,
+                         "bootstrap": params.bootstrap},
         "iid_guard": guard,
         "runs": {run: res for run, (res, _) in results.items()},
+        "planned": {name: planned_ceiling(regime, primary, params.confidences, params.ceiling.trials,
+                                          params.ceiling.seed) for name, regime in params.ceiling.planned.items()},
     }
     return metrics, [row for _, roc in results.values() for row in roc]
 
 
 def log_summary(metrics: Metrics) -> None:
     for run, res in metrics["runs"].items():
+        p = res.get("audit_primary")
+        if p:
+            eps = " ".join(f"{k}={v:.3f}" for k, v in p.items() if "eps_lb" in k and v is not None
+                           and not k.startswith("ideal"))
+            log.info("%s primary %s/%s (%d of %d right): %s", run, p["attack"], p["kind"], p["v"], p["r"], eps)
         for atk, kinds in res["attacks"].items():
             for kind, m in kinds.items():
-                eps = " ".join(f"{k}={v:.3f}" for k, v in m.get("audit", {}).items() if k.startswith("eps_lb"))
                 tprs = " ".join(f"TPR@{f}={t['value']:.3f}" for f, t in m["tpr_at_fpr"].items())
-                log.info("%s/%s/%s: %s AUROC=%.3f %s", run, atk, kind, eps, m["auroc"], tprs)
+                log.info("%s/%s/%s: AUROC=%.3f %s", run, atk, kind, m["auroc"], tprs)

@@ -4,8 +4,10 @@
   ``write_metrics``/``read_metrics``; ``schema_version`` changes whenever its shape does;
 * ``reports/roc.parquet`` (``audit.roc_out``, schema ROC): the ROC curve of every membership score.
 
-Which FPRs and confidences appear depends on ``audit.fprs`` and ``audit.confidences``: readers ask
-``fpr_keys``/``bound_keys`` instead of assuming a key exists.
+Which FPRs and confidences appear depends on ``audit.fprs`` and ``audit.primary.confidences``: readers ask
+``fpr_keys``/``bound_keys`` instead of assuming a key exists. A run's headline bound is its pre-registered
+test, ``runs.<run>.audit_primary``; ``runs.<run>.audit_exploratory`` holds every other test, each
+Bonferroni-corrected over the family, and is never a headline.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json, write_table
 
-METRICS_VERSION = 1
+METRICS_VERSION = 2  # 2: audit_primary / audit_exploratory / planned replace the per-group bounds
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;
@@ -30,7 +32,11 @@ class Interval(TypedDict):
     ci95: list[float]
 
 
-class OneRun(TypedDict, total=False):
+class Primary(TypedDict, total=False):
+    """The pre-registered test (audit.primary) of a run with canaries."""
+
+    attack: str
+    kind: str
     m: int
     k_pos: int
     k_neg: int
@@ -38,7 +44,21 @@ class OneRun(TypedDict, total=False):
     v: int
     delta: float
     precision: float
-    # plus eps_lb_<confidence%> per audit.confidences, e.g. eps_lb_95, eps_lb_99
+    # per audit.primary.confidences, e.g. for 0.95:
+    #   eps_lb_95 (Steinke et al., assumption-free), gdp_eps_lb_95 and gdp_mu_lb_95 (Gaussian trade-off assumed)
+    # DP runs also: accountant_epsilon, last_iterate_epsilon, ideal_eps_lb_95_{median,p10,p90},
+    #   ideal_gdp_eps_lb_95_{median,p10,p90}, ideal_trials, ideal_correct_median, efficiency_95, gdp_efficiency_95
+
+
+class Exploratory(TypedDict):
+    """Every attack x canary kind x guesses test; eps_lb_<c> of each holds at c family-wise (Bonferroni)."""
+
+    family_size: int
+    correction: str
+    per_test_confidence: dict[str, float]  # eps_lb_<c> -> 1 - (1 - c) / family_size
+    identical_rankings: list[dict[str, Any]]  # {kind, attacks}: one test for all of them
+    tests: list[dict[str, Any]]  # attack, same_ranking, kind, k_pos, k_neg, m, r, v, eps_lb_<c>
+    best: dict[str, dict[str, Any]]  # eps_lb_<c> -> the largest corrected bound and its test
 
 
 class GroupMetrics(TypedDict, total=False):
@@ -47,8 +67,6 @@ class GroupMetrics(TypedDict, total=False):
     auroc: float
     auroc_ci95: list[float]
     tpr_at_fpr: dict[str, Interval]  # key: f"{fpr:g}", e.g. "0.01"
-    audit: OneRun  # canary groups only (randomised membership)
-    audit_sweep: dict[str, Any]  # with audit.sweep: best bound over the grid, Bonferroni-corrected
 
 
 class RunMetrics(TypedDict, total=False):
@@ -57,6 +75,8 @@ class RunMetrics(TypedDict, total=False):
     dataset: str
     utility: dict[str, Any]  # valid_nll, valid_perplexity
     attacks: dict[str, dict[str, GroupMetrics]]  # membership attack -> item group -> metrics
+    audit_primary: Primary | None  # None: the run has no canaries
+    audit_exploratory: Exploratory | None
     exposure: dict[str, dict[str, Any]]  # format (and "all") -> exposure summary
     memorization: dict[str, dict[str, Any]]  # vmr/air/acr -> trained / untrained summary
     other: dict[str, Any]  # attacks of other families (embedding inversion), as written
@@ -67,6 +87,7 @@ class Metrics(TypedDict):
     audit_params: dict[str, Any]
     iid_guard: dict[str, Any] | None
     runs: dict[str, RunMetrics]
+    planned: dict[str, dict[str, Any]]  # audit.ceiling.planned regime -> sigma, epsilons and ideal audit
 
 
 ROC = pa.schema([
@@ -105,7 +126,7 @@ def read_roc(path: Path) -> dict[tuple[str, str, str], tuple[list[float], list[f
 
 
 def confidence_tag(confidence: float) -> str:
-    """0.95 -> "95": the suffix of the metrics keys of a confidence (eps_lb_95, best_k_95)."""
+    """0.95 -> "95": the suffix of the metrics keys of a confidence (eps_lb_95, gdp_eps_lb_95)."""
     return str(int(round(confidence * 100)))
 
 
@@ -121,5 +142,5 @@ def fpr_keys(metrics: Metrics) -> list[str]:
 
 
 def bound_keys(metrics: Metrics) -> list[str]:
-    """The one-run bounds computed (eps_lb_<c> per audit.confidences), in params order."""
-    return [confidence_key(c) for c in metrics["audit_params"].get("confidences", [])]
+    """The one-run bounds computed (eps_lb_<c> per audit.primary.confidences), in params order."""
+    return [confidence_key(c) for c in metrics["audit_params"]["primary"]["confidences"]]

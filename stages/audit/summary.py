@@ -7,7 +7,7 @@ import numpy as np
 
 from ..attack.schema import FAMILY_SCHEMAS, read_attack_json, read_attack_table, read_record
 from .exposure import summarize
-from .one_run import one_run_audit, swept_audit
+from .primary import Canaries, exploratory_family, primary_test, with_ceiling
 from .roc import bootstrap_mean_ci, roc_curve, roc_metrics
 from .schema import NON_CANARY_GROUPS, RunMetrics
 
@@ -19,32 +19,31 @@ def audit_delta(params, privacy: dict) -> float:
     return float(privacy["delta"]) if privacy.get("dp") else params.fallback_delta
 
 
-def audit_table(table, params, delta: float) -> dict:
-    """ROC metrics per group; for canary groups (randomized membership) also the one-run bound."""
-    out = {}
-    for group, s, y in groups_of(table):
-        res = roc_metrics(s, y, params.fprs, params.bootstrap, params.seed)
-        if group not in NON_CANARY_GROUPS:
-            res["audit"] = one_run_audit(s, y, params.k_pos, params.k_neg, delta, params.confidences)
-            if params.sweep.k_pos:
-                grid = [(kp, kn) for kp in params.sweep.k_pos for kn in (params.sweep.k_neg or (0,))]
-                res["audit_sweep"] = swept_audit(s, y, grid, delta, params.confidences)
-        out[group] = res
-    return out
+def audit_table(table, params) -> dict:
+    """ROC metrics (AUROC, TPR at the fixed FPRs, bootstrap intervals) per item group."""
+    return {group: roc_metrics(s, y, params.fprs, params.bootstrap, params.seed) for group, s, y, _ in groups_of(table)}
 
 
-def groups_of(table) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(group, scores, members) of a SCORES table, groups in sorted order."""
+def groups_of(table) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """(group, scores, members, item ids) of a SCORES table, groups in sorted order."""
     groups = np.asarray(table.column("group").to_pylist())
     scores = table.column("score").to_numpy()
     members = np.asarray(table.column("member").to_pylist(), dtype=bool)
-    return [(g, scores[groups == g], members[groups == g]) for g in sorted(set(groups.tolist()))]
+    ids = np.asarray(table.column("item_id").to_pylist())
+    return [(g, scores[groups == g], members[groups == g], ids[groups == g]) for g in sorted(set(groups.tolist()))]
+
+
+def canary_groups(canaries: Canaries, attack: str, table) -> None:
+    """Add the attack's canary-kind groups (randomised membership) to ``canaries`` (kind -> attack -> data)."""
+    for group, s, y, ids in groups_of(table):
+        if group not in NON_CANARY_GROUPS:
+            canaries.setdefault(group, {})[attack] = (ids, s, y)
 
 
 def roc_rows(run: str, attack: str, table) -> list[dict]:
     """Every point of every group's ROC curve (the ROC artifact the report draws)."""
     rows = []
-    for group, s, y in groups_of(table):
+    for group, s, y, _ in groups_of(table):
         fpr, tpr = roc_curve(s, y)
         rows += [{"run": run, "attack": attack, "group": group, "fpr": float(f), "tpr": float(t)}
                  for f, t in zip(fpr, tpr)]
@@ -59,25 +58,32 @@ def audit_run(scores_dir: Path, params) -> tuple[RunMetrics, list[dict]]:
     result: RunMetrics = {
         "privacy": info["privacy"],
         "training": {k: info[k] for k in ("steps", "sample_rate", "expected_batch_size",
-                                          "expected_exposures_per_member", "n_examples", "train_seconds")},
+                                          "expected_exposures_per_member", "n_examples", "n_population",
+                                          "train_seconds")},
         "dataset": info["params"]["dataset"],
         "utility": {"valid_nll": info["valid"]["nll"], "valid_perplexity": info["valid"]["perplexity"]},
         "attacks": {},
         "other": {},
     }
     roc: list[dict] = []
+    canaries: Canaries = {}
     for attack, family in record["attacks"].items():
         if family not in FAMILY_SCHEMAS:  # e.g. inversion: a JSON summary, passed on as written
             result["other"][attack] = read_attack_json(scores_dir, attack)
             continue
         table = read_attack_table(scores_dir, attack, family)
         if family == "membership":
-            result["attacks"][attack] = audit_table(table, params, delta)
+            result["attacks"][attack] = audit_table(table, params)
+            canary_groups(canaries, attack, table)
             roc += roc_rows(record["run"], attack, table)
         elif family == "exposure":
             result["exposure"] = summarize(table)
         elif family == "memorization":
             result.setdefault("memorization", {})[attack] = memorization_summary(table, params)
+    primary = primary_test(canaries, params, delta, record["run"])
+    result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
+        else primary
+    result["audit_exploratory"] = exploratory_family(canaries, params, delta)
     return result, roc
 
 

@@ -45,9 +45,10 @@ class Private:
     privacy: dict
 
 
-def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int, seed: int, optimizer_name: str,
-                 device) -> Private:
-    """Wrap ``model``/``optimizer`` for DP-SGD (or DP-Adam) at (dp.epsilon, delta) with delta = dp.delta or n^-1.1."""
+def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int, population: int, seed: int,
+                 optimizer_name: str, device) -> Private:
+    """Wrap ``model``/``optimizer`` for DP-SGD (or DP-Adam) at (dp.epsilon, delta) with delta = dp.delta or
+    population^-1.1 (``n``: the examples actually in the pool, so q * n is the expected batch)."""
     from opacus import GradSampleModule
     from opacus.accountants import create_accountant
     from opacus.optimizers import DPOptimizer
@@ -56,7 +57,7 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
     from .grad_samplers import register_for
 
     expected = sample_rate * n
-    delta = dp.delta if dp.delta is not None else n ** -1.1
+    delta = dp.delta if dp.delta is not None else population ** -1.1
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
     register_for(model)  # exact per-example grads for RMSNorm weights (full fine-tuning)
     errors = ModuleValidator.validate(model, strict=False)

@@ -123,14 +123,18 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
           weight_decay: float, clip_norm: float, seed: int, pad_id: int, dp=None, sample_rate: float | None = None,
           optimizer: str = "adamw", momentum: float = 0.0, checkpoint: Checkpointer | None = None,
           on_step: Callable[[dict], None] | None = None, scheduled: Sequence[Example] = (),
-          repetitions: int = 1) -> TrainResult:
+          repetitions: int = 1, population: int | None = None) -> TrainResult:
     """Train ``model`` (a CanaryLM already on its device) in place; returns what happened.
 
+    ``population`` is the size of the candidate pool the rate q = batch_size / population (and the default
+    delta) is computed from: every example that could have been drawn in, e.g. text rows plus all canaries,
+    members or not, so that q, sigma and delta do not depend on the membership draw the audit randomises.
+    None = len(examples).
     ``scheduled`` examples (canaries inserted a fixed number of times, non-DP only) join the batches of
     ``repetitions`` steps each on top of the Poisson-sampled ``examples``."""
     device = next(model.parameters()).device
     n = len(examples)
-    q = poisson_rate(n, batch_size, sample_rate)
+    q = poisson_rate(population or n, batch_size, sample_rate)
     expected = q * n
     rng = np.random.default_rng(seed)
     private_run = dp is not None and dp.enabled
@@ -141,8 +145,8 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     lengths = [len(e) for e in examples]
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, weight_decay, momentum)
-    private = make_private(model, opt, dp, sample_rate=q, steps=steps, n=n, seed=seed, optimizer_name=optimizer,
-                           device=device) if private_run else None
+    private = make_private(model, opt, dp, sample_rate=q, steps=steps, n=n, population=population or n, seed=seed,
+                           optimizer_name=optimizer, device=device) if private_run else None
     net, opt = (private.net, private.optimizer) if private else (model, opt)
     noise, accountant = (private.noise, private.accountant) if private else (None, None)
     state = checkpoint.load() if checkpoint else None

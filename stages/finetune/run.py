@@ -35,11 +35,18 @@ class Inputs:
     formatted: list[Example]  # inserted secret-sharer canaries, each repeated its number of times
     scheduled: list[Example]  # canaries on a fixed schedule (canary_insertion: repetitions), else []
     canary_users: dict[str, str]
+    candidates: int  # canaries of the run's kinds, members or not
 
     @property
     def pool(self) -> list[Example]:
         """The Poisson-sampled examples."""
         return self.text + self.formatted + ([] if self.scheduled else self.canaries)
+
+    @property
+    def population(self) -> int:
+        """What q and the default delta are computed from: the pool with every canary, member or not, in place of
+        the members, so that neither depends on the membership draw the audit randomises."""
+        return len(self.text) + len(self.formatted) + (0 if self.scheduled else self.candidates)
 
 
 def canary_shares(canary_ex, formatted_ex, pool, scheduled, q: float, scheduled_rate: float) -> dict:
@@ -77,7 +84,8 @@ def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
     formatted = formatted_examples(read_formatted(where.canaries), tok) if ft.canaries else []
     scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
-    return Inputs(text, evals, members, canary_ex, formatted, scheduled, cusers)
+    candidates = sum(len(rows) for rows in canaries.values()) if ft.canaries else 0
+    return Inputs(text, evals, members, canary_ex, formatted, scheduled, cusers, candidates)
 
 
 def checkpointer(run: str, ft: FinetuneParams, inputs: Inputs) -> Checkpointer | None:
@@ -108,6 +116,7 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "num_new_tokens": meta["num_new_tokens"],
         "new_token_init": meta["new_token_init"],
         "n_examples": len(inputs.pool),
+        "n_population": inputs.population,
         "n_text_rows": len(inputs.text),
         "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
         "n_formatted_rows": len(inputs.formatted),
@@ -141,7 +150,7 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path) 
         lr=ft.lr, weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed,
         pad_id=tok.pad_token_id, dp=ft.dp, sample_rate=ft.sample_rate, optimizer=ft.optimizer,
         momentum=ft.momentum, checkpoint=checkpointer(run, ft, inputs), scheduled=inputs.scheduled,
-        repetitions=ft.canary_repetitions,
+        repetitions=ft.canary_repetitions, population=inputs.population,
     )
     if result.resumed_from:
         log.info("run %s: resumed from the checkpoint at step %d", run, result.resumed_from)

@@ -21,7 +21,7 @@ from ..core.io import read_json, write_json
 from ..datasets import get_dataset, read_split, sample
 from ..lm.examples import Example, text_examples
 
-RUN_VERSION = 1
+RUN_VERSION = 2  # 2: n_population (q and the default delta come from it)
 RUN_FILE = "run.json"
 
 
@@ -34,7 +34,8 @@ class RunRecord(TypedDict):
     base_model: dict[str, Any]  # data/models/base/source.json
     num_new_tokens: int
     new_token_init: str
-    n_examples: int
+    n_examples: int  # the Poisson-sampled pool: text rows, formatted and member canaries
+    n_population: int  # q = batch_size / n_population: the pool with every canary, member or not
     n_text_rows: int
     n_member_canaries: dict[str, int]  # kind -> member canaries inserted
     n_formatted_rows: int

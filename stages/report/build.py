@@ -12,7 +12,7 @@ from ..core.artifacts import Locations
 from ..core.io import atomic_file, read_json, read_table, write_json
 from ..datasets import STATS
 from ..secrets.schema import SECRETS
-from .plots import exposure_plot, privacy_plot, roc_plot, roc_points
+from .plots import ceiling_plot, exposure_plot, privacy_plot, roc_plot, roc_points
 from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
 
 @dataclass
@@ -88,66 +88,127 @@ def summary_section(inp: Inputs) -> Section:
         "with probability 1/2 (seeded), inserted into **real** text (PersonaChat: ConvAI2 validation dialogues "
         "split by dialogue into train/valid/test, since the train split is not available offline). Enron and "
         "TOFU are real samples (see Data); secrets extracted from them are real strings, never shown here.",
-        f"One-run audit (Steinke et al. 2023): the {ap.get('k_pos')} highest-scoring canaries are guessed "
-        f"\"in\" and the {ap.get('k_neg')} lowest \"out\"; ε̂ is the largest ε whose (ε, δ)-DP "
-        "null hypothesis is rejected at the stated confidence, with δ = "
+        _primary_sentence(ap) + " δ = "
         + (f"{ap['delta']:g} for every run" if ap.get("delta") is not None else
            f"the run's own δ for DP runs (so ε̂ and the accountant's ε are at the same δ) and "
-           f"{ap.get('fallback_delta', 0):g} for runs without DP") + ". "
-        + ("The numbers of guesses are fixed in params (no sweep, so no multiple-testing correction is "
-           "needed)." if not (ap.get("sweep") or {}).get("k_pos") else
-           "The numbers of guesses are swept over a grid; each bound is tested at a Bonferroni-corrected "
-           "confidence 1 - (1 - c)/N so the best one keeps confidence c.")
+           f"{ap.get('fallback_delta', 0):g} for runs without DP") + "."
         + " AUROC and TPR intervals: 95% stratified "
         f"bootstrap over members and non-members ({ap.get('bootstrap')} resamples). TPR at FPR x is the best "
         "TPR at an empirical FPR ≤ x (no interpolation).",
     ])
 
 
-def _bound_cell(m: dict, bounds: list[str]) -> str:
-    a = m.get("audit_sweep") or m["audit"]
-    return " / ".join(fmt(a.get(b)) for b in bounds) + f" ({m['audit']['v']} of {m['audit']['r']})"
+def _primary_sentence(ap: dict) -> str:
+    p = ap["primary"]
+    return (f"Headline ε̂ of every run with canaries: one pre-registered one-run test (Steinke et al. 2023), fixed in "
+            f"params.yaml `audit.primary` before any score was computed — the `{p['attack']}` score on `{p['kind']}` "
+            f"canaries, the {p['k_pos']} highest guessed \"in\" and the {p['k_neg']} lowest \"out\"; ε̂ is the "
+            "largest ε whose (ε, δ)-DP null hypothesis that test rejects at the stated confidence. dvc.lock records "
+            "these params with the audit's inputs (see reports/lineage.json). Every other attack × kind × "
+            "guess-count bound is exploratory and Bonferroni-corrected over its family; no uncorrected maximum is "
+            "reported as a bound.")
+
+
+def _pair(p: dict, prefix: str, bounds: list[str]) -> str:
+    return " / ".join(fmt(p.get(prefix + b)) for b in bounds)
 
 
 def audit_section(inp: Inputs) -> Section:
     bounds = inp.bounds
     label = " / ".join(_bound_label(b) for b in bounds)
-    first = bounds[0] if bounds else None
-    at = Table(["run", "accountant ε (δ)", "audit δ", "canary kind", "m (members)", f"loss: {label} (v of r)",
-                f"ref_ratio: {label} (v of r)", "tighter score"])
-    sweep_note = []
+    at = Table(["run", "accountant ε (δ)", "primary test", "audit δ", "m (members)", "right of guesses",
+                f"{label} assumption-free (Steinke)", f"{label} Gaussian-DP assumed (μ-GDP)"])
     for run, r in inp.runs.items():
+        p = r.get("audit_primary")
+        if not p:
+            continue
         pv = r["privacy"]
         acct = (f"{fmt(pv.get('epsilon_spent'))} ({pv.get('accountant')}, δ={pv.get('delta'):.2g})"
                 if pv.get("dp") else "∞ (no DP)")
-        kinds = sorted({g for atk in r["attacks"].values() for g, m in atk.items() if "audit" in m})
-        for kind in kinds:
-            cell, best = {}, {}
-            for atk in ("loss", "ref_ratio"):
-                m = r["attacks"].get(atk, {}).get(kind)
-                if m is None:
-                    cell[atk] = "–"
-                    continue
-                a = m.get("audit_sweep") or m["audit"]
-                cell[atk] = _bound_cell(m, bounds)
-                best[atk] = a.get(first, 0.0)
-                if "audit_sweep" in m and first:
-                    sweep_note.append(f"{run}/{kind}/{atk}: best (k+, k-) = {a['best_k_' + first.rsplit('_', 1)[-1]]} "
-                                      f"of {a['bonferroni_n']}")
-            head = r["attacks"].get("loss", r["attacks"].get("ref_ratio", {})).get(kind, {})
-            tighter = max(best, key=best.get) if best and max(best.values()) > 0 else "neither (both 0)"
-            if len(best) == 2 and best["loss"] == best["ref_ratio"] and best["loss"] > 0:
-                tighter = "tie"
-            at.rows.append([run, acct, f"{head.get('audit', {}).get('delta', 0):.2g}", kind,
-                            f"{head.get('audit', {}).get('m')} ({head.get('members')})", cell.get("loss", "–"),
-                            cell.get("ref_ratio", "–"), tighter])
-    level = f" at {first.rsplit('_', 1)[-1]}%" if first else ""
-    return Section("One-run privacy audit (ε̂ lower bounds) on canaries", tables=[at], paragraphs=[
-        "Two scores per canary: the raw log-probability of the secret (`loss`) and the reference-calibrated "
-        "one (`ref_ratio`: fine-tuned minus base-model log-probability); the last column says which gives the "
-        f"larger ε̂{level}."] + (
-        [f"Guess counts swept with a Bonferroni correction over the grid (each bound tested at 1 - (1 - c)/N): "
-         f"{'; '.join(sweep_note)}."] if sweep_note else []))
+        members = r["attacks"].get(p["attack"], {}).get(p["kind"], {}).get("members")
+        at.rows.append([run, acct, f"{p['attack']} on {p['kind']}, k₊={p['k_pos']}, k₋={p['k_neg']}",
+                        f"{p['delta']:.2g}", f"{p['m']} ({members})", f"{p['v']} of {p['r']}",
+                        _pair(p, "", bounds), _pair(p, "gdp_", bounds)])
+    if not at.rows:
+        return Section("Audit: the pre-registered test", paragraphs=["No run has canaries: nothing to audit."])
+    return Section("Audit: the pre-registered test (headline ε̂)", tables=[at], paragraphs=[
+        "One test per run, named in params before the run (`audit.primary`); its bounds are the run's headline. "
+        "The assumption-free column is Steinke, Nasr and Jagielski's bound (valid for any (ε, δ)-DP training run). "
+        "The Gaussian-DP column (Mahloujifar, Melis and Chaudhuri 2025, f-DP in one run) is the largest ε at which "
+        "the Gaussian mechanism calibrated to (ε, δ) is rejected by the same guesses: it **rests on the assumption "
+        "that the run's trade-off curve is Gaussian** (as for DP-SGD's composed noise to a good approximation), "
+        "and is tighter for that reason, not a stronger proof."])
+
+
+def ceiling_section(inp: Inputs) -> Section | None:
+    """Per DP run (and planned regime): accountant ε, last-iterate ε, the ideal audit and the measured one."""
+    bounds = inp.bounds
+    if not bounds:
+        return None
+    first, label = bounds[0], _bound_label(bounds[0])
+    tag = first.rsplit("_", 1)[-1]
+    t = Table(["run", "q", "T", "σ", "δ", "accountant ε", "last-iterate ε (heuristic)",
+               f"ideal {label} median [p10, p90]", f"measured {label}", "efficiency (measured ÷ ideal median)",
+               f"ideal GDP {label} median [p10, p90]", f"measured GDP {label}", "GDP efficiency"])
+    rows = []
+    regimes = [(run, r["audit_primary"], r["privacy"]) for run, r in inp.runs.items()
+               if (r.get("audit_primary") or {}).get("last_iterate_epsilon") is not None]
+    regimes += [(f"{name} (planned, not run)", p, p) for name, p in (inp.metrics.get("planned") or {}).items()]
+    for name, p, pv in regimes:
+        ideal = [p[f"ideal_{first}_{q}"] for q in ("p10", "median", "p90")]
+        ideal_gdp = [p[f"ideal_gdp_{first}_{q}"] for q in ("p10", "median", "p90")]
+        t.rows.append([name, pv["sample_rate"], pv["steps"], pv["noise_multiplier"], f"{p['delta']:.2g}",
+                       p["accountant_epsilon"], p["last_iterate_epsilon"],
+                       f"{fmt(ideal[1])} [{fmt(ideal[0])}, {fmt(ideal[2])}]", p.get(first), p.get(f"efficiency_{tag}"),
+                       f"{fmt(ideal_gdp[1])} [{fmt(ideal_gdp[0])}, {fmt(ideal_gdp[2])}]", p.get(f"gdp_{first}"),
+                       p.get(f"gdp_efficiency_{tag}")])
+        rows.append({"name": name, "accountant": p["accountant_epsilon"], "last_iterate": p["last_iterate_epsilon"],
+                     "ideal": ideal, "ideal_gdp": ideal_gdp, "measured": p.get(first), "measured_gdp": p.get(f"gdp_{first}")})
+    if not rows:
+        return None
+    png = inp.plots_dir / "ceiling.png"
+    ceiling_plot(rows, label, png)
+    return Section("What the audit could show: the attainable ceiling", tables=[t], images=[(
+        f"Accountant ε, last-iterate ε and the ideal one-run {label} (median, 10–90% of simulated audits) next to "
+        "the measured one, per DP run and planned regime", png)], paragraphs=[
+        "A low ε̂ next to a large accountant ε is not by itself a failed audit: at a run's q, T and σ even a perfect "
+        "canary is limited. The linear last-iterate model (Steinke et al. 2025) — a member canary's statistic is "
+        "Bin(T, q) + N(0, Tσ²), a non-member's N(0, Tσ²) — gives a **heuristic** ε (only the final model is "
+        "released, gradients along one fixed direction; the accountant covers every intermediate model, so it is "
+        "never smaller). Simulating the pre-registered test (same m, k₊, k₋, δ, confidence) on canaries that follow "
+        "that model gives the ideal ε̂; efficiency = measured ÷ ideal median says how much of the attainable "
+        "evidence the real canaries produced. More exposures per canary (q·T) raise the ceiling; the planned rows "
+        "are regimes not run here (σ from the accountant) — see README, GPU preset."])
+
+
+def exploratory_section(inp: Inputs) -> Section | None:
+    bounds = inp.bounds
+    tables, paras = [], []
+    for run, r in inp.runs.items():
+        e = r.get("audit_exploratory")
+        if not e:
+            continue
+        t = Table([f"{run}: attack (same ranking)", "kind", "k₊", "k₋", "right of guesses"]
+                  + [f"{_bound_label(b)} corrected" for b in bounds])
+        for x in e["tests"]:
+            t.rows.append([x["attack"] + (f" (= {', '.join(x['same_ranking'])})" if x["same_ranking"] else ""),
+                           x["kind"], x["k_pos"], x["k_neg"], f"{x['v']} of {x['r']}"] + [x.get(b) for b in bounds])
+        tables.append(t)
+        same = "; ".join(f"{', '.join(i['attacks'])} on {i['kind']}" for i in e["identical_rankings"])
+        best = e["best"].get(bounds[0], {}) if bounds else {}
+        paras.append(
+            f"{run}: family of N = {e['family_size']} distinct tests, each at confidence "
+            + ", ".join(f"{v:.5f}" for v in e["per_test_confidence"].values())
+            + f" (Bonferroni), so the largest corrected {_bound_label(bounds[0])} — {fmt(best.get('value'))} "
+            f"({best.get('attack')} on {best.get('kind')}, k₊={best.get('k_pos')}, k₋={best.get('k_neg')}) — holds "
+            "at the stated family-wise confidence."
+            + (f" Identical rankings, counted once: {same}." if same else ""))
+    if not tables:
+        return None
+    return Section("Exploratory audit family (Bonferroni-corrected, never a headline)", tables=tables, paragraphs=[
+        "Every membership attack × canary kind × (k₊, k₋) of `audit.exploratory`. Attacks that rank a kind's "
+        "canaries identically make the same guesses for every k and are one test (zlib and min-k on one-token "
+        "secrets rank exactly like loss)."] + paras)
 
 
 def _curves(inp: Inputs, run: str, atk: str, groups: dict) -> dict:
@@ -168,14 +229,13 @@ def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, P
     if not (pv.get("dp") and pv.get("profile") and canary and inp.bounds):
         return None
     first = inp.bounds[0]
-    best = max((m.get("audit", {}).get(first, 0.0) for atk in r["attacks"].values() for m in atk.values()),
-               default=0.0)
+    got = (r.get("audit_primary") or {}).get(first) or 0.0
     png = inp.plots_dir / f"privacy_{run}.png"
     label = _bound_label(first)
-    privacy_plot(pv["profile"], canary, pv["epsilon_spent"], pv["delta"], best or None,
-                 f"run {run}: accountant ε = {pv['epsilon_spent']:.2f} vs audited {label} = {best:.2f}", png)
+    privacy_plot(pv["profile"], canary, pv["epsilon_spent"], pv["delta"], got or None,
+                 f"run {run}: accountant ε = {pv['epsilon_spent']:.2f} vs audited {label} = {got:.2f}", png)
     return (f"Run {run}: the accountant's privacy profile, and the loss attack's ROC on canaries "
-            "inside the (ε, δ) privacy region (dashed: the region at the best audited ε̂)", png)
+            "inside the (ε, δ) privacy region (dashed: the region at the pre-registered test's ε̂)", png)
 
 
 def roc_images(inp: Inputs, run: str, r: dict) -> tuple[list, dict]:
@@ -212,27 +272,41 @@ def mia_section(inp: Inputs) -> Section:
         "non-members (over users for `users`)."])
 
 
+def _family_bound(r: dict, attack: str, kind: str, primary: dict, key: str | None) -> float | None:
+    """The Bonferroni-corrected bound of (attack, kind) at the primary's guess counts, from the exploratory family
+    (None when that (k_pos, k_neg) is not in its grid)."""
+    for t in (r.get("audit_exploratory") or {}).get("tests", []):
+        k_pos = min(primary["k_pos"], t["m"])
+        if (kind == t["kind"] and attack in [t["attack"], *t["same_ranking"]] and key
+                and (t["k_pos"], t["k_neg"]) == (k_pos, min(primary["k_neg"], t["m"] - k_pos))):
+            return t.get(key)
+    return None
+
+
 def canary_designs_section(inp: Inputs) -> Section | None:
     head = inp.headline_fpr
     first = inp.bounds[0] if inp.bounds else None
     if head is None:
         return None
+    ap = inp.metrics["audit_params"]["primary"]
     cd = Table(["run", "canary kind", "members / non-members", f"TPR@{_pct(head)}FPR [95% CI]", "AUROC [95% CI]",
-                f"{_bound_label(first) if first else 'ε̂'} (loss)", f"TPR@{_pct(head)}FPR ÷ random's"])
+                f"{_bound_label(first) if first else 'ε̂'} (loss, k₊={ap['k_pos']}, k₋={ap['k_neg']}; corrected)",
+                f"TPR@{_pct(head)}FPR ÷ random's"])
     for run, r in inp.runs.items():
-        groups = {g: m for g, m in r["attacks"].get("loss", {}).items() if "audit" in m}
+        groups = {g: m for g, m in r["attacks"].get("loss", {}).items() if g not in NON_CANARY_GROUPS}
         rnd = groups.get("random", {}).get("tpr_at_fpr", {}).get(head, {}).get("value")
         for kind, m in sorted(groups.items(), key=lambda kv: -kv[1]["tpr_at_fpr"][head]["value"]):
             t = m["tpr_at_fpr"][head]
             ratio = (t["value"] / rnd if rnd else float("inf") if t["value"] else None) if rnd is not None else None
             cd.rows.append([run, kind, f"{m['members']} / {m['non_members']}", ci(t["value"], t["ci95"]),
-                            ci(m["auroc"], m["auroc_ci95"]), m["audit"].get(first), ratio])
+                            ci(m["auroc"], m["auroc_ci95"]), _family_bound(r, "loss", kind, ap, first), ratio])
     if not cd.rows:
         return None
     guard = inp.metrics.get("iid_guard") or {}
     paras = ["Every canary kind of a run is inserted under the same model, steps and sampling rate q, so each "
              "canary has the same expected number of exposures: the kinds differ only in how the secret is chosen "
-             "(privacy-auditing-of-llms section 3). Loss attack; the last column divides by the random kind's TPR."]
+             "(privacy-auditing-of-llms section 3). Loss attack; the ε̂ column is the kind's test in the exploratory "
+             "family (Bonferroni-corrected); the last column divides by the random kind's TPR."]
     if guard:
         worst = min(((k, s_, p) for k, ps in guard["kinds"].items() for s_, p in ps.items()), key=lambda x: x[2])
         paras.append(f"IID guard passed: members and non-members of every kind are exchangeable on prefix length, "
@@ -371,7 +445,7 @@ def lineage_section(inp: Inputs) -> Section:
 
 
 #: the report's sections, in order; a section with nothing to show returns None and is left out
-SECTIONS = (summary_section, audit_section, mia_section, canary_designs_section, sweeps_section, exposure_section,
+SECTIONS = (summary_section, audit_section, ceiling_section, exploratory_section, mia_section, canary_designs_section, sweeps_section, exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,
             lineage_section)
 

@@ -116,3 +116,38 @@ def exposure_plot(summary: dict, title: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def ceiling_plot(rows: list[dict], label: str, path: Path) -> None:
+    """Per DP regime, on one epsilon axis: the accountant's epsilon, the last-iterate epsilon, the ideal audit's
+    median with its 10-90% range (assumption-free and GDP) and the measured bounds (absent for planned regimes).
+    ``rows``: {name, accountant, last_iterate, ideal: (p10, median, p90), ideal_gdp: (...), measured, measured_gdp}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.9 * len(rows)))
+    for i, r in enumerate(rows):
+        y = len(rows) - 1 - i
+        ax.plot([r["accountant"]], [y + 0.2], "s", color="k", label="accountant ε" if i == 0 else None)
+        ax.plot([r["last_iterate"]], [y + 0.2], "D", color="tab:purple",
+                label="last-iterate ε (heuristic)" if i == 0 else None)
+        for dy, key, color, name in ((0.0, "ideal", "tab:blue", "assumption-free"),
+                                     (-0.2, "ideal_gdp", "tab:orange", "Gaussian-DP")):
+            lo, med, hi = r[key]
+            ax.errorbar([med], [y + dy], xerr=[[med - lo], [hi - med]], fmt="o", mfc="white", color=color,
+                        capsize=3, label=f"ideal {label} {name}: median, 10–90%" if i == 0 else None)
+            got = r["measured" if key == "ideal" else "measured_gdp"]
+            if got is not None:
+                ax.plot([got], [y + dy], "*", ms=12, color=color, label=f"measured {label} {name}" if i == 0 else None)
+    ax.set_yticks(range(len(rows)), [r["name"] for r in reversed(rows)])
+    ax.set_xlabel("ε (at the run's δ)")
+    ax.set_xlim(left=0)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / max(len(rows), 1)), ncol=2)
+    ax.set_title("What the audit could show (ideal) vs what it showed (measured)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from stages.audit.one_run import epsilon_lower_bound, one_run_audit, p_value
+from stages.audit.one_run import epsilon_lower_bound, guesses, p_value
 from stages.audit.roc import auroc, roc_curve, tpr_at_fpr
 from stages.audit.roc import bootstrap_ci
 
@@ -71,13 +71,17 @@ def test_more_confidence_and_delta_lower_the_bound():
     assert epsilon_lower_bound(1000, 100, 95, 1e-3, 0.95) < epsilon_lower_bound(1000, 100, 95, 0.0, 0.95)
 
 
-def test_one_run_audit_counts_correct_guesses():
+def test_guesses_count_correct_guesses():
     scores = np.arange(10, dtype=float)  # canary 9 scores highest
     members = np.array([0, 0, 1, 0, 0, 1, 0, 1, 1, 1], dtype=bool)
-    out = one_run_audit(scores, members, k_pos=3, k_neg=2, delta=1e-5)
     # "in" = 9, 8, 7 (all members: 3 right); "out" = 0, 1 (both non-members: 2 right)
-    assert (out["r"], out["v"], out["m"]) == (5, 5, 10)
-    assert out["eps_lb_95"] == pytest.approx(epsilon_lower_bound(10, 5, 5, 1e-5, 0.95))
+    assert guesses(scores, members, 3, 2) == (10, 5, 5)
+    assert guesses(scores, members, 3, 0) == (10, 3, 3)
+    assert guesses(scores, members, 20, 5) == (10, 10, 5)  # clipped to the m canaries
+    # ties broken by canary order, never by membership
+    assert guesses(np.zeros(4), np.array([0, 1, 0, 1], dtype=bool), 2, 0) == (4, 2, 1)
+    with pytest.raises(ValueError, match="NaN"):
+        guesses(np.array([0.0, np.nan]), np.array([0, 1], dtype=bool), 1, 0)
 
 
 def test_roc_metrics_on_planted_scores():
@@ -105,22 +109,3 @@ def test_bootstrap_interval_brackets_estimate():
     lo, hi = bootstrap_ci(scores, members, auroc, 300, seed=1)
     assert lo < auroc(scores, members) < hi
     assert 0.55 < lo and hi < 0.75
-
-
-def test_swept_audit_is_bonferroni_corrected():
-    from stages.audit.one_run import guesses, swept_audit
-
-    rng = np.random.default_rng(0)
-    members = rng.random(1000) < 0.5
-    scores = members * 1.5 + rng.normal(size=1000)
-    grid = [(50, 0), (100, 0), (200, 0), (100, 100)]
-    out = swept_audit(scores, members, grid, 1e-5, (0.95,))
-    assert out["bonferroni_n"] == 4
-    kp, kn = out["best_k_95"]
-    m, r, v = guesses(scores, members, kp, kn)
-    assert out["eps_lb_95"] == pytest.approx(epsilon_lower_bound(m, r, v, 1e-5, 1 - 0.05 / 4))
-    # no choice in the grid beats the corrected maximum, and the correction costs something
-    uncorrected = max(epsilon_lower_bound(*guesses(scores, members, a, b), 1e-5, 0.95) for a, b in grid)
-    assert 0 < out["eps_lb_95"] < uncorrected
-    single = swept_audit(scores, members, [(100, 0)], 1e-5, (0.95,))
-    assert single["eps_lb_95"] == pytest.approx(one_run_audit(scores, members, 100, 0, 1e-5)["eps_lb_95"])

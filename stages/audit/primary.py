@@ -1,0 +1,135 @@
+"""Pre-registered and exploratory one-run bounds of a run.
+
+* The primary test (``audit.primary``: one attack, one canary kind, k_pos, k_neg, confidences) is fixed in
+  params before any score is read; its Steinke bound (assumption-free) and Gaussian-DP bound (resting on a
+  Gaussian trade-off curve) are the run's headline. For a DP run it sits next to the accountant's epsilon,
+  the last-iterate epsilon and the simulated ideal audit of the same test (``ceiling.py``).
+* The exploratory family is every membership attack x canary kind x (k_pos, k_neg) of ``audit.exploratory``.
+  Attacks that rank a kind's canaries identically (e.g. zlib and min-k on one-token secrets rank exactly like
+  loss) give the same guesses for every k, so they are one test, reported once with the others named. Each
+  of the N distinct tests is run at confidence 1 - (1 - c) / N (Bonferroni), so even the largest of them
+  holds at confidence c; no uncorrected maximum is ever reported.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import rankdata
+
+from ..core.errors import ConfigError
+from .ceiling import ideal_audit, last_iterate_epsilon
+from .gdp import gdp_epsilon_lower_bound, gdp_mu_lower_bound
+from .one_run import epsilon_lower_bound, guesses
+from .schema import confidence_key, confidence_tag
+
+#: kind -> attack -> (item ids, scores, members), canary kinds only
+Canaries = dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]
+
+
+def aligned(by_attack: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict:
+    """Every attack's (ids, scores, members) in the first attack's item order (attacks score the same items)."""
+    first = next(iter(by_attack.values()))[0]
+    out = {}
+    for attack, (ids, s, y) in by_attack.items():
+        if not np.array_equal(ids, first):
+            pos = {i: n for n, i in enumerate(ids.tolist())}
+            if set(pos) != set(first.tolist()):
+                raise ValueError(f"attack {attack} scored other items than {next(iter(by_attack))}")
+            order = np.array([pos[i] for i in first.tolist()])
+            ids, s, y = ids[order], s[order], y[order]
+        out[attack] = (ids, s, y)
+    return out
+
+
+def identical_rankings(by_attack: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> list[list[str]]:
+    """Attacks grouped by the ranking they induce on the items (dense ranks equal), in attack order."""
+    classes: list[tuple[np.ndarray, list[str]]] = []
+    for attack, (_, s, _) in aligned(by_attack).items():
+        ranks = rankdata(s, method="dense")
+        for ref, names in classes:
+            if np.array_equal(ref, ranks):
+                names.append(attack)
+                break
+        else:
+            classes.append((ranks, [attack]))
+    return [names for _, names in classes]
+
+
+def bounds(m: int, r: int, v: int, delta: float, confidences, gdp: bool = True) -> dict:
+    """eps_lb_<c> (Steinke) and, with ``gdp``, gdp_eps_lb_<c> / gdp_mu_lb_<c> (Gaussian trade-off) of (m, r, v)."""
+    out = {}
+    for c in confidences:
+        out[confidence_key(c)] = epsilon_lower_bound(m, r, v, delta, c) if r else 0.0
+        if gdp:
+            mu = gdp_mu_lower_bound(m, r, v, c) if r else 0.0
+            out[f"gdp_mu_lb_{confidence_tag(c)}"] = mu
+            out[f"gdp_{confidence_key(c)}"] = gdp_epsilon_lower_bound(m, r, v, delta, c) if r and delta > 0 else None
+    return out
+
+
+def primary_test(canaries: Canaries, params, delta: float, run: str) -> dict | None:
+    """The pre-registered test's counts and bounds; None for a run without canaries."""
+    if not canaries:
+        return None
+    p = params.primary
+    if p.kind not in canaries:
+        raise ConfigError(f"audit.primary.kind: run {run} has no {p.kind!r} canaries (it has {sorted(canaries)})")
+    if p.attack not in canaries[p.kind]:
+        raise ConfigError(f"audit.primary.attack: {p.attack!r} was not run on run {run} "
+                          f"(its membership attacks: {sorted(canaries[p.kind])})")
+    _, s, y = canaries[p.kind][p.attack]
+    m, r, v = guesses(s, y, p.k_pos, p.k_neg)
+    return {"attack": p.attack, "kind": p.kind, "m": m, "k_pos": min(p.k_pos, m), "k_neg": r - min(p.k_pos, m),
+            "r": r, "v": v, "delta": delta, "precision": v / r if r else None,
+            **bounds(m, r, v, delta, p.confidences)}
+
+
+def with_ceiling(primary: dict, privacy: dict, params) -> dict:
+    """A DP run's primary test next to the accountant's epsilon, the last-iterate epsilon and the ideal audit
+    of the same test (same m, k_pos, k_neg, delta, confidences) under that model; efficiency = measured / ideal."""
+    q, T, sigma, delta = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"], primary["delta"]
+    ideal = ideal_audit(q, T, sigma, m=primary["m"], k_pos=primary["k_pos"], k_neg=primary["k_neg"], delta=delta,
+                        confidences=params.confidences, trials=params.ceiling.trials, seed=params.ceiling.seed)
+    out = {**primary, "accountant_epsilon": float(privacy["epsilon_spent"]),
+           "last_iterate_epsilon": last_iterate_epsilon(q, T, sigma, delta),
+           **{k: v for k, v in ideal.items() if k.startswith("ideal_")},
+           "ideal_trials": ideal["trials"], "ideal_correct_median": ideal["correct_median"]}
+    for c in params.confidences:
+        for prefix in ("", "gdp_"):
+            key = prefix + confidence_key(c)
+            med = out.get(f"ideal_{key}_median")
+            out[f"{prefix}efficiency_{confidence_tag(c)}"] = (out[key] / med) if med and out.get(key) is not None \
+                else None
+    return out
+
+
+def exploratory_family(canaries: Canaries, params, delta: float) -> dict | None:
+    """Every distinct (attack class x kind x guesses) test, each Bonferroni-corrected over the N of them."""
+    if not canaries:
+        return None
+    tests, identical = [], []
+    for kind in sorted(canaries):
+        data = aligned(canaries[kind])
+        for names in identical_rankings(canaries[kind]):
+            if len(names) > 1:
+                identical.append({"kind": kind, "attacks": names})
+            _, s, y = data[names[0]]
+            seen = set()
+            for kp, kn in params.grid:
+                m, r, v = guesses(s, y, kp, kn)
+                eff = (min(kp, m), r - min(kp, m))
+                if eff in seen:  # the grid point clipped to an earlier one (fewer canaries than guesses)
+                    continue
+                seen.add(eff)
+                tests.append({"attack": names[0], "same_ranking": names[1:], "kind": kind, "k_pos": eff[0],
+                              "k_neg": eff[1], "m": m, "r": r, "v": v})
+    n = len(tests)
+    levels = {confidence_key(c): 1 - (1 - c) / n for c in params.confidences}
+    for t in tests:  # keyed by the family-wise confidence the correction keeps
+        t.update({key: epsilon_lower_bound(t["m"], t["r"], t["v"], delta, level) if t["r"] else 0.0
+                  for key, level in levels.items()})
+    best = {}
+    for key in levels:
+        top = max(tests, key=lambda t: t[key])
+        best[key] = {"value": top[key], **{k: top[k] for k in ("attack", "kind", "k_pos", "k_neg", "r", "v")}}
+    return {"family_size": n, "correction": "bonferroni", "per_test_confidence": levels,
+            "identical_rankings": identical, "tests": tests, "best": best}

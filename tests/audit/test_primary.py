@@ -1,0 +1,90 @@
+"""The headline is the pre-registered test, whatever the other attacks show; the exploratory family is
+Bonferroni-corrected over its distinct tests (identical rankings counted once)."""
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from stages.attack.schema import ATTACK_VERSION, SCORES, write_record
+from stages.audit.ceiling import last_iterate_epsilon
+from stages.audit.one_run import epsilon_lower_bound, guesses
+from stages.audit.params import AuditParams
+from stages.audit.summary import audit_run
+from stages.core.errors import ConfigError
+from stages.core.io import write_table
+from support import params
+
+M = 1000
+
+
+def _scores(rng, members, strength):
+    return members * strength + rng.normal(size=len(members))
+
+
+def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
+    """loss weak on new_token, ref_ratio strong on it, zlib a monotone transform of loss (same ranking)."""
+    rng = np.random.default_rng(0)
+    members = {k: rng.random(M) < 0.5 for k in ("new_token", "random")}
+    loss = {k: _scores(rng, y, primary_strength) for k, y in members.items()}
+    ref = {k: _scores(rng, y, other_strength) for k, y in members.items()}
+    for attack, per_kind in (("loss", loss), ("ref_ratio", ref), ("zlib", {k: 3 * v + 1 for k, v in loss.items()})):
+        rows = [{"item_id": f"{k}-{i}", "group": k, "member": bool(members[k][i]), "score": float(per_kind[k][i])}
+                for k in per_kind for i in range(M)]
+        write_table(pa.Table.from_pylist(rows, schema=SCORES), scores_dir / f"{attack}.parquet", SCORES)
+    privacy = ({"dp": True, "delta": 1e-5, "epsilon_spent": 8.0, "noise_multiplier": 0.57, "sample_rate": 0.0286,
+                "steps": 80} if dp else {"dp": False, "epsilon_spent": "inf", "sample_rate": 0.0286, "steps": 80})
+    record = {"steps": 80, "sample_rate": 0.0286, "expected_batch_size": 40.0, "expected_exposures_per_member": 2.3,
+              "n_examples": 1400, "n_population": 2150, "train_seconds": 1.0, "privacy": privacy,
+              "params": {"dataset": "personachat"}, "valid": {"nll": 3.0, "perplexity": 20.0}}
+    write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r", "run_record": record,
+                              "attacks": {"loss": "membership", "ref_ratio": "membership", "zlib": "membership"},
+                              "model_fingerprints": {}})
+    return members, loss, ref
+
+
+def _params(**primary):
+    return params(AuditParams, "audit", bootstrap=10, primary=primary, ceiling={"trials": 200})
+
+
+def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
+    members, loss, ref = _write(tmp_path, dp=False)
+    p = _params(attack="loss", kind="new_token", k_pos=100, k_neg=0)
+    res, _ = audit_run(tmp_path, p)
+    head = res["audit_primary"]
+    y = members["new_token"]
+    m, r, v = guesses(loss["new_token"], y, 100, 0)
+    assert (head["attack"], head["kind"], head["m"], head["r"], head["v"]) == ("loss", "new_token", m, r, v)
+    assert head["eps_lb_95"] == pytest.approx(epsilon_lower_bound(m, r, v, 1e-5, 0.95))
+    # ref_ratio's uncorrected bound is far above the primary's; it never becomes the headline
+    uncorrected_other = epsilon_lower_bound(*guesses(ref["new_token"], y, 100, 0), 1e-5, 0.95)
+    assert uncorrected_other > head["eps_lb_95"] + 1.0
+    assert head["gdp_eps_lb_95"] is not None and "last_iterate_epsilon" not in head  # no ceiling without DP
+
+    fam = res["audit_exploratory"]
+    # zlib ranks like loss on both kinds: one test; classes = {loss(=zlib), ref_ratio} x 2 kinds, grid of p.grid
+    assert {(i["kind"], tuple(i["attacks"])) for i in fam["identical_rankings"]} == {
+        ("new_token", ("loss", "zlib")), ("random", ("loss", "zlib"))}
+    assert fam["family_size"] == 4 * len(p.grid) == len(fam["tests"])
+    level = 1 - 0.05 / fam["family_size"]
+    for t in fam["tests"]:
+        assert t["eps_lb_95"] == pytest.approx(epsilon_lower_bound(t["m"], t["r"], t["v"], 1e-5, level) if t["r"] else 0)
+    best = fam["best"]["eps_lb_95"]
+    assert best["attack"] == "ref_ratio" and 0 < best["value"] < max(
+        epsilon_lower_bound(*guesses(ref[k], members[k], a, b), 1e-5, 0.95) for k in members for a, b in p.grid)
+
+
+def test_dp_run_gets_its_ceiling(tmp_path):
+    _write(tmp_path, dp=True)
+    res, _ = audit_run(tmp_path, _params())
+    head = res["audit_primary"]
+    assert head["accountant_epsilon"] == 8.0
+    assert head["last_iterate_epsilon"] == pytest.approx(last_iterate_epsilon(0.0286, 80, 0.57, 1e-5))
+    assert head["ideal_eps_lb_95_p10"] <= head["ideal_eps_lb_95_median"] <= head["ideal_eps_lb_95_p90"]
+    assert head["efficiency_95"] == pytest.approx(head["eps_lb_95"] / head["ideal_eps_lb_95_median"])
+
+
+def test_primary_must_exist_in_the_run(tmp_path):
+    _write(tmp_path, dp=False)
+    with pytest.raises(ConfigError, match=r"audit.primary.kind: run r has no 'bigram' canaries"):
+        audit_run(tmp_path, _params(kind="bigram"))
+    with pytest.raises(ConfigError, match=r"audit.primary.attack: 'min_k' was not run on run r"):
+        audit_run(tmp_path, _params(attack="min_k"))
