@@ -80,7 +80,10 @@ def tiny_params(model_dir: Path) -> dict:
                            "users": ["loss", "user_inference", "vmr"], "tofu": ["loss", "air"]}
     p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
     p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
-    p["audit"].update(k_pos=5, k_neg=5, bootstrap=20)
+    p["audit"]["primary"].update(k_pos=5, k_neg=5)
+    p["audit"]["exploratory"].update(k_pos=[5, 10], k_neg=[0, 5])
+    p["audit"]["ceiling"]["trials"] = 200
+    p["audit"]["bootstrap"] = 20
     return p
 
 

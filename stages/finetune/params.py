@@ -57,7 +57,8 @@ class FinetuneParams:
     optimizer: Literal["adamw", "adam", "sgd"]
     momentum: float
     steps: int
-    #: expected logical batch size; the Poisson sampling rate is q = batch_size / n
+    #: q = batch_size / the candidate pool (text rows, formatted canaries and every canary of the run's kinds,
+    #: member or not), so q does not depend on the membership draw; q * (pool actually trained on) are drawn per step
     batch_size: int
     #: set to fix q directly instead (then batch_size is ignored)
     sample_rate: Optional[float]

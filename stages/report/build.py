@@ -70,6 +70,10 @@ def number_lineage(metrics: Metrics, lock: dict, git: dict, verified: bool) -> d
         out[f"runs.{path}"] = {"value": value, "stage": "audit", "inputs": inputs, "params": audit.get("params", {}),
                                "upstream": chains[run], "git_commit": git.get("commit"),
                                "git_dirty": git.get("dirty"), "lock_verified": verified}
+    for path, value in flatten(metrics.get("planned", {}), numbers_only=True).items():  # params only, no data
+        out[f"planned.{path}"] = {"value": value, "stage": "audit", "inputs": {}, "params": audit.get("params", {}),
+                                  "upstream": [], "git_commit": git.get("commit"), "git_dirty": git.get("dirty"),
+                                  "lock_verified": verified}
     return out
 
 

@@ -216,3 +216,23 @@ def test_fixed_repetitions_insert_each_canary_exactly_k_times(model):
     with pytest.raises(ConfigError, match="finetune.canary_insertion"):
         train(m, text, steps=2, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
               seed=0, pad_id=tok.pad_token_id, scheduled=canaries, dp=dp_params(enabled=True, delta=1e-5))
+
+
+def test_rate_and_delta_come_from_the_candidate_pool_not_the_membership_draw(model, tiny_base):
+    # two membership draws of the same 40 canaries: different pools, the same q, sigma and default delta
+    runs = []
+    for seed in (0, 1):
+        m, tok = tiny_model(tiny_base)
+        rows = _canaries(seed=0)
+        draw = np.random.default_rng(seed).random(len(rows)) < 0.5
+        members = [r for r, keep in zip(rows, draw) if keep]
+        res = train(m, canary_examples(members, "sft"), steps=1, batch_size=10, physical_batch_size=4, lr=1e-3,
+                    weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
+                    dp=dp_params(enabled=True, epsilon=8.0, delta=None), population=len(rows))
+        runs.append((len(members), res))
+    (n0, a), (n1, b) = runs
+    assert n0 != n1
+    assert a.sample_rate == b.sample_rate == 10 / 40
+    assert a.privacy["delta"] == b.privacy["delta"] == pytest.approx(40 ** -1.1)
+    assert a.privacy["noise_multiplier"] == b.privacy["noise_multiplier"]
+    assert a.expected_batch_size == pytest.approx(10 / 40 * n0)  # what the pool actually yields per step

@@ -31,14 +31,27 @@ def test_dvc_repro_runs_every_stage_and_reports(tiny_project):
         r = metrics["runs"][run_name]
         for kind in ("new_token", "random"):
             m = r["attacks"]["loss"][kind]
-            assert {"eps_lb_95", "eps_lb_99"} <= set(m["audit"]) and m["audit"]["m"] == 60
             assert 0 <= m["tpr_at_fpr"]["0.01"]["value"] <= 1 and 0 <= m["auroc"] <= 1
+        head = r["audit_primary"]
+        assert (head["attack"], head["kind"], head["m"], head["k_pos"], head["k_neg"]) == ("loss", "new_token", 60, 5, 5)
+        assert {"eps_lb_95", "eps_lb_99", "gdp_eps_lb_95", "gdp_eps_lb_99"} <= set(head)
+        assert r["audit_exploratory"]["family_size"] == len(r["audit_exploratory"]["tests"]) > 1
+    dp = metrics["runs"]["dp"]["audit_primary"]
+    assert dp["accountant_epsilon"] == pytest.approx(8.0, rel=0.02) and dp["last_iterate_epsilon"] > 0
+    assert dp["ideal_eps_lb_95_p10"] <= dp["ideal_eps_lb_95_median"] <= dp["ideal_eps_lb_95_p90"]
+    assert "last_iterate_epsilon" not in metrics["runs"]["nondp"]["audit_primary"]
+    assert metrics["runs"]["users"]["audit_primary"] is None  # no canaries
+    assert metrics["planned"]["gpu_dp_audit"]["noise_multiplier"] > 0
     assert metrics["runs"]["dp"]["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
     assert metrics["runs"]["nondp"]["privacy"]["epsilon_spent"] == "inf"
     html = (tiny_project / "reports/index.html").read_text()
     assert "data:image/png;base64," in html and "ε̂95" in html
+    report = (tiny_project / "reports/report.md").read_text()
+    assert "Audit: the pre-registered test (headline ε̂)" in report and "attainable ceiling" in report
+    assert "gpu_dp_audit (planned, not run)" in report and "Bonferroni" in report
+    assert "no multiple-testing correction" not in report
     lineage = json.loads((tiny_project / "reports/lineage.json").read_text())
-    entry = lineage["runs.dp.attacks.loss.new_token.audit.eps_lb_95"]
+    entry = lineage["runs.dp.audit_primary.eps_lb_95"]
     assert entry["lock_verified"] is True and entry["stage"] == "audit"
     assert "attack@dp" in entry["upstream"] and "finetune@dp" in entry["upstream"] and "base_model" in entry["upstream"]
     assert "attack@nondp" not in entry["upstream"]
@@ -54,14 +67,16 @@ def test_second_repro_is_a_noop(tiny_project):
     print(f"no-op dvc repro: {elapsed:.2f} s")
 
 
-def test_audit_param_change_reruns_only_audit_and_report(tiny_project):
+def test_changing_the_primary_test_reruns_only_audit_and_report(tiny_project):
     p = yaml.safe_load((tiny_project / "params.yaml").read_text())
-    p["audit"]["k_pos"] = 7
+    p["audit"]["primary"].update(attack="ref_ratio", kind="random", k_pos=7)
     (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     out = run(["dvc", "repro"], tiny_project).stdout
     assert ran(out) == {"audit", "report"}
     metrics = json.loads((tiny_project / "reports/metrics.json").read_text())
-    assert metrics["runs"]["nondp"]["attacks"]["loss"]["random"]["audit"]["k_pos"] == 7
+    head = metrics["runs"]["nondp"]["audit_primary"]
+    assert (head["attack"], head["kind"], head["k_pos"]) == ("ref_ratio", "random", 7)
+    assert "`ref_ratio` score on `random` canaries" in (tiny_project / "reports/report.md").read_text()
 
 
 def test_report_follows_the_configured_fprs_and_confidences(tiny_project):
@@ -69,12 +84,13 @@ def test_report_follows_the_configured_fprs_and_confidences(tiny_project):
     path = tiny_project / "params.yaml"
     before = path.read_text()
     p = yaml.safe_load(before)
-    p["audit"].update(fprs=[0.05, 0.1], confidences=[0.9])
+    p["audit"]["fprs"] = [0.05, 0.1]
+    p["audit"]["primary"]["confidences"] = [0.9]
     path.write_text(yaml.safe_dump(p, sort_keys=False))
     try:
         assert ran(run(["dvc", "repro"], tiny_project).stdout) == {"audit", "report"}
         report = (tiny_project / "reports/report.md").read_text()
-        assert "TPR@5%FPR [95% CI]" in report and "loss: ε̂90 (v of r)" in report and "loss: ε̂95" not in report
+        assert "TPR@5%FPR [95% CI]" in report and "ε̂90 assumption-free (Steinke)" in report and "ε̂95" not in report
     finally:
         path.write_text(before)
     run(["dvc", "repro"], tiny_project)
@@ -152,20 +168,21 @@ def test_sweep_flow_runs_dvc_experiments_and_tabulates_kinds(tiny_project, tmp_p
     env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
     os.environ.update(env)
     try:
-        run([PYTHON, "-m", "flows.sweep", "--name", "kpos", "--set", "audit.k_pos=5", "--key", "audit.k_pos"],
+        run([PYTHON, "-m", "flows.sweep", "--name", "kpos", "--set", "audit.primary.k_pos=5", "--key",
+             "audit_primary.k_pos"],
             tiny_project)
     finally:
         for k in env:
             os.environ.pop(k, None)
     res = json.loads((tiny_project / "reports/sweeps/kpos.json").read_text())
-    assert res["points"] == {"kpos-0": ["audit.k_pos=5"]}
+    assert res["points"] == {"kpos-0": ["audit.primary.k_pos=5"]}
     assert res["baseline"] == run(["git", "rev-parse", "HEAD"], tiny_project).stdout.strip()
     (row,) = res["rows"]
     assert row["experiment"] == "kpos-0" and re.fullmatch(r"[0-9a-f]{40}", row["rev"])
-    assert row["metrics"]["runs.nondp.attacks.loss.new_token.audit.k_pos"] == 5
+    assert row["metrics"]["runs.nondp.audit_primary.k_pos"] == 5
     md = (tiny_project / "reports/sweeps/kpos.md").read_text()
     # the canary table: one line per run and kind, with bootstrap intervals
-    kind_lines = [ln for ln in md.splitlines() if ln.startswith("| kpos-0 | audit.k_pos=5 |")]
+    kind_lines = [ln for ln in md.splitlines() if ln.startswith("| kpos-0 | audit.primary.k_pos=5 |")]
     assert {tuple(c.strip() for c in ln.split("|")[3:5]) for ln in kind_lines} == {
         (r, k) for r in ("nondp", "dp") for k in ("new_token", "random", "unigram", "bigram", "model_based")}
     assert all(re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", ln) for ln in kind_lines)
