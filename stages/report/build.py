@@ -32,7 +32,7 @@ class Inputs:
 
     @property
     def bounds(self) -> list[str]:
-        """eps_lb_<c> keys, one per audit.confidences; the first is the one compared and plotted."""
+        """eps_lb_<c> keys, one per audit.primary.confidences; the first is the one compared and plotted."""
         return bound_keys(self.metrics)
 
     @property
@@ -108,7 +108,8 @@ def _primary_sentence(ap: dict) -> str:
             f"params.yaml `audit.primary` before any score was computed — the `{p['attack']}` score on `{p['kind']}` "
             f"canaries, the {p['k_pos']} highest guessed \"in\" and the {p['k_neg']} lowest \"out\"; ε̂ is the "
             "largest ε whose (ε, δ)-DP null hypothesis that test rejects at the stated confidence. dvc.lock records "
-            "these params with the audit's inputs (see reports/lineage.json). Every other attack × kind × "
+            f"these params with the audit's inputs (params sha256 `{(ap.get('primary_sha256') or '?')[:16]}…`; "
+            "reports/lineage.json gives every number's params, inputs and commit). Every other attack × kind × "
             "guess-count bound is exploratory and Bonferroni-corrected over its family; no uncorrected maximum is "
             "reported as a bound.")
 
