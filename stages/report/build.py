@@ -259,10 +259,17 @@ def mia_section(inp: Inputs) -> Section:
                + [f"TPR@{_pct(f)}FPR" + (" [95% CI]" if f == head else "") for f in fprs])
     images, plot_json = [], {}
     for run, r in inp.runs.items():
+        same = {(i["kind"], a): i["attacks"] for i in (r.get("audit_exploratory") or {}).get("identical_rankings", [])
+                for a in i["attacks"]}
         for atk, groups in r["attacks"].items():
             for group, m in groups.items():
+                names = same.get((group, atk), [atk])
+                if names[0] != atk:  # ranks this group exactly like an attack already listed: reported once
+                    continue
                 t = m["tpr_at_fpr"]
-                mt.rows.append([run, atk, group, f"{m['members']} / {m['non_members']}", ci(m["auroc"], m["auroc_ci95"])]
+                label = atk + (f" (= {', '.join(names[1:])}: identical ranking)" if len(names) > 1 else "")
+                mt.rows.append([run, label, group, f"{m['members']} / {m['non_members']}",
+                                ci(m["auroc"], m["auroc_ci95"])]
                                + [ci(t[f]["value"], t[f]["ci95"]) if f == head else t.get(f, {}).get("value")
                                   for f in fprs])
         run_images, run_points = roc_images(inp, run, r)
