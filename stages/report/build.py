@@ -213,7 +213,9 @@ def exploratory_section(inp: Inputs) -> Section | None:
     return Section("Exploratory audit family (Bonferroni-corrected, never a headline)", tables=tables, paragraphs=[
         "Every membership attack × canary kind × (k₊, k₋) of `audit.exploratory`. Attacks that rank a kind's "
         "canaries identically make the same guesses for every k and are one test (zlib and min-k on one-token "
-        "secrets rank exactly like loss)."] + paras)
+        "secrets rank exactly like loss). The correction is the price of looking at many tests: the bound's δ term "
+        "(up to 2mδ) puts a floor under its p-value, so at a per-test level 1 − (1 − c)/N close to 1 even "
+        "all-correct guesses support only a small ε, or none."] + paras)
 
 
 def _curves(inp: Inputs, run: str, atk: str, groups: dict) -> dict:
