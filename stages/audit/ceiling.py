@@ -25,7 +25,7 @@ from scipy.special import logsumexp, ndtr
 from scipy.stats import binom
 
 from .gdp import gdp_epsilon_lower_bound
-from .one_run import epsilon_lower_bound, guesses
+from .one_run import clip_guesses, epsilon_lower_bound, guesses
 from .schema import confidence_tag
 
 
@@ -122,9 +122,9 @@ def planned_ceiling(regime, primary, confidences, trials: int, seed: int) -> dic
     sigma = float(get_noise_multiplier(target_epsilon=regime.epsilon, target_delta=regime.delta,
                                        sample_rate=regime.sample_rate, steps=regime.steps,
                                        accountant=regime.accountant, epsilon_tolerance=0.005))
-    k_pos = min(primary.k_pos, regime.canaries)
-    ideal = ideal_audit(regime.sample_rate, regime.steps, sigma, m=regime.canaries, k_pos=k_pos,
-                        k_neg=min(primary.k_neg, regime.canaries - k_pos), delta=regime.delta,
+    k_pos, k_neg = clip_guesses(primary.k_pos, primary.k_neg, regime.canaries)
+    ideal = ideal_audit(regime.sample_rate, regime.steps, sigma, m=regime.canaries, k_pos=k_pos, k_neg=k_neg,
+                        delta=regime.delta,
                         confidences=confidences, trials=trials, seed=seed)
     return {"sample_rate": regime.sample_rate, "steps": regime.steps, "noise_multiplier": sigma,
             "delta": regime.delta, "accountant": regime.accountant, "accountant_epsilon": regime.epsilon,

@@ -71,6 +71,12 @@ def epsilon_lower_bound(num_canaries: int, num_guesses: int, num_correct: int, d
     return lo
 
 
+def clip_guesses(k_pos: int, k_neg: int, m: int) -> tuple[int, int]:
+    """The (k_pos, k_neg) actually made on m canaries: "in" guesses first, "out" guesses from what is left."""
+    k_pos = min(k_pos, m)
+    return k_pos, min(k_neg, m - k_pos)
+
+
 def guesses(scores, members, k_pos: int, k_neg: int) -> tuple[int, int, int]:
     """(m, r, v) for the k_pos highest scores guessed "in" and the k_neg lowest guessed "out".
 
@@ -80,7 +86,7 @@ def guesses(scores, members, k_pos: int, k_neg: int) -> tuple[int, int, int]:
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(members, dtype=bool)
     m = len(s)
-    k_pos, k_neg = min(k_pos, m), min(k_neg, m - min(k_pos, m))
+    k_pos, k_neg = clip_guesses(k_pos, k_neg, m)
     order = np.argsort(-s, kind="stable")
     v = int(y[order[:k_pos]].sum() + (~y[order[m - k_neg:]]).sum()) if k_neg else int(y[order[:k_pos]].sum())
     return m, k_pos + k_neg, v

@@ -9,7 +9,7 @@ from ..core.params import check
 @dataclass(frozen=True)
 class PrimaryParams:
     """The one pre-registered test of every run with canaries: its bounds are the run's headline epsilon-hat.
-    Fixed in params before any score is read; everything else the audit computes is exploratory."""
+    To be fixed before any score is seen (the bound assumes it); everything else the audit computes is exploratory."""
 
     #: membership score (an attack of attack.attacks / attack.runs.<run>)
     attack: str

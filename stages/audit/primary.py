@@ -1,9 +1,10 @@
 """Pre-registered and exploratory one-run bounds of a run.
 
-* The primary test (``audit.primary``: one attack, one canary kind, k_pos, k_neg, confidences) is fixed in
-  params before any score is read; its Steinke bound (assumption-free) and Gaussian-DP bound (resting on a
-  Gaussian trade-off curve) are the run's headline. For a DP run it sits next to the accountant's epsilon,
-  the last-iterate epsilon and the simulated ideal audit of the same test (``ceiling.py``).
+* The primary test (``audit.primary``: one attack, one canary kind, k_pos, k_neg, confidences) comes from
+  params, to be chosen before any score is seen (the bound assumes it); its Steinke bound (assumption-free)
+  and Gaussian-DP bound (resting on a Gaussian trade-off curve) are the run's headline. For a DP run it sits
+  next to the accountant's epsilon, the last-iterate epsilon and the simulated ideal audit of the same test
+  (``ceiling.py``).
 * The exploratory family is every membership attack x canary kind x (k_pos, k_neg) of ``audit.exploratory``.
   Attacks that rank a kind's canaries identically (e.g. zlib and min-k on one-token secrets rank exactly like
   loss) give the same guesses for every k, so they are one test, reported once with the others named. Each
@@ -17,8 +18,8 @@ from scipy.stats import rankdata
 
 from ..core.errors import ConfigError
 from .ceiling import ideal_audit, last_iterate_epsilon
-from .gdp import gdp_epsilon_lower_bound, gdp_mu_lower_bound
-from .one_run import epsilon_lower_bound, guesses
+from .gdp import gdp_epsilon, gdp_mu_lower_bound
+from .one_run import clip_guesses, epsilon_lower_bound, guesses
 from .schema import confidence_key, confidence_tag
 
 #: kind -> attack -> (item ids, scores, members), canary kinds only
@@ -59,10 +60,10 @@ def bounds(m: int, r: int, v: int, delta: float, confidences, gdp: bool = True) 
     out = {}
     for c in confidences:
         out[confidence_key(c)] = epsilon_lower_bound(m, r, v, delta, c) if r else 0.0
-        if gdp:
+        if gdp:  # gdp_epsilon_lower_bound, without searching for mu twice
             mu = gdp_mu_lower_bound(m, r, v, c) if r else 0.0
             out[f"gdp_mu_lb_{confidence_tag(c)}"] = mu
-            out[f"gdp_{confidence_key(c)}"] = gdp_epsilon_lower_bound(m, r, v, delta, c) if r and delta > 0 else None
+            out[f"gdp_{confidence_key(c)}"] = (gdp_epsilon(mu, delta) if mu > 0 else 0.0) if delta > 0 else None
     return out
 
 
@@ -78,8 +79,9 @@ def primary_test(canaries: Canaries, params, delta: float, run: str) -> dict | N
                           f"(its membership attacks: {sorted(canaries[p.kind])})")
     _, s, y = canaries[p.kind][p.attack]
     m, r, v = guesses(s, y, p.k_pos, p.k_neg)
-    return {"attack": p.attack, "kind": p.kind, "m": m, "k_pos": min(p.k_pos, m), "k_neg": r - min(p.k_pos, m),
-            "r": r, "v": v, "delta": delta, "precision": v / r if r else None,
+    k_pos, k_neg = clip_guesses(p.k_pos, p.k_neg, m)
+    return {"attack": p.attack, "kind": p.kind, "m": m, "k_pos": k_pos, "k_neg": k_neg, "r": r, "v": v,
+            "delta": delta, "precision": v / r if r else None,
             **bounds(m, r, v, delta, p.confidences)}
 
 
@@ -116,7 +118,7 @@ def exploratory_family(canaries: Canaries, params, delta: float) -> dict | None:
             seen = set()
             for kp, kn in params.grid:
                 m, r, v = guesses(s, y, kp, kn)
-                eff = (min(kp, m), r - min(kp, m))
+                eff = clip_guesses(kp, kn, m)
                 if eff in seen:  # the grid point clipped to an earlier one (fewer canaries than guesses)
                     continue
                 seen.add(eff)

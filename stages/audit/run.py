@@ -1,6 +1,7 @@
 """The audit of every run: the IID guard on the canaries, then each run's metrics and ROC curves."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -22,14 +23,12 @@ def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict
         guard = iid_guard(read_canaries(where.canaries)[1], params.iid_guard.alpha, str(where.canaries))
     results = {run: audit_run(where.scores_dir(run), params) for run in runs}
     primary = params.primary
-    registered = {"attack": primary.attack, "kind": primary.kind, "k_pos": primary.k_pos, "k_neg": primary.k_neg,
-                  "confidences": list(primary.confidences)}
+    registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences)}
     metrics: Metrics = {
         "schema_version": METRICS_VERSION,
         "audit_params": {"primary": registered,
                          "primary_sha256": hashlib.sha256(json.dumps(registered, sort_keys=True).encode()).hexdigest(),
-                         "exploratory": {"k_pos": list(params.exploratory.k_pos),
-                                         "k_neg": list(params.exploratory.k_neg)},
+                         "exploratory": {k: list(v) for k, v in dataclasses.asdict(params.exploratory).items()},
                          "ceiling": {"trials": params.ceiling.trials, "seed": params.ceiling.seed},
                          "delta": params.delta, "fallback_delta": params.fallback_delta,
                          "bootstrap": params.bootstrap},

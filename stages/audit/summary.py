@@ -19,9 +19,9 @@ def audit_delta(params, privacy: dict) -> float:
     return float(privacy["delta"]) if privacy.get("dp") else params.fallback_delta
 
 
-def audit_table(table, params) -> dict:
-    """ROC metrics (AUROC, TPR at the fixed FPRs, bootstrap intervals) per item group."""
-    return {group: roc_metrics(s, y, params.fprs, params.bootstrap, params.seed) for group, s, y, _ in groups_of(table)}
+def audit_table(groups, params) -> dict:
+    """ROC metrics (AUROC, TPR at the fixed FPRs, bootstrap intervals) per item group (``groups_of``)."""
+    return {group: roc_metrics(s, y, params.fprs, params.bootstrap, params.seed) for group, s, y, _ in groups}
 
 
 def groups_of(table) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
@@ -33,17 +33,17 @@ def groups_of(table) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
     return [(g, scores[groups == g], members[groups == g], ids[groups == g]) for g in sorted(set(groups.tolist()))]
 
 
-def canary_groups(canaries: Canaries, attack: str, table) -> None:
+def canary_groups(canaries: Canaries, attack: str, groups) -> None:
     """Add the attack's canary-kind groups (randomised membership) to ``canaries`` (kind -> attack -> data)."""
-    for group, s, y, ids in groups_of(table):
+    for group, s, y, ids in groups:
         if group not in NON_CANARY_GROUPS:
             canaries.setdefault(group, {})[attack] = (ids, s, y)
 
 
-def roc_rows(run: str, attack: str, table) -> list[dict]:
+def roc_rows(run: str, attack: str, groups) -> list[dict]:
     """Every point of every group's ROC curve (the ROC artifact the report draws)."""
     rows = []
-    for group, s, y, _ in groups_of(table):
+    for group, s, y, _ in groups:
         fpr, tpr = roc_curve(s, y)
         rows += [{"run": run, "attack": attack, "group": group, "fpr": float(f), "tpr": float(t)}
                  for f, t in zip(fpr, tpr)]
@@ -73,9 +73,10 @@ def audit_run(scores_dir: Path, params) -> tuple[RunMetrics, list[dict]]:
             continue
         table = read_attack_table(scores_dir, attack, family)
         if family == "membership":
-            result["attacks"][attack] = audit_table(table, params)
-            canary_groups(canaries, attack, table)
-            roc += roc_rows(record["run"], attack, table)
+            groups = groups_of(table)
+            result["attacks"][attack] = audit_table(groups, params)
+            canary_groups(canaries, attack, groups)
+            roc += roc_rows(record["run"], attack, groups)
         elif family == "exposure":
             result["exposure"] = summarize(table)
         elif family == "memorization":

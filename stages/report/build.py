@@ -104,12 +104,14 @@ def summary_section(inp: Inputs) -> Section:
 
 def _primary_sentence(ap: dict) -> str:
     p = ap["primary"]
-    return (f"Headline ε̂ of every run with canaries: one pre-registered one-run test (Steinke et al. 2023), fixed in "
-            f"params.yaml `audit.primary` before any score was computed — the `{p['attack']}` score on `{p['kind']}` "
+    return (f"Headline ε̂ of every run with canaries: one pre-registered one-run test (Steinke et al. 2023), read from "
+            f"params.yaml `audit.primary` — the `{p['attack']}` score on `{p['kind']}` "
             f"canaries, the {p['k_pos']} highest guessed \"in\" and the {p['k_neg']} lowest \"out\"; ε̂ is the "
-            "largest ε whose (ε, δ)-DP null hypothesis that test rejects at the stated confidence. dvc.lock records "
-            f"these params with the audit's inputs (params sha256 `{(ap.get('primary_sha256') or '?')[:16]}…`; "
-            "reports/lineage.json gives every number's params, inputs and commit). Every other attack × kind × "
+            "largest ε whose (ε, δ)-DP null hypothesis that test rejects at the stated confidence. The bound holds only "
+            "if this choice was made before the scores were seen: `git log -p params.yaml` shows when `audit.primary` "
+            "last changed, and dvc.lock records the value this audit used (params sha256 "
+            f"`{(ap.get('primary_sha256') or '?')[:16]}…`; reports/lineage.json gives every number's params, inputs "
+            "and commit). Every other attack × kind × "
             "guess-count bound is exploratory and Bonferroni-corrected over its family; no uncorrected maximum is "
             "reported as a bound.")
 
@@ -137,7 +139,7 @@ def audit_section(inp: Inputs) -> Section:
     if not at.rows:
         return Section("Audit: the pre-registered test", paragraphs=["No run has canaries: nothing to audit."])
     return Section("Audit: the pre-registered test (headline ε̂)", tables=[at], paragraphs=[
-        "One test per run, named in params before the run (`audit.primary`); its bounds are the run's headline. "
+        "One test per run, named in params (`audit.primary`); its bounds are the run's headline. "
         "The assumption-free column is Steinke, Nasr and Jagielski's bound (valid for any (ε, δ)-DP training run). "
         "The Gaussian-DP column (Mahloujifar, Melis and Chaudhuri 2025, f-DP in one run) is the largest ε at which "
         "the Gaussian mechanism calibrated to (ε, δ) is rejected by the same guesses: it **rests on the assumption "
