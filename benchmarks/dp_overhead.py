@@ -81,7 +81,7 @@ def main() -> None:
         for private in (False, True):
             torch.manual_seed(0)
             params = dataclasses.replace(ft, paradigm=paradigm, physical_batch_size=chunk)
-            model, tok = build_model(model_dir, params.trainable(meta["num_new_tokens"], meta["new_token_init"]),
+            model, tok = build_model(model_dir, params.trainable(meta),
                                      torch.device("cpu"))
             n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
             base_rss = rss_mb()

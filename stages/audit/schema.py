@@ -72,6 +72,7 @@ class GroupMetrics(TypedDict, total=False):
 class RunMetrics(TypedDict, total=False):
     privacy: dict[str, Any]  # the run's privacy record (stages.finetune)
     training: dict[str, Any]  # steps, sample_rate, expected_batch_size, expected exposures, n, seconds
+    trainable: dict[str, Any]  # paradigm, lora_r/targets, virtual_tokens, new_token_rows, secret_token_rows, parameters
     dataset: str
     utility: dict[str, Any]  # valid_nll, valid_perplexity
     attacks: dict[str, dict[str, GroupMetrics]]  # membership attack -> item group -> metrics

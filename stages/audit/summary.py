@@ -50,6 +50,14 @@ def roc_rows(run: str, attack: str, groups) -> list[dict]:
     return rows
 
 
+def trainable_summary(info: dict) -> dict:
+    """What the run trained: paradigm, own rows of new tokens and of vocabulary secret tokens, parameter count."""
+    t = info["trainable"]
+    return {"paradigm": t["paradigm"], "secret_rows": info["params"]["secret_rows"], "lora_r": t["lora_r"], "lora_targets": t["lora_targets"],
+            "virtual_tokens": t["virtual_tokens"], "new_token_rows": t["num_new_tokens"],
+            "secret_token_rows": len(t["secret_rows"]), "parameters": info["trainable_parameters"]}
+
+
 def audit_run(scores_dir: Path, params) -> tuple[RunMetrics, list[dict]]:
     """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points."""
     record = read_record(scores_dir)
@@ -60,6 +68,7 @@ def audit_run(scores_dir: Path, params) -> tuple[RunMetrics, list[dict]]:
         "training": {k: info[k] for k in ("steps", "sample_rate", "expected_batch_size",
                                           "expected_exposures_per_member", "n_examples", "n_population",
                                           "train_seconds")},
+        "trainable": trainable_summary(info),
         "dataset": info["params"]["dataset"],
         "utility": {"valid_nll": info["valid"]["nll"], "valid_perplexity": info["valid"]["perplexity"]},
         "attacks": {},

@@ -103,6 +103,7 @@ def build_kinds(params, vocab: Vocab, corpus: Corpus | None, scorer, prefix_samp
             "m": len(rows), "members": sum(r["member"] for r in rows), "prefix_length": params.prefix_length,
             "secret_length": params.secret_length, "new_token_offset": offset if n_new else None,
             "new_tokens": n_new, "description": spec.description,
+            "distinct_secret_tokens": len({t for r in rows for t in r["secret_ids"]}),
         }
         offset += n_new
         log.info("canaries: built %s", spec.name)
@@ -127,8 +128,11 @@ def build_canaries(params, vocab: Vocab, out_dir: Path, where: str = "data/canar
     scorer = base_next_token(model_dir) if model_dir is not None else None
     rows_of, kinds_meta = build_kinds(params, vocab, corpus, scorer, prefix_samples)
     num_new = sum(k["new_tokens"] for k in kinds_meta.values())
+    # every vocabulary token any canary of any kind uses as its secret, members and non-members alike: the
+    # fine-tune gives each its own trainable input/output rows, as the new tokens have (fair kind comparisons)
+    secret_ids = sorted({t for rows in rows_of.values() for r in rows for t in r["secret_ids"] if t < vocab.base_size})
     meta = {"base_vocab_size": vocab.base_size, "new_token_init": params.new_token_init, "prefix": params.prefix,
-            "corpus": params.corpus, "kinds": kinds_meta, "num_new_tokens": num_new}
+            "corpus": params.corpus, "kinds": kinds_meta, "num_new_tokens": num_new, "secret_token_ids": secret_ids}
     gx_reports = {kind: check_suites([canary_suite(kind, rows, params)], f"{where}/{kind}.parquet")[f"canaries_{kind}"]
                   for kind, rows in rows_of.items()}
     all_rows = [r for rows in rows_of.values() for r in rows]

@@ -52,6 +52,9 @@ class FinetuneParams:
     lora: LoraParams
     #: soft-prompt length (paradigm prompt) or key/value prefix length (paradigm prefix)
     virtual_tokens: int
+    #: every vocabulary token a canary (any kind, member or not) uses as its secret gets its own trainable
+    #: input and output row, as new tokens do: all canary kinds train the same parameters for their secrets
+    secret_rows: bool
     dp: DPParams
     #: adamw/adam (DP-Adam under DP) or sgd (DP-SGD under DP)
     optimizer: Literal["adamw", "adam", "sgd"]
@@ -110,12 +113,14 @@ class FinetuneParams:
             + check(self.eval_rows >= 0, "eval_rows", "must be >= 0", self.eval_rows)
         )
 
-    def trainable(self, num_new_tokens: int, new_token_init: str) -> Trainable:
-        """The model this run trains (recorded in run.json so the attack stage rebuilds it)."""
+    def trainable(self, canary_meta: dict) -> Trainable:
+        """The model this run trains (recorded in run.json so the attack stage rebuilds it), from the
+        canaries' meta.json: its new tokens and, with ``secret_rows``, the vocabulary secret tokens."""
+        rows = tuple(canary_meta["secret_token_ids"]) if self.secret_rows and self.canaries else ()
         return Trainable(paradigm=self.paradigm, lora_r=self.lora.r, lora_alpha=self.lora.alpha,
                          lora_dropout=self.lora.dropout, lora_targets=self.lora.targets,
-                         virtual_tokens=self.virtual_tokens, num_new_tokens=num_new_tokens,
-                         new_token_init=new_token_init)
+                         virtual_tokens=self.virtual_tokens, num_new_tokens=canary_meta["num_new_tokens"],
+                         new_token_init=canary_meta["new_token_init"], secret_rows=rows)
 
 
 def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> FinetuneParams:

@@ -110,7 +110,7 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "version": RUN_VERSION,
         "run": run,
         "params": dataclasses.asdict(ft),
-        "trainable": ft.trainable(meta["num_new_tokens"], meta["new_token_init"]).to_json(),
+        "trainable": ft.trainable(meta).to_json(),
         "device": str(device),
         "base_model": read_json(where.base_model / "source.json", "base_model"),
         "num_new_tokens": meta["num_new_tokens"],
@@ -142,7 +142,7 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path) 
     """Train run ``run`` and write it into ``out_dir`` (the caller makes that atomic and seeds torch)."""
     device = pick_device(ft.device)
     meta, canaries = read_canaries(where.canaries)
-    model, tok = build_model(where.base_model, ft.trainable(meta["num_new_tokens"], meta["new_token_init"]), device)
+    model, tok = build_model(where.base_model, ft.trainable(meta), device)
     inputs = gather_inputs(ft, where, canaries, tok)
     log.info("run %s: %d text rows + %d member canaries on %s", run, len(inputs.text), len(inputs.canaries), device)
     result = train(

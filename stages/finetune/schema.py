@@ -21,7 +21,7 @@ from ..core.io import read_json, write_json
 from ..datasets import get_dataset, read_split, sample
 from ..lm.examples import Example, text_examples
 
-RUN_VERSION = 2  # 2: n_population (q and the default delta come from it)
+RUN_VERSION = 3  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows
 RUN_FILE = "run.json"
 
 

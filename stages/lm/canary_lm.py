@@ -8,7 +8,13 @@ Embedding/Linear pair). Here the new tokens get two small ordinary modules inste
 * ``new_embed`` (nn.Embedding, N x d): input rows for ids >= base vocab size;
 * ``new_head``  (nn.Linear d -> N):     output logit rows for those ids.
 
-Both are plain modules called once per forward with batch-first shapes, so opacus computes their
+Vocabulary tokens used as canary secrets get the same treatment (``secret_rows``): every such id has
+its own trainable input row (``row_embed``) and output row (``row_head``), initialised from the base
+model's rows, so each canary kind trains the same parameters for its secret tokens (the seed trains
+the embeddings, privacy-auditing-of-llms Table 14; without this only new-token secrets could be
+learned through their own rows and the kinds would differ in parameterisation, not only design).
+
+All four are plain modules called once per forward with batch-first shapes, so opacus computes their
 per-sample gradients with its stock grad samplers and DP-SGD clips and noises them like any other
 parameter. The rows are untied (input and output separate), initialised from the base model (mean of
 the existing rows, or zero). The frozen base output layer is applied only at the positions a loss
@@ -17,6 +23,7 @@ or score needs, which is most of the saving on CPU: the 49k-way projection is th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -34,7 +41,8 @@ class CanaryLM(nn.Module):
     ``prefix`` > 0: prefix tuning (peft PrefixEncoder, a trainable key/value prefix in every layer).
     Both are plain batch-first embedding lookups, so opacus clips and noises them per example."""
 
-    def __init__(self, lm: nn.Module, num_new: int = 0, init: str = "mean", soft_prompt: int = 0, prefix: int = 0):
+    def __init__(self, lm: nn.Module, num_new: int = 0, init: str = "mean", soft_prompt: int = 0, prefix: int = 0,
+                 secret_rows: Sequence[int] = ()):
         super().__init__()
         self.lm = lm
         causal = _causal(lm)
@@ -50,6 +58,7 @@ class CanaryLM(nn.Module):
             self.new_embed = nn.Embedding(self.num_new, d, device=dev, dtype=dt)
             self.new_head = nn.Linear(d, self.num_new, bias=False, device=dev, dtype=dt)
             self.reset_new_rows(init)
+        self._init_secret_rows(secret_rows)
         self.soft_prompt = int(soft_prompt)
         self.prefix_len = int(prefix)
         if self.soft_prompt:
@@ -89,6 +98,26 @@ class CanaryLM(nn.Module):
         weight = kv.reshape(self.layers * 2, self.kv_heads, self.prefix_len, self.head_dim).permute(2, 0, 1, 3)
         self.prefix.embedding.weight.copy_(weight.reshape(self.prefix_len, -1))
 
+    @torch.no_grad()
+    def _init_secret_rows(self, ids: Sequence[int]) -> None:
+        """Own trainable input/output rows for the vocabulary ids ``ids``, copied from the base model."""
+        ids = sorted({int(i) for i in ids})
+        if ids and not (0 <= ids[0] and ids[-1] < self.base_vocab):
+            raise ValueError(f"secret rows must be vocabulary ids in [0, {self.base_vocab}), got {ids[0]}..{ids[-1]}")
+        self.num_rows = len(ids)
+        if not self.num_rows:
+            return
+        w = self.embed.weight
+        idx = torch.tensor(ids, dtype=torch.long, device=w.device)
+        self.register_buffer("row_ids", idx, persistent=False)
+        index = torch.full((self.base_vocab,), -1, dtype=torch.long, device=w.device)
+        index[idx] = torch.arange(len(ids), device=w.device)
+        self.register_buffer("row_index", index, persistent=False)
+        self.row_embed = nn.Embedding(len(ids), w.shape[1], device=w.device, dtype=w.dtype)
+        self.row_embed.weight.copy_(w[idx])
+        self.row_head = nn.Linear(w.shape[1], len(ids), bias=False, device=w.device, dtype=w.dtype)
+        self.row_head.weight.copy_(self.head.weight[idx])
+
     def _prefix_cache(self, batch: int):
         from transformers import DynamicCache
 
@@ -109,15 +138,27 @@ class CanaryLM(nn.Module):
             raise ValueError(f"unknown new-token init {init!r}")
 
     def embed_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        if not self.num_new:
+        if not self.num_new and not self.num_rows:
             return self.embed(input_ids)
         is_new = input_ids >= self.base_vocab
-        base = self.embed(input_ids.masked_fill(is_new, 0))
-        new = self.new_embed((input_ids - self.base_vocab).clamp(min=0).masked_fill(~is_new, 0))
-        return torch.where(is_new.unsqueeze(-1), new, base)
+        base_ids = input_ids.masked_fill(is_new, 0)
+        out = self.embed(base_ids)
+        if self.num_rows:
+            row = self.row_index[base_ids].masked_fill(is_new, -1)
+            out = torch.where((row >= 0).unsqueeze(-1), self.row_embed(row.clamp(min=0)), out)
+        if self.num_new:
+            new = self.new_embed((input_ids - self.base_vocab).clamp(min=0).masked_fill(~is_new, 0))
+            out = torch.where(is_new.unsqueeze(-1), new, out)
+        return out
+
+    def extra_logits(self, hidden: torch.Tensor) -> torch.Tensor | None:
+        """Logits of the model's own rows at every position, (..., num_new + num_rows): the new tokens'
+        (appended after the base vocabulary) then the secret rows' (replacing their base columns)."""
+        parts = ([self.new_head(hidden)] if self.num_new else []) + ([self.row_head(hidden)] if self.num_rows else [])
+        return torch.cat(parts, -1) if len(parts) > 1 else (parts[0] if parts else None)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        """Return (hidden states (B, T, d), new-token logits (B, T, N) or None) for the real tokens."""
+        """Return (hidden states (B, T, d), own-row logits (B, T, N + S) or None) for the real tokens."""
         return self.forward_embeds(self.embed_ids(input_ids), attention_mask)
 
     def forward_embeds(self, emb: torch.Tensor, attention_mask: torch.Tensor | None = None):
@@ -135,14 +176,19 @@ class CanaryLM(nn.Module):
             attention_mask = torch.cat([attention_mask.new_ones(B, self.prefix_len), attention_mask], dim=1)
         hidden = self.decoder(inputs_embeds=emb, attention_mask=attention_mask, **kw)[0]
         hidden = hidden[:, self.soft_prompt:]  # the soft prompt's own positions predict nothing
-        new_logits = self.new_head(hidden) if self.num_new else None
-        return hidden, new_logits
+        return hidden, self.extra_logits(hidden)
 
     def logits_at(self, hidden, new_logits, rows, cols) -> torch.Tensor:
-        """Full next-token logits (base + new rows) at the selected (row, col) positions -> (K, V+N)."""
+        """Full next-token logits (base, secret rows replaced, + new rows) at the selected (row, col)
+        positions -> (K, V+N). ``new_logits``: ``forward``'s second output (``extra_logits``)."""
         logits = self.head(hidden[rows, cols])
+        if new_logits is None:
+            return logits
+        own = new_logits[rows, cols].to(logits.dtype)
+        if self.num_rows:
+            logits = logits.index_copy(1, self.row_ids, own[:, self.num_new:])
         if self.num_new:
-            logits = torch.cat([logits, new_logits[rows, cols].to(logits.dtype)], dim=-1)
+            logits = torch.cat([logits, own[:, :self.num_new]], dim=-1)
         return logits
 
     def logprobs_at(self, hidden, new_logits, rows, cols, targets) -> torch.Tensor:

@@ -63,7 +63,7 @@ def generate(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, nu
                                    past_key_values=cache, use_cache=True)[0][:, -1:]
             last_pos = pos[:, -1:]
             for _ in range(max_new_tokens):
-                new_logits = model.new_head(hidden) if model.num_new else None
+                new_logits = model.extra_logits(hidden)
                 rows = torch.arange(B, device=device)
                 logits = model.logits_at(hidden, new_logits, rows, torch.zeros_like(rows)).float()
                 if temperature <= 0:

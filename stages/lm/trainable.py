@@ -3,7 +3,9 @@
 Paradigms: ``lora`` (peft LoRA on the target modules), ``full`` (every decoder weight; the tied
 embedding/output matrix stays frozen, as opacus cannot clip a weight used by two modules, and the
 new-token rows carry what the canaries need), ``prompt`` (peft prompt tuning) and ``prefix`` (peft
-prefix tuning). New-token rows are trainable in every paradigm.
+prefix tuning). New-token rows are trainable in every paradigm, and so are the input/output rows of
+every vocabulary token a canary uses as its secret (``secret_rows``; ``finetune.secret_rows``), so
+every canary kind trains the same parameters for its secret tokens.
 
 ``Trainable`` is the whole description: the fine-tune stage records it in run.json, and the attack
 stage rebuilds the same model from it before loading the trained tensors.
@@ -31,13 +33,15 @@ class Trainable:
     virtual_tokens: int  # soft-prompt / prefix length (paradigms prompt / prefix)
     num_new_tokens: int  # rows of the new-token embedding and output head
     new_token_init: str  # mean | zero
+    #: vocabulary ids with their own trainable input and output rows (every canary secret token)
+    secret_rows: tuple[int, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "lora_targets": list(self.lora_targets)}
+        return {**asdict(self), "lora_targets": list(self.lora_targets), "secret_rows": list(self.secret_rows)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Trainable":
-        return cls(**{**data, "lora_targets": tuple(data["lora_targets"])})
+        return cls(**{**data, "lora_targets": tuple(data["lora_targets"]), "secret_rows": tuple(data["secret_rows"])})
 
 
 def build_model(base_dir: str | Path, spec: Trainable, device, init: str | None = None):
@@ -68,7 +72,7 @@ def build_model(base_dir: str | Path, spec: Trainable, device, init: str | None 
     else:
         raise ConfigError(f"finetune.paradigm: unknown paradigm {spec.paradigm!r}")
     model = CanaryLM(lm, num_new=spec.num_new_tokens, init=init or spec.new_token_init, soft_prompt=soft,
-                     prefix=prefix).to(device)
+                     prefix=prefix, secret_rows=spec.secret_rows).to(device)
     return model, tok
 
 

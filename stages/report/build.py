@@ -299,6 +299,30 @@ def _family_bound(r: dict, attack: str, kind: str, primary: dict, key: str | Non
     return None
 
 
+def _trainable_text(t: dict) -> str:
+    what = {"lora": f"LoRA r={t['lora_r']} on {', '.join(t['lora_targets'])}",
+            "full": "every decoder weight (the tied embedding matrix frozen)",
+            "prompt": f"a {t['virtual_tokens']}-token soft prompt",
+            "prefix": f"a {t['virtual_tokens']}-token key/value prefix"}[t["paradigm"]]
+    return (f"{what}, plus own input and output rows for {t['new_token_rows']} new tokens and for "
+            f"{t['secret_token_rows']} vocabulary tokens ({t['parameters']:,} trainable parameters)")
+
+
+def _kinds_sentence(runs: dict[str, dict]) -> str:
+    """What the kind comparison rests on: the same parameters for every kind's secret tokens, or not."""
+    fair = all(t["secret_rows"] for t in runs.values())
+    trained = "; ".join(f"{run}: {_trainable_text(t)}" for run, t in runs.items())
+    if fair:
+        return ("Every canary kind of a run is inserted under the same model, steps and sampling rate q (the same "
+                "expected number of exposures per canary), and every secret token, of every kind, member or not, "
+                "has its own trainable input and output row (a new token's rows, or a vocabulary token's own copy "
+                "of its base rows): the kinds differ only in how the secret is chosen (privacy-auditing-of-llms "
+                f"section 3). Trainable: {trained}.")
+    return ("Not a like-for-like comparison: only new-token secrets have their own trainable rows "
+            "(finetune.secret_rows is off), so vocabulary secrets can be learned only through the paradigm's weights "
+            f"and the kinds differ in parameterisation as well as design. Trainable: {trained}.")
+
+
 def canary_designs_section(inp: Inputs) -> Section | None:
     head = inp.headline_fpr
     first = inp.bounds[0] if inp.bounds else None
@@ -319,10 +343,11 @@ def canary_designs_section(inp: Inputs) -> Section | None:
     if not cd.rows:
         return None
     guard = inp.metrics.get("iid_guard") or {}
-    paras = ["Every canary kind of a run is inserted under the same model, steps and sampling rate q, so each "
-             "canary has the same expected number of exposures: the kinds differ only in how the secret is chosen "
-             "(privacy-auditing-of-llms section 3). Loss attack; the ε̂ column is the kind's test in the exploratory "
-             "family (Bonferroni-corrected); the last column divides by the random kind's TPR."]
+    canary_runs = {run: r["trainable"] for run, r in inp.runs.items()
+                   if any(g not in NON_CANARY_GROUPS for g in r["attacks"].get("loss", {}))}
+    paras = [_kinds_sentence(canary_runs),
+             "Loss attack; the ε̂ column is the kind's test in the exploratory family (Bonferroni-corrected); the last "
+             "column divides by the random kind's TPR."]
     if guard:
         worst = min(((k, s_, p) for k, ps in guard["kinds"].items() for s_, p in ps.items()), key=lambda x: x[2])
         paras.append(f"IID guard passed: members and non-members of every kind are exchangeable on prefix length, "

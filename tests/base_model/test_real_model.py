@@ -33,7 +33,8 @@ def test_gguf_to_safetensors_and_dp_step(tmp_path):
     assert "Paris" in text  # the dequantized weights are the real model
 
     torch.manual_seed(0)
-    spec = params(FinetuneParams, "finetune").trainable(num_new_tokens=8, new_token_init="mean")
+    meta = {"num_new_tokens": 8, "new_token_init": "mean", "secret_token_ids": [5, 17, 300]}
+    spec = params(FinetuneParams, "finetune").trainable(meta)
     m, tok = build_model(tmp_path, spec, device=torch.device("cpu"))
     rng = np.random.default_rng(0)
     rows = [{"kind": "new_token", "prefix_ids": rng.integers(100, 40000, 8).tolist(), "secret_ids": [49152 + i]}

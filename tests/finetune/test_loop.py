@@ -23,11 +23,15 @@ def dp_params(**overrides) -> DPParams:
 
 
 def tiny_model(tiny_base, **overrides):
-    """(CanaryLM, tokenizer) of the tiny base with LoRA r=4 (or ``overrides``) and NUM_NEW new-token rows."""
+    """(CanaryLM, tokenizer) of the tiny base with LoRA r=4 (or ``overrides``), NUM_NEW new-token rows and
+    the SECRET_ROWS vocabulary ids' own rows."""
     ft = finetune_params(**{"lora": {"r": 4, "alpha": 8}, **overrides})
-    return build_model(tiny_base, ft.trainable(NUM_NEW, "mean"), torch.device("cpu"))
+    meta = {"num_new_tokens": NUM_NEW, "new_token_init": "mean", "secret_token_ids": list(SECRET_ROWS)}
+    return build_model(tiny_base, ft.trainable(meta), torch.device("cpu"))
+
 
 NUM_NEW = 20
+SECRET_ROWS = (7, 13, 29, 31, 50, 77)
 
 
 def _canaries(n=40, seed=0, vocab=300):
@@ -75,6 +79,27 @@ def test_non_dp_training_memorizes_members_only(model):
     torch.testing.assert_close(moved[other_rows], moved[other_rows][:1].expand(len(other_rows)))
     assert (s1 - s0)[members].mean() > 1.0  # members became much more likely
     assert res.privacy == {"dp": False} and res.steps == 30
+
+
+def test_vocabulary_secrets_are_learned_through_their_own_rows(model):
+    """A random-token canary's secret (a vocabulary id) has its own input/output rows like a new token: its
+    members' rows move, the others only feel the softmax normaliser; every other vocabulary row stays frozen."""
+    m, tok = model
+    rng = np.random.default_rng(3)
+    rows = [{"canary_id": f"r{i}", "kind": "random", "prefix_ids": rng.integers(100, 300, 6).tolist(),
+             "secret_ids": [SECRET_ROWS[i % len(SECRET_ROWS)]], "member": i % len(SECRET_ROWS) < 3} for i in range(36)]
+    head0, emb0 = m.row_head.weight.detach().clone(), m.row_embed.weight.detach().clone()
+    base_head0 = m.head.weight.detach().clone()
+    lp0 = token_logprobs(m, canary_examples(rows, "sft"), tok.pad_token_id)
+    _train(m, tok, examples=canary_examples([r for r in rows if r["member"]], "sft"))
+    lp1 = token_logprobs(m, canary_examples(rows, "sft"), tok.pad_token_id)
+    moved = (m.row_head.weight.detach() - head0).norm(dim=1)
+    assert moved[:3].min() > moved[3:].max()  # SECRET_ROWS is sorted: the first three are the members' secrets
+    torch.testing.assert_close(m.embed.weight, base_head0)  # the tied base matrix is untouched
+    gain = np.array([b.sum() - a.sum() for a, b in zip(lp0, lp1)])
+    member = np.array([r["member"] for r in rows])
+    assert gain[member].mean() > 1.0 and gain[member].mean() > gain[~member].mean() + 1.0
+    assert torch.equal(m.row_embed.weight[3:], emb0[3:])  # non-member secrets never appear in the input
 
 
 def test_dp_training_moves_lora_and_new_rows_and_spends_target_epsilon(model):
@@ -129,7 +154,7 @@ def test_weights_really_move_under_dp(tiny_base, paradigm, optimizer):
     frozen = {n: p.detach().clone() for n, p in m.named_parameters() if not p.requires_grad}
     expected = {"lora": "lora_", "full": "layers.0.mlp", "prompt": "prompt.embedding", "prefix": "prefix.embedding"}
     assert any(expected[paradigm] in n for n in trainable), sorted(trainable)[:5]
-    assert {"new_embed.weight", "new_head.weight"} <= set(trainable)
+    assert {"new_embed.weight", "new_head.weight", "row_embed.weight", "row_head.weight"} <= set(trainable)
     res = train(m, canary_examples([c for c in _canaries() if c["member"]], "sft"), steps=3, batch_size=10,
                 physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
                 dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), optimizer=optimizer)
