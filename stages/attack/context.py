@@ -149,7 +149,7 @@ class AttackContext:
         return out
 
     @functools.cached_property
-    def canary_users(self) -> dict[str, str]:
+    def canary_users(self) -> dict[str, dict]:
         return load_canary_users(self.where.canaries) if self.dataset.users else {}
 
     def _build_text(self) -> list[Item]:

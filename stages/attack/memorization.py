@@ -25,7 +25,7 @@ def select_secrets(ctx, params, kinds: tuple[str, ...]) -> tuple[list[dict], lis
     """The secrets of the kinds scored: those the run trained on first, then as many it did not as a
     control (capped), with whether the run's training rows contained each."""
     secrets = [s for s in read_secrets(ctx.where.secrets, ctx.dataset.secrets) if s["kind"] in kinds]
-    trained = ctx.dataset.trained_secrets(trained_rows(ctx.where.processed, ctx.setup), secrets)
+    trained = ctx.dataset.trained_secrets(trained_rows(ctx.where.processed, ctx.setup, ctx.canary_users), secrets)
     idx_t = [i for i, t in enumerate(trained) if t][: params.generation.max_secrets]
     idx_u = [i for i, t in enumerate(trained) if not t][: max(len(idx_t), 1) if idx_t else params.generation.max_secrets]
     keep = idx_t + idx_u

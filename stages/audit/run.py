@@ -6,7 +6,7 @@ import hashlib
 import json
 import logging
 
-from ..canaries.schema import META, read_canaries
+from ..canaries.schema import META, load_canary_users, read_canaries
 from ..core.artifacts import Locations
 from .ceiling import planned_ceiling
 from .iid import iid_guard
@@ -21,7 +21,8 @@ def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict
     guard = None
     if params.iid_guard.enabled and (where.canaries / META).is_file():
         guard = iid_guard(read_canaries(where.canaries)[1], params.iid_guard.alpha, str(where.canaries))
-    results = {run: audit_run(where.scores_dir(run), params) for run in runs}
+    lengths = {u: r["length"] for u, r in load_canary_users(where.canaries).items()}
+    results = {run: audit_run(where.scores_dir(run), params, lengths) for run in runs}
     primary = params.primary
     registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences)}
     metrics: Metrics = {

@@ -79,6 +79,7 @@ class RunMetrics(TypedDict, total=False):
     audit_primary: Primary | None  # None: the run has no canaries
     audit_exploratory: Exploratory | None
     exposure: dict[str, dict[str, Any]]  # format (and "all") -> exposure summary
+    canary_users_by_length: dict[str, dict[str, GroupMetrics]]  # attack -> substring length -> metrics
     memorization: dict[str, dict[str, Any]]  # vmr/air/acr -> trained / untrained summary
     other: dict[str, Any]  # attacks of other families (embedding inversion), as written
 

@@ -40,6 +40,22 @@ def canary_groups(canaries: Canaries, attack: str, groups) -> None:
             canaries.setdefault(group, {})[attack] = (ids, s, y)
 
 
+def by_length(groups, lengths: dict[str, int], params) -> dict[str, dict]:
+    """Canary users' ROC metrics per shared-substring length (stratified bootstrap over held-in and held-out
+    users); a length whose scored users are all on one side gets counts only."""
+    out: dict[str, dict] = {}
+    for group, s, y, ids in groups:
+        if group != "canary_users":
+            continue
+        length = np.array([lengths[str(i)] for i in ids])
+        for n in sorted(set(length.tolist())):
+            sel = length == n
+            both = 0 < y[sel].sum() < sel.sum()
+            out[str(n)] = roc_metrics(s[sel], y[sel], params.fprs, params.bootstrap, params.seed) if both else \
+                {"members": int(y[sel].sum()), "non_members": int((~y[sel]).sum()), "auroc": None}
+    return out
+
+
 def roc_rows(run: str, attack: str, groups) -> list[dict]:
     """Every point of every group's ROC curve (the ROC artifact the report draws)."""
     rows = []
@@ -58,8 +74,9 @@ def trainable_summary(info: dict) -> dict:
             "secret_token_rows": len(t["secret_rows"]), "parameters": info["trainable_parameters"]}
 
 
-def audit_run(scores_dir: Path, params) -> tuple[RunMetrics, list[dict]]:
-    """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points."""
+def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[RunMetrics, list[dict]]:
+    """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points;
+    ``user_lengths``: canary user -> substring length (per-length user inference)."""
     record = read_record(scores_dir)
     info = record["run_record"]
     delta = audit_delta(params, info["privacy"])
@@ -85,6 +102,8 @@ def audit_run(scores_dir: Path, params) -> tuple[RunMetrics, list[dict]]:
             groups = groups_of(table)
             result["attacks"][attack] = audit_table(groups, params)
             canary_groups(canaries, attack, groups)
+            if any(g == "canary_users" for g, *_ in groups):
+                result.setdefault("canary_users_by_length", {})[attack] = by_length(groups, user_lengths, params)
             roc += roc_rows(record["run"], attack, groups)
         elif family == "exposure":
             result["exposure"] = summarize(table)

@@ -46,7 +46,7 @@ class CanaryUsersParams:
     shared substring, for the worst case of user inference."""
 
     enabled: bool
-    #: substring lengths in tokens, and how many canary users per length
+    #: substring lengths in tokens, and how many canary users per length (each held in or out by a seeded coin)
     lengths: tuple[int, ...]
     per_length: int
     #: a dataset with users
@@ -55,7 +55,8 @@ class CanaryUsersParams:
 
     def problems(self):
         return (check(all(length > 0 for length in self.lengths), "lengths", "must be > 0", self.lengths)
-                + check(self.per_length > 0, "per_length", "must be > 0", self.per_length)
+                + check(self.per_length >= 2, "per_length", "must be >= 2 (a seeded coin draws each canary user's "
+                        "membership; a length needs a member and a non-member for its AUROC)", self.per_length)
                 + _dataset(self.dataset, "dataset", users=True))
 
 

@@ -3,8 +3,10 @@
 * ``<kind>.parquet`` (CANARIES): every canary of a kind, member or not, with its reference log-probs;
 * ``meta.json``: the kinds, m and members per kind, the new-token rows they need;
 * ``formatted.parquet`` (FORMATTED): secret-sharer canaries for the exposure attack;
-* ``canary_users.parquet`` (CANARY_USERS): users whose every document carries a substring, and how
-  the substring is inserted (``apply_canary_users``), so every stage inserts it at the same place.
+* ``canary_users.parquet`` (CANARY_USERS): users whose every document carries a substring, held in or
+  out by a seeded coin (not by the user's original held-in/held-out set), and how the substring is
+  inserted (``apply_canary_users``) and the user's documents are trained on or not
+  (``canary_user_split``), so every stage treats them alike.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ CANARIES = pa.schema([
 CANARY_USERS = pa.schema([
     pa.field("user", pa.string(), nullable=False),
     pa.field("length", pa.int32(), nullable=False),  # substring length in tokens
-    pa.field("user_set", pa.string(), nullable=False),  # held_in | held_out
+    pa.field("user_set", pa.string(), nullable=False),  # held_in | held_out: the seeded coin's draw
     pa.field("substring", pa.string(), nullable=False),
 ])
 
@@ -71,12 +73,25 @@ def read_formatted(canary_dir: Path) -> list[dict] | None:
     return read_table(path, FORMATTED, PRODUCER).to_pylist() if path.is_file() else None
 
 
-def load_canary_users(canary_dir: Path) -> dict[str, str]:
-    """user -> substring, or {} when the canaries stage made no canary users."""
+def load_canary_users(canary_dir: Path) -> dict[str, dict]:
+    """user -> {length, user_set, substring}, or {} when the canaries stage made no canary users."""
     path = Path(canary_dir) / CANARY_USERS_FILE
     if not path.is_file():
         return {}
-    return {r["user"]: r["substring"] for r in read_table(path, CANARY_USERS, PRODUCER).to_pylist()}
+    return {r["user"]: r for r in read_table(path, CANARY_USERS, PRODUCER).to_pylist()}
+
+
+def canary_user_split(read, split: str, canary_users: dict[str, dict]) -> list[dict]:
+    """Rows of a user-level ``split`` (``read(split)`` -> rows) with canary users moved to their drawn set:
+    "train" holds a canary user's trainable documents (train or heldout split) iff the coin held them in,
+    "heldout" iff it held them out; every other split is unchanged."""
+    rows = read(split)
+    if not canary_users or split not in ("train", "heldout"):
+        return rows
+    want = "held_in" if split == "train" else "held_out"
+    other = read("heldout" if split == "train" else "train")
+    keep = [r for r in rows if r["user"] not in canary_users or canary_users[r["user"]]["user_set"] == want]
+    return keep + [r for r in other if r["user"] in canary_users and canary_users[r["user"]]["user_set"] == want]
 
 
 def insert_substring(body: str, substring: str, key: str) -> str:
@@ -88,9 +103,11 @@ def insert_substring(body: str, substring: str, key: str) -> str:
     return f"{body[:i]}{substring} {body[i:]}" if i < len(body) else f"{body} {substring}"
 
 
-def apply_canary_users(rows: list[dict], canary_users: dict[str, str]) -> list[dict]:
-    """The rows with each canary user's substring inserted into all of that user's documents."""
+def apply_canary_users(rows: list[dict], canary_users: dict[str, dict]) -> list[dict]:
+    """The rows with each canary user's substring inserted into all of that user's documents and the user's
+    drawn held-in / held-out set as ``user_set``."""
     if not canary_users:
         return rows
-    return [{**r, "body": insert_substring(r["body"], canary_users[r["user"]], r["message_id"])}
+    return [{**r, "body": insert_substring(r["body"], canary_users[r["user"]]["substring"], r["message_id"]),
+             "user_set": canary_users[r["user"]]["user_set"]}
             if r.get("user") in canary_users else r for r in rows]

@@ -34,7 +34,7 @@ class Inputs:
     canaries: list[Example]  # the member canaries as examples
     formatted: list[Example]  # inserted secret-sharer canaries, each repeated its number of times
     scheduled: list[Example]  # canaries on a fixed schedule (canary_insertion: repetitions), else []
-    canary_users: dict[str, str]
+    canary_users: dict[str, dict]
     candidates: int  # canaries of the run's kinds, members or not
 
     @property

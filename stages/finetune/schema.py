@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..canaries.schema import apply_canary_users
+from ..canaries.schema import apply_canary_users, canary_user_split
 from ..core.errors import DataError
 from ..core.io import read_json, write_json
 from ..datasets import get_dataset, read_split, sample
@@ -92,15 +92,20 @@ class TextSetup:
 
 
 def text_examples_of(processed_dir: Path, split: str, tok, setup: TextSetup, n: int, seed: int,
-                     canary_users: dict[str, str] | None = None) -> list[Example]:
-    """A seeded sample of n (prompt, target) examples of the run's dataset split (canary users' substrings
-    inserted into their documents when ``canary_users`` is given)."""
-    rows = apply_canary_users(read_split(processed_dir, setup.dataset, split), canary_users or {})
+                     canary_users: dict[str, dict] | None = None) -> list[Example]:
+    """A seeded sample of n (prompt, target) examples of the run's dataset split (with ``canary_users``: each
+    canary user's documents in the split of its drawn set, its substring inserted)."""
+    rows = apply_canary_users(split_rows(processed_dir, setup.dataset, split, canary_users), canary_users or {})
     pairs = sample(get_dataset(setup.dataset).pairs(rows), n, seed)
     return text_examples(pairs, tok, setup.max_length, setup.objective)
 
 
-def trained_rows(processed_dir: Path, setup: TextSetup) -> list[dict]:
+def split_rows(processed_dir: Path, dataset: str, split: str, canary_users: dict[str, dict] | None = None) -> list[dict]:
+    """The rows of ``split``; canary users moved to the split of their drawn held-in/held-out set."""
+    return canary_user_split(lambda s: read_split(processed_dir, dataset, s), split, canary_users or {})
+
+
+def trained_rows(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict] | None = None) -> list[dict]:
     """The training rows the run's text examples came from (before canary-user insertion). Exact for datasets
     with one pair per row (those with secrets: Enron, TOFU), where it is the same seeded draw."""
-    return sample(read_split(processed_dir, setup.dataset, "train"), setup.max_text_rows, setup.seed)
+    return sample(split_rows(processed_dir, setup.dataset, "train", canary_users), setup.max_text_rows, setup.seed)

@@ -8,7 +8,7 @@ from stages.attack.schema import ATTACK_VERSION, SCORES, write_record
 from stages.audit.ceiling import last_iterate_epsilon
 from stages.audit.one_run import epsilon_lower_bound, guesses
 from stages.audit.params import AuditParams
-from stages.audit.summary import audit_run
+from stages.audit.summary import audit_run, by_length
 from stages.core.errors import ConfigError
 from stages.core.io import write_table
 from support import params
@@ -34,7 +34,9 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
                 "steps": 80} if dp else {"dp": False, "epsilon_spent": "inf", "sample_rate": 0.0286, "steps": 80})
     record = {"steps": 80, "sample_rate": 0.0286, "expected_batch_size": 40.0, "expected_exposures_per_member": 2.3,
               "n_examples": 1400, "n_population": 2150, "train_seconds": 1.0, "privacy": privacy,
-              "params": {"dataset": "personachat"}, "valid": {"nll": 3.0, "perplexity": 20.0}}
+              "params": {"dataset": "personachat", "secret_rows": True}, "valid": {"nll": 3.0, "perplexity": 20.0},
+              "trainable": {"paradigm": "lora", "lora_r": 8, "lora_targets": ["q_proj"], "virtual_tokens": 16,
+                            "num_new_tokens": 1000, "secret_rows": [5, 6]}, "trainable_parameters": 1234}
     write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r", "run_record": record,
                               "attacks": {"loss": "membership", "ref_ratio": "membership", "zlib": "membership"},
                               "model_fingerprints": {}})
@@ -48,7 +50,7 @@ def _params(**primary):
 def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
     members, loss, ref = _write(tmp_path, dp=False)
     p = _params(attack="loss", kind="new_token", k_pos=100, k_neg=0)
-    res, _ = audit_run(tmp_path, p)
+    res, _ = audit_run(tmp_path, p, {})
     head = res["audit_primary"]
     y = members["new_token"]
     m, r, v = guesses(loss["new_token"], y, 100, 0)
@@ -74,7 +76,7 @@ def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
 
 def test_dp_run_gets_its_ceiling(tmp_path):
     _write(tmp_path, dp=True)
-    res, _ = audit_run(tmp_path, _params())
+    res, _ = audit_run(tmp_path, _params(), {})
     head = res["audit_primary"]
     assert head["accountant_epsilon"] == 8.0
     assert head["last_iterate_epsilon"] == pytest.approx(last_iterate_epsilon(0.0286, 80, 0.57, 1e-5))
@@ -85,6 +87,20 @@ def test_dp_run_gets_its_ceiling(tmp_path):
 def test_primary_must_exist_in_the_run(tmp_path):
     _write(tmp_path, dp=False)
     with pytest.raises(ConfigError, match=r"audit.primary.kind: run r has no 'bigram' canaries"):
-        audit_run(tmp_path, _params(kind="bigram"))
+        audit_run(tmp_path, _params(kind="bigram"), {})
     with pytest.raises(ConfigError, match=r"audit.primary.attack: 'min_k' was not run on run r"):
-        audit_run(tmp_path, _params(attack="min_k"))
+        audit_run(tmp_path, _params(attack="min_k"), {})
+
+
+def test_canary_users_are_summarised_per_substring_length():
+    """Per-length user inference: each length's own members/non-members and AUROC; a one-sided length gets counts."""
+    ids = np.array([f"u{i}" for i in range(10)])
+    lengths = {f"u{i}": (1 if i < 4 else 5 if i < 8 else 25) for i in range(10)}
+    members = np.array([1, 0, 1, 0, 1, 1, 0, 0, 1, 1], dtype=bool)
+    scores = np.array([0.9, 0.1, 0.8, 0.2, 0.3, 0.4, 0.35, 0.1, 0.5, 0.6])
+    out = by_length([("users", scores[:0], members[:0], ids[:0]), ("canary_users", scores, members, ids)], lengths,
+                    _params())
+    assert set(out) == {"1", "5", "25"}
+    assert (out["1"]["members"], out["1"]["non_members"], out["1"]["auroc"]) == (2, 2, 1.0)
+    assert out["5"]["auroc"] == pytest.approx(0.75) and len(out["5"]["auroc_ci95"]) == 2
+    assert out["25"] == {"members": 2, "non_members": 0, "auroc": None}

@@ -1,33 +1,87 @@
 """Canary users (user-inference Algorithm 1): each carries its substring in every document, inserted at the
-same place by every stage."""
+same place by every stage; membership is a seeded coin per user, trained on (or not) accordingly."""
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from stages.canaries.params import CanaryUsersParams
-from stages.canaries.schema import apply_canary_users
+from stages.canaries.schema import apply_canary_users, canary_user_split
 from stages.canaries.users import build_canary_users
+from stages.core.errors import ConfigError
 from stages.datasets import get_dataset
 from support import params
 
+SPLITS = ("train", "valid", "test", "attacker", "heldout")
 
-def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tokenizer):
+
+def _users_dataset(tmp_path, n_users=12):
     d = tmp_path / "enron_users"
     d.mkdir()
     rng = np.random.default_rng(0)
-    for split in ("train", "valid", "test", "attacker", "heldout"):
+    for split in SPLITS:
+        # held-in users (odd) have train rows, held-out users (even) heldout rows, as the preprocess writes them
+        users = range(n_users) if split not in ("train", "heldout") else \
+            [u for u in range(n_users) if (u % 2 == 1) == (split == "train")]
         rows = [{"message_id": f"<{split}{u}{i}>", "file": "f", "mailbox": "m", "sender": f"u{u}@x", "recipients": [],
                  "subject": "", "date": "", "body": " ".join(f"word{rng.integers(100)}" for _ in range(30)),
-                 "user": f"u{u}@x", "user_set": "held_in" if u % 2 else "held_out"} for u in range(6) for i in range(3)]
+                 "user": f"u{u}@x", "user_set": "held_in" if u % 2 else "held_out"} for u in users for i in range(3)]
         pq.write_table(pa.Table.from_pylist(rows, schema=get_dataset("enron_users").schema), d / f"{split}.parquet")
-    cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 4], per_length=2), tmp_path, tiny_tokenizer, tmp_path)
-    assert len({c["user"] for c in cu}) == 4
-    assert sorted(c["user_set"] for c in cu) == ["held_in", "held_in", "held_out", "held_out"]
-    mapping = {c["user"]: c["substring"] for c in cu}
-    for split in ("train", "valid", "test", "attacker", "heldout"):
+    return d
+
+
+def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tokenizer):
+    d = _users_dataset(tmp_path)
+    cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 4], per_length=4), tmp_path,
+                            tiny_tokenizer, tmp_path)
+    assert len({c["user"] for c in cu}) == 8
+    mapping = {c["user"]: c for c in cu}
+    for split in SPLITS:
         rows = pq.read_table(d / f"{split}.parquet").to_pylist()
         for r in apply_canary_users(rows, mapping):
             if r["user"] in mapping:
-                assert mapping[r["user"]] in r["body"]
+                assert mapping[r["user"]]["substring"] in r["body"]
+                assert r["user_set"] == mapping[r["user"]]["user_set"]  # the coin's draw, not the preprocess's
     again = apply_canary_users(rows, mapping)
     assert again == apply_canary_users(rows, mapping)  # same insertion position every time
+
+
+def test_membership_is_a_seeded_coin_per_length_with_both_sides(tmp_path, tiny_tokenizer):
+    _users_dataset(tmp_path, n_users=40)
+    draws, same_as_preprocess = [], []
+    for seed in range(30):
+        cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 2, 4], per_length=4,
+                                       seed=seed), tmp_path, tiny_tokenizer, tmp_path)
+        for length in (1, 2, 4):
+            sets = [c["user_set"] for c in cu if c["length"] == length]
+            assert len(sets) == 4 and {"held_in", "held_out"} == set(sets)  # both sides in every length
+        draws.append(tuple(c["user_set"] for c in cu))
+        # the coin, not the preprocess's set (odd users were held in there)
+        same_as_preprocess += [(c["user_set"] == "held_in") == (int(c["user"][1:-2]) % 2 == 1) for c in cu]
+    assert len(set(draws)) > 20  # the seed changes the draw (no fixed alternation)
+    agree = np.mean([a for seed_draw in draws for a in [x == "held_in" for x in seed_draw]])
+    assert 0.35 < agree < 0.65
+    assert 0.35 < np.mean(same_as_preprocess) < 0.65  # independent of the user's original set
+    again = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 2, 4], per_length=4, seed=29),
+                               tmp_path, tiny_tokenizer, tmp_path)
+    assert tuple(c["user_set"] for c in again) == draws[-1]  # seeded
+
+
+def test_held_in_canary_users_are_trained_on_and_held_out_ones_never(tmp_path, tiny_tokenizer):
+    d = _users_dataset(tmp_path)
+    read = lambda s: pq.read_table(d / f"{s}.parquet").to_pylist()  # noqa: E731
+    # u2 was a held-out user, drawn in; u3 was held in, drawn out
+    cu = {"u2@x": {"user": "u2@x", "length": 1, "user_set": "held_in", "substring": "zz"},
+          "u3@x": {"user": "u3@x", "length": 1, "user_set": "held_out", "substring": "yy"}}
+    train = canary_user_split(read, "train", cu)
+    users = {r["user"] for r in train}
+    assert "u2@x" in users and "u3@x" not in users
+    assert sum(r["user"] == "u2@x" for r in train) == 3  # all of u2's trainable (heldout-split) documents
+    heldout = {r["user"] for r in canary_user_split(read, "heldout", cu)}
+    assert "u3@x" in heldout and "u2@x" not in heldout
+    assert canary_user_split(read, "attacker", cu) == read("attacker")  # attacker knowledge is never trained on
+
+
+def test_fewer_than_two_per_length_is_refused():
+    with pytest.raises(ConfigError, match="canaries.users.per_length"):
+        params(CanaryUsersParams, "canaries.users", per_length=1)
