@@ -73,11 +73,11 @@ def tiny_params(model_dir: Path) -> dict:
                  "tofu": {"dataset": "tofu", "canaries": False, "max_text_rows": 40}}
     p["canaries"]["formatted"]["candidates"] = 6
     p["canaries"]["kinds"] = ["new_token", "random", "unigram", "bigram", "model_based"]
-    p["canaries"]["users"].update(lengths=[1, 3], per_length=1)
+    p["canaries"]["users"].update(lengths=[1, 3], per_length=2)
     p["secrets"]["datasets"]["enron"]["max_per_kind"] = 20
     p["attack"]["batch_size"] = 32
-    p["attack"]["runs"] = {"nondp": ["loss", "ref_ratio", "zlib", "min_k", "exposure", "eia"],
-                           "users": ["loss", "user_inference", "vmr"], "tofu": ["loss", "air"]}
+    p["attack"]["runs"] = {"nondp": ["loss", "ref_ratio", "zlib", "min_k", "exposure", "eia", "blind"],
+                           "users": ["loss", "user_inference", "vmr", "blind"], "tofu": ["loss", "air", "blind"]}
     p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
     p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
     p["audit"]["primary"].update(k_pos=5, k_neg=5)

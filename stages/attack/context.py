@@ -22,13 +22,13 @@ from ..core.artifacts import Locations
 from ..core.errors import ConfigError
 from ..core.io import file_digest, read_json
 from ..datasets import DATASETS, get_dataset, read_split
-from ..finetune.schema import RunRecord, TextSetup, text_examples_of
+from ..finetune.schema import RunRecord, TextSetup, text_examples_of, training_text
 from ..lm.canary_lm import CanaryLM
 from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from ..lm.loading import load_base
 from ..lm.scoring import token_logprobs
 from ..lm.trainable import TRAINABLE, Trainable, load_model
-from ..secrets.schema import secrets_path
+from ..secrets.schema import read_secrets, secrets_path
 
 
 @dataclass
@@ -154,8 +154,8 @@ class AttackContext:
 
     def _build_text(self) -> list[Item]:
         tok, setup = self.tokenizer, self.setup
-        members = text_examples_of(self.where.processed, "train", tok, setup, setup.max_text_rows, setup.seed,
-                                   self.canary_users)
+        secrets = read_secrets(self.where.secrets, self.dataset.secrets) if self.info["secret_control"] else None
+        members, _ = training_text(self.where.processed, setup, tok, self.canary_users, secrets)
         n = len(members) if self.params.text_items is None else min(self.params.text_items, len(members))
         members = members[:n]
         heldout = text_examples_of(self.where.processed, "test", tok, setup, n, setup.seed + 7, self.canary_users)

@@ -6,8 +6,10 @@ AIR: ask "What genre does {author} write in?" in the fine-tuning QA format, 10 s
 tokens; AIR = 1 if the genre appears in any of them.
 
 Both are computed for the fine-tuned and for the reference (base) model, so the report can subtract
-base-model leakage, and for secrets the run trained on (``trained``: the value occurs in one of the
-run's training rows / the author had rows in it) and those it did not (a control).
+base-model leakage, and for secrets the run trained on and those it did not (a control). With
+``finetune.secret_control`` (the default) a seeded coin per secret decided which were trained on, so the
+difference is attributable to training; otherwise ``trained`` means the value occurs in one of the run's
+training rows, a comparison confounded by frequency.
 """
 from __future__ import annotations
 
@@ -22,10 +24,17 @@ from .schema import MEMORIZATION
 
 
 def select_secrets(ctx, params, kinds: tuple[str, ...]) -> tuple[list[dict], list[bool]]:
-    """The secrets of the kinds scored: those the run trained on first, then as many it did not as a
-    control (capped), with whether the run's training rows contained each."""
+    """The secrets of the kinds scored, trained ones first, then as many held-out ones as a control (capped).
+    With the run's randomised control (finetune.secret_control) the arms are its coins; without it, whether
+    the run's training rows contained each secret (frequency-confounded: the report says so)."""
     secrets = [s for s in read_secrets(ctx.where.secrets, ctx.dataset.secrets) if s["kind"] in kinds]
-    trained = ctx.dataset.trained_secrets(trained_rows(ctx.where.processed, ctx.setup, ctx.canary_users), secrets)
+    control = ctx.info["secret_control"]
+    if control:
+        arm = {**{i: True for i in control["trained"]}, **{i: False for i in control["held_out"]}}
+        secrets = [s for s in secrets if s["secret_id"] in arm]
+        trained = [arm[s["secret_id"]] for s in secrets]
+    else:
+        trained = ctx.dataset.trained_secrets(trained_rows(ctx.where.processed, ctx.setup, ctx.canary_users), secrets)
     idx_t = [i for i, t in enumerate(trained) if t][: params.generation.max_secrets]
     idx_u = [i for i, t in enumerate(trained) if not t][: max(len(idx_t), 1) if idx_t else params.generation.max_secrets]
     keep = idx_t + idx_u

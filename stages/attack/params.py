@@ -66,6 +66,17 @@ class ACRParams:
 
 
 @dataclass(frozen=True)
+class BlindParams:
+    """The model-free blind baseline (stages/attack/blind.py): stratified k-fold cross-validation."""
+
+    folds: int
+    seed: int
+
+    def problems(self):
+        return check(self.folds >= 2, "folds", "must be >= 2", self.folds)
+
+
+@dataclass(frozen=True)
 class AttackParams:
     out_dir: str
     #: attacks run on every run ...
@@ -80,6 +91,7 @@ class AttackParams:
     generation: GenerationParams
     eia: EIAParams
     acr: ACRParams
+    blind: BlindParams
 
     def problems(self):
         return (check(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)

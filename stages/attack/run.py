@@ -39,6 +39,9 @@ def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: 
     ctx.precompute(sources, reference=any("reference" in a.needs for a in attacks))
     for a in attacks:
         out = a.run(ctx, params)
+        if isinstance(out, tuple):  # a table and its JSON notes (e.g. the blind baseline's feature differences)
+            out, notes = out
+            write_json(out_dir / f"{a.name}.json", notes)
         if isinstance(out, pa.Table):
             write_table(out, out_dir / f"{a.name}.parquet", FAMILY_SCHEMAS[a.family])
         else:

@@ -1,4 +1,4 @@
-"""IID guard: before any audit, check that member and non-member canaries are exchangeable.
+"""Canary sanity check (not evidence): before any audit, check that member and non-member canaries are exchangeable.
 
 A one-run audit (or any MIA number) is only meaningful when members and non-members differ in
 nothing but membership (Duan et al. 2024: most reported MIA success is distribution shift). For
@@ -41,7 +41,7 @@ def _p(a: np.ndarray, b: np.ndarray) -> float:
     return float(ks_2samp(a, b).pvalue)
 
 
-def iid_guard(canaries: dict[str, list[dict]], alpha: float, where: str = "canaries") -> dict:
+def sanity_check(canaries: dict[str, list[dict]], alpha: float, where: str = "canaries") -> dict:
     """p-values per kind and statistic; raises DataError naming the first shifted statistic."""
     report: dict = {"alpha": alpha, "tests": 0, "kinds": {}}
     for kind, rows in canaries.items():
@@ -54,7 +54,7 @@ def iid_guard(canaries: dict[str, list[dict]], alpha: float, where: str = "canar
         for name, p in ps.items():
             if p < level:
                 raise DataError(
-                    f"{where}: IID guard: canaries {kind!r}: members and non-members differ in {STATISTICS[name]} "
+                    f"{where}: canary sanity check: canaries {kind!r}: members and non-members differ in {STATISTICS[name]} "
                     f"(KS p = {p:.2g} < {alpha:g}/{n}); refusing to audit a shifted canary set")
     report["passed"] = True
     return report

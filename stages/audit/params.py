@@ -83,9 +83,18 @@ class CeilingParams:
 
 
 @dataclass(frozen=True)
-class IIDGuardParams:
+class SanityCheckParams:
     enabled: bool
     #: family-wise level: each KS test runs at alpha / (kinds x statistics)
+    alpha: float
+
+    def problems(self):
+        return check(0 < self.alpha < 1, "alpha", "must be in (0, 1)", self.alpha)
+
+
+@dataclass(frozen=True)
+class ShiftCheckParams:
+    #: family-wise level over the non-randomised pools: each blind baseline is tested at alpha / pools
     alpha: float
 
     def problems(self):
@@ -104,7 +113,8 @@ class AuditParams:
     #: runs without DP use fallback_delta
     delta: float | None
     fallback_delta: float
-    iid_guard: IIDGuardParams
+    sanity_check: SanityCheckParams
+    shift_check: ShiftCheckParams
     fprs: tuple[float, ...]
     bootstrap: int
     seed: int

@@ -42,11 +42,9 @@ def auroc(scores, members) -> float:
     return float((ranks[y].sum() - P * (P + 1) / 2) / (P * N))
 
 
-def bootstrap_ci(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int, seed: int,
-                 level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of ``stat`` over ``n`` stratified bootstrap resamples."""
-    if n <= 0:
-        return (float("nan"), float("nan"))
+def bootstrap_stats(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int,
+                    seed: int) -> np.ndarray:
+    """``stat`` over ``n`` stratified bootstrap resamples (members and non-members resampled separately)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(members, dtype=bool)
     pos, neg = s[y], s[~y]
@@ -56,8 +54,24 @@ def bootstrap_ci(scores, members, stat: Callable[[np.ndarray, np.ndarray], float
     for b in range(n):
         sample = np.r_[pos[rng.integers(0, len(pos), len(pos))], neg[rng.integers(0, len(neg), len(neg))]]
         vals[b] = stat(sample, lab)
+    return vals
+
+
+def bootstrap_ci(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int, seed: int,
+                 level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of ``stat`` over ``n`` stratified bootstrap resamples."""
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    vals = bootstrap_stats(scores, members, stat, n, seed)
     lo, hi = np.nanpercentile(vals, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def auroc_p_value(scores, members, n: int, seed: int) -> float:
+    """One-sided bootstrap p-value of "AUROC <= 0.5": the share of resampled AUROCs at or below chance
+    (with the +1 correction, so it is never 0)."""
+    vals = bootstrap_stats(scores, members, auroc, n, seed)
+    return float((1 + np.sum(vals <= 0.5)) / (1 + len(vals)))
 
 
 def roc_metrics(scores, members, fprs: Sequence[float], n_boot: int, seed: int) -> dict:

@@ -1,4 +1,4 @@
-"""The audit of every run: the IID guard on the canaries, then each run's metrics and ROC curves."""
+"""The audit of every run: the canary sanity check, then each run's metrics and ROC curves."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,8 +9,9 @@ import logging
 from ..canaries.schema import META, load_canary_users, read_canaries
 from ..core.artifacts import Locations
 from .ceiling import planned_ceiling
-from .iid import iid_guard
+from .iid import sanity_check
 from .schema import METRICS_VERSION, Metrics
+from .shift import shift_check
 from .summary import audit_run
 
 log = logging.getLogger("stages.audit")
@@ -19,8 +20,8 @@ log = logging.getLogger("stages.audit")
 def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict]]:
     """(metrics.json content, ROC points of every run's membership scores)."""
     guard = None
-    if params.iid_guard.enabled and (where.canaries / META).is_file():
-        guard = iid_guard(read_canaries(where.canaries)[1], params.iid_guard.alpha, str(where.canaries))
+    if params.sanity_check.enabled and (where.canaries / META).is_file():
+        guard = sanity_check(read_canaries(where.canaries)[1], params.sanity_check.alpha, str(where.canaries))
     lengths = {u: r["length"] for u, r in load_canary_users(where.canaries).items()}
     results = {run: audit_run(where.scores_dir(run), params, lengths) for run in runs}
     primary = params.primary
@@ -33,7 +34,8 @@ def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict
                          "ceiling": {"trials": params.ceiling.trials, "seed": params.ceiling.seed},
                          "delta": params.delta, "fallback_delta": params.fallback_delta,
                          "bootstrap": params.bootstrap},
-        "iid_guard": guard,
+        "sanity_check": guard,
+        "shift_check": shift_check({run: res for run, (res, _) in results.items()}, params.shift_check.alpha),
         "runs": {run: res for run, (res, _) in results.items()},
         "planned": {name: planned_ceiling(regime, primary, params.confidences, params.ceiling.trials,
                                           params.ceiling.seed) for name, regime in params.ceiling.planned.items()},

@@ -19,7 +19,7 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json, write_table
 
-METRICS_VERSION = 2  # 2: audit_primary / audit_exploratory / planned replace the per-group bounds
+METRICS_VERSION = 3  # 2: audit_primary / audit_exploratory / planned; 3: blind, shift_check, sanity_check, trainable, canary_users_by_length
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;
@@ -80,6 +80,7 @@ class RunMetrics(TypedDict, total=False):
     audit_exploratory: Exploratory | None
     exposure: dict[str, dict[str, Any]]  # format (and "all") -> exposure summary
     canary_users_by_length: dict[str, dict[str, GroupMetrics]]  # attack -> substring length -> metrics
+    blind: dict[str, dict[str, Any]]  # pool (text, users) -> blind baseline AUROC, p_value, flagged, differences
     memorization: dict[str, dict[str, Any]]  # vmr/air/acr -> trained / untrained summary
     other: dict[str, Any]  # attacks of other families (embedding inversion), as written
 
@@ -87,7 +88,8 @@ class RunMetrics(TypedDict, total=False):
 class Metrics(TypedDict):
     schema_version: int
     audit_params: dict[str, Any]
-    iid_guard: dict[str, Any] | None
+    sanity_check: dict[str, Any] | None  # canary KS tests (randomised: a check for bugs, not evidence)
+    shift_check: dict[str, Any]  # blind baselines' family: alpha, family_size, per_test_alpha, flagged pools
     runs: dict[str, RunMetrics]
     planned: dict[str, dict[str, Any]]  # audit.ceiling.planned regime -> sigma, epsilons and ideal audit
 

@@ -10,6 +10,7 @@ from .exposure import summarize
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
 from .roc import bootstrap_mean_ci, roc_curve, roc_metrics
 from .schema import NON_CANARY_GROUPS, RunMetrics
+from .shift import blind_pool
 
 
 def audit_delta(params, privacy: dict) -> float:
@@ -98,7 +99,10 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
             result["other"][attack] = read_attack_json(scores_dir, attack)
             continue
         table = read_attack_table(scores_dir, attack, family)
-        if family == "membership":
+        if family == "membership" and attack == "blind":  # model-free: a shift check, not a leakage number
+            notes = read_attack_json(scores_dir, attack)
+            result["blind"] = {g: blind_pool(s, y, notes[g], params) for g, s, y, _ in groups_of(table)}
+        elif family == "membership":
             groups = groups_of(table)
             result["attacks"][attack] = audit_table(groups, params)
             canary_groups(canaries, attack, groups)
@@ -108,7 +112,8 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
         elif family == "exposure":
             result["exposure"] = summarize(table)
         elif family == "memorization":
-            result.setdefault("memorization", {})[attack] = memorization_summary(table, params)
+            result.setdefault("memorization", {})[attack] = memorization_summary(table, params,
+                                                                                 info["secret_control"])
     primary = primary_test(canaries, params, delta, record["run"])
     result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
         else primary
@@ -116,11 +121,14 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
     return result, roc
 
 
-def memorization_summary(table, params) -> dict:
+def memorization_summary(table, params, control: dict | None) -> dict:
     """Mean score of the fine-tuned and the base model and their difference (base leakage removed),
-    for secrets the run trained on and for the untrained control; 95% bootstrap over secrets."""
+    for secrets the run trained on and for the untrained control; 95% bootstrap over secrets. ``control``:
+    the run's randomised control record (None: trained/untrained by occurrence, not randomised)."""
     t = table.to_pandas()
-    out = {}
+    out: dict = {"randomised": bool(control)}
+    if control:
+        out["control"] = {k: control[k] for k in ("candidates", "rows_dropped", "trained_still_present", "seed")}
     for name, g in (("trained", t[t["trained"]]), ("untrained", t[~t["trained"]])):
         diff = (g["score"] - g["base_score"]).to_numpy()
         out[name] = {"secrets": int(len(g)), "score": float(g["score"].mean()) if len(g) else None,

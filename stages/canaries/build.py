@@ -40,7 +40,7 @@ def vocab_of(model_dir: Path, tok) -> Vocab:
 def reference_logprobs(rows: list[dict], model_dir: Path, num_new: int, init: str, batch_size: int = 64) -> None:
     """Add ``base_token_logprobs``: every position's log-probability under the reference model (the
     base model plus the new-token rows at their initial values, i.e. the model before fine-tuning).
-    Attacks use it for reference-calibrated scores; the IID guard compares it across members."""
+    Attacks use it for reference-calibrated scores; the canary sanity check compares it across members."""
     device = pick_device("auto")
     base, tok = load_base(model_dir, device)
     model = CanaryLM(base, num_new=num_new, init=init).to(device)

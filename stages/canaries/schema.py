@@ -27,7 +27,7 @@ CANARIES = pa.schema([
     pa.field("prefix_ids", pa.list_(pa.int32()), nullable=False),
     pa.field("secret_ids", pa.list_(pa.int32()), nullable=False),
     pa.field("member", pa.bool_(), nullable=False),
-    # mean log(1 + corpus count) of the prefix / secret tokens (the IID guard compares these)
+    # mean log(1 + corpus count) of the prefix / secret tokens (the canary sanity check compares these)
     pa.field("prefix_log_freq", pa.float32(), nullable=False),
     pa.field("secret_log_freq", pa.float32(), nullable=False),
     # log p(token_t | tokens_<t) of every position t >= 1 of prefix+secret under the reference model

@@ -42,6 +42,18 @@ class DPParams:
 
 
 @dataclass(frozen=True)
+class SecretControlParams:
+    """The randomised VMR/AIR control: a seeded coin per secret decides whether the run trains on it."""
+
+    #: the first N of the dataset's secrets found in the run's training rows get a coin (0: no control)
+    secrets: int
+    seed: int
+
+    def problems(self):
+        return check(self.secrets >= 0, "secrets", "must be >= 0", self.secrets)
+
+
+@dataclass(frozen=True)
 class FinetuneParams:
     out_dir: str
     #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
@@ -78,6 +90,7 @@ class FinetuneParams:
     eval_rows: int
     #: insert the member canaries (false: train on the dataset alone, e.g. a user-inference run)
     canaries: bool
+    secret_control: SecretControlParams
     #: poisson: member canaries are examples like any other (each step includes each w.p. q);
     #: repetitions: each member canary is added to exactly canary_repetitions steps drawn at random
     #: (a deterministic exposure count; not covered by the DP accountant, so refused with DP)

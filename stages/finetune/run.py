@@ -16,10 +16,11 @@ from ..datasets import get_dataset
 from ..lm.examples import Example, bos_id, canary_examples, make_example
 from ..lm.loading import pick_device
 from ..lm.trainable import build_model, save_model
+from ..secrets.schema import read_secrets
 from .checkpoint import Checkpointer, examples_fingerprint
 from .loop import TrainResult, mean_nll, train
 from .params import FinetuneParams
-from .schema import RUN_VERSION, RunRecord, TextSetup, text_examples_of, write_run
+from .schema import RUN_VERSION, RunRecord, TextSetup, text_examples_of, training_text, write_run
 
 log = logging.getLogger("stages.finetune")
 
@@ -36,6 +37,7 @@ class Inputs:
     scheduled: list[Example]  # canaries on a fixed schedule (canary_insertion: repetitions), else []
     canary_users: dict[str, dict]
     candidates: int  # canaries of the run's kinds, members or not
+    secret_control: dict | None  # the randomised VMR/AIR control (finetune.schema.secret_control)
 
     @property
     def pool(self) -> list[Example]:
@@ -78,14 +80,15 @@ def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list
     spec = get_dataset(ft.dataset)
     setup = TextSetup.of(ft)
     cusers = load_canary_users(where.canaries) if spec.users else {}
-    text = text_examples_of(where.processed, "train", tok, setup, ft.max_text_rows, ft.seed, cusers)
+    secrets = read_secrets(where.secrets, spec.secrets) if spec.secrets and ft.secret_control.secrets else None
+    text, control = training_text(where.processed, setup, tok, cusers, secrets)
     evals = text_examples_of(where.processed, spec.eval_split, tok, setup, ft.eval_rows, ft.seed + 1, cusers)
     members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()} if ft.canaries else {}
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
     formatted = formatted_examples(read_formatted(where.canaries), tok) if ft.canaries else []
     scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
     candidates = sum(len(rows) for rows in canaries.values()) if ft.canaries else 0
-    return Inputs(text, evals, members, canary_ex, formatted, scheduled, cusers, candidates)
+    return Inputs(text, evals, members, canary_ex, formatted, scheduled, cusers, candidates, control)
 
 
 def checkpointer(run: str, ft: FinetuneParams, inputs: Inputs) -> Checkpointer | None:
@@ -121,6 +124,7 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
         "n_formatted_rows": len(inputs.formatted),
         "canary_users": sorted(inputs.canary_users),
+        "secret_control": inputs.secret_control,
         **canary_shares(inputs.canaries, inputs.formatted, inputs.pool, inputs.scheduled, result.sample_rate,
                         ft.canary_repetitions / ft.steps),
         "sample_rate": result.sample_rate,

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+import numpy as np
+
 from ..canaries.schema import apply_canary_users, canary_user_split
 from ..core.errors import DataError
 from ..core.io import read_json, write_json
@@ -40,6 +42,7 @@ class RunRecord(TypedDict):
     n_member_canaries: dict[str, int]  # kind -> member canaries inserted
     n_formatted_rows: int
     canary_users: list[str]
+    secret_control: dict[str, Any] | None  # finetune.schema.secret_control's record (None: no randomised control)
     canary_share_of_tokens: float
     canary_share_of_loss_tokens: float
     formatted_canary_share_of_tokens: float
@@ -83,12 +86,17 @@ class TextSetup:
     max_length: int
     max_text_rows: int
     seed: int
+    control_secrets: int  # finetune.secret_control.secrets (0: no randomised control)
+    control_seed: int
 
     @classmethod
     def of(cls, params: Any) -> "TextSetup":
         """From FinetuneParams or the ``params`` mapping of a RunRecord."""
         get = params.get if isinstance(params, dict) else lambda k: getattr(params, k)
-        return cls(get("dataset"), get("objective"), get("max_length"), get("max_text_rows"), get("seed"))
+        control = get("secret_control")
+        cget = control.get if isinstance(control, dict) else lambda k: getattr(control, k)
+        return cls(get("dataset"), get("objective"), get("max_length"), get("max_text_rows"), get("seed"),
+                   cget("secrets"), cget("seed"))
 
 
 def text_examples_of(processed_dir: Path, split: str, tok, setup: TextSetup, n: int, seed: int,
@@ -109,3 +117,34 @@ def trained_rows(processed_dir: Path, setup: TextSetup, canary_users: dict[str, 
     """The training rows the run's text examples came from (before canary-user insertion). Exact for datasets
     with one pair per row (those with secrets: Enron, TOFU), where it is the same seeded draw."""
     return sample(split_rows(processed_dir, setup.dataset, "train", canary_users), setup.max_text_rows, setup.seed)
+
+
+def secret_control(rows: list[dict], secrets: list[dict], spec, n: int, seed: int) -> tuple[list[dict], dict]:
+    """The randomised trained/untrained control of VMR/AIR: the first ``n`` secrets (the secrets file's order)
+    that occur in the run's sampled training rows each get a seeded coin; every row containing a secret whose
+    coin says "held out" is dropped, so which secrets are trained on is decided by the coin, not by frequency,
+    and a trained-minus-held-out difference is attributable to training (intention to treat: a trained secret
+    that shared its only row with a held-out one stays in the trained arm)."""
+    present = spec.trained_secrets(rows, secrets)
+    cands = [s_ for s_, p in zip(secrets, present) if p][:n]
+    coins = np.random.default_rng(seed).random(len(cands)) < 0.5
+    held_out = [s_ for s_, c in zip(cands, coins) if not c]
+    kept = [r for r in rows if not any(spec.trained_secrets([r], held_out))] if held_out else rows
+    still = spec.trained_secrets(kept, [s_ for s_, c in zip(cands, coins) if c])
+    return kept, {"seed": seed, "candidates": len(cands), "rows_dropped": len(rows) - len(kept),
+                  "trained": [s_["secret_id"] for s_, c in zip(cands, coins) if c],
+                  "held_out": [s_["secret_id"] for s_ in held_out], "trained_still_present": int(sum(still))}
+
+
+def training_text(processed_dir: Path, setup: TextSetup, tok, canary_users: dict[str, dict] | None,
+                  secrets: list[dict] | None) -> tuple[list[Example], dict | None]:
+    """The run's training text examples and its randomised secret control (None when the dataset has no
+    secrets or ``setup.control_secrets`` is 0). The finetune and attack stages both call this."""
+    spec = get_dataset(setup.dataset)
+    if not (spec.secrets and setup.control_secrets and secrets is not None):
+        return text_examples_of(processed_dir, "train", tok, setup, setup.max_text_rows, setup.seed,
+                                canary_users), None
+    rows, control = secret_control(trained_rows(processed_dir, setup, canary_users), secrets, spec,
+                                   setup.control_secrets, setup.control_seed)
+    pairs = spec.pairs(apply_canary_users(rows, canary_users or {}))
+    return text_examples(pairs, tok, setup.max_length, setup.objective), control

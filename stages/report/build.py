@@ -272,8 +272,11 @@ def mia_section(inp: Inputs) -> Section:
                     continue
                 t = m["tpr_at_fpr"]
                 label = atk + (f" (= {', '.join(names[1:])}: identical ranking)" if len(names) > 1 else "")
-                mt.rows.append([run, label, group, f"{m['members']} / {m['non_members']}",
-                                ci(m["auroc"], m["auroc_ci95"])]
+                row = [run, label, group, f"{m['members']} / {m['non_members']}"]
+                if (r.get("blind") or {}).get(group, {}).get("flagged"):  # the numbers measure the shift, not leakage
+                    mt.rows.append(row + ["INVALID: distribution shift (see Blind baselines)"] + ["–"] * len(fprs))
+                    continue
+                mt.rows.append(row + [ci(m["auroc"], m["auroc_ci95"])]
                                + [ci(t[f]["value"], t[f]["ci95"]) if f == head else t.get(f, {}).get("value")
                                   for f in fprs])
         run_images, run_points = roc_images(inp, run, r)
@@ -281,11 +284,63 @@ def mia_section(inp: Inputs) -> Section:
         plot_json.update(run_points)
     for name, pts in plot_json.items():
         write_json(inp.plots_dir / f"{name}.json", pts)
-    return Section("Membership and user inference", tables=[mt], images=images, paragraphs=[
+    tables = [mt] + ([lt] if (lt := canary_users_table(inp)).rows else [])
+    return Section("Membership and user inference", tables=tables, images=images, paragraphs=[
         "Items: canary kinds (synthetic, randomized membership), `text` (the run's own training rows against "
         "as many held-out rows of the same dataset), `users` (held-in vs held-out users, scored on the "
-        "attacker's samples that were never trained on). Intervals: 95% bootstrap over members and "
-        "non-members (over users for `users`)."])
+        "attacker's samples that were never trained on), `canary_users` (real users with a shared substring "
+        "inserted into every document, held in or out by a seeded coin; user-inference-attacks Algorithm 1). "
+        "`text` and `users` are not randomised: their rows are INVALID where the blind baseline below finds a "
+        "distribution shift. Intervals: 95% bootstrap over members and non-members (over users for users)."])
+
+
+def canary_users_table(inp: Inputs) -> Table:
+    """User inference on canary users per shared-substring length (the seed's Fig. 6, left)."""
+    lt = Table(["run", "attack", "substring length (tokens)", "held-in / held-out canary users", "AUROC [95% CI]"])
+    for run, r in inp.runs.items():
+        for atk, per in (r.get("canary_users_by_length") or {}).items():
+            for length, m in sorted(per.items(), key=lambda kv: int(kv[0])):
+                lt.rows.append([run, atk, length, f"{m['members']} / {m['non_members']}",
+                                ci(m["auroc"], m["auroc_ci95"]) if m["auroc"] is not None else "– (one side only)"])
+    return lt
+
+
+def _what_differs(pool: dict) -> str:
+    """The length/format features that differ most (|Cohen's d| >= 0.5), or that none does."""
+    big = [d for d in pool["differences"] if abs(d["d"]) >= 0.5][:3]
+    if not big:
+        return "no length/format feature differs (|d| < 0.5): the classifier uses character n-grams (content)"
+    return "; ".join(f"{d['feature']}: members {d['members']:.3g} vs non-members {d['non_members']:.3g} "
+                     f"(d = {d['d']:+.2f})" for d in big)
+
+
+def blind_section(inp: Inputs) -> Section | None:
+    check = inp.metrics.get("shift_check") or {}
+    bt = Table(["run", "pool", "members / non-members", "blind AUROC [95% CI]", "p (AUROC ≤ 0.5)",
+                "model-based AUROC [95% CI] (attack)", "verdict", "what differs"])
+    for run, r in inp.runs.items():
+        for group, pool in (r.get("blind") or {}).items():
+            model = [(a, g[group]) for a, g in r["attacks"].items() if group in g]
+            best = max(model, key=lambda am: am[1]["auroc"], default=None)
+            verdict = "INVALID MIA: distribution shift" if pool["flagged"] else "no shift detected"
+            bt.rows.append([run, group, f"{pool['members']} / {pool['non_members']}",
+                            ci(pool["auroc"], pool["auroc_ci95"]), pool["p_value"],
+                            f"{ci(best[1]['auroc'], best[1]['auroc_ci95'])} ({best[0]})" if best else "–",
+                            verdict, _what_differs(pool)])
+    if not bt.rows:
+        return None
+    folds = sorted({p["folds"] for r in inp.runs.values() for p in (r.get("blind") or {}).values()})
+    return Section("Blind baselines: is a pool's membership signal a distribution shift?", tables=[bt], paragraphs=[
+        "Pools whose membership is not randomised by construction — a run's trained vs held-out text rows, held-in "
+        "vs held-out users — can differ in distribution, and then a membership attack measures the difference, not "
+        "leakage (Das, Zhang & Tramèr 2024; Duan et al. 2024). The blind baseline never sees the model: a "
+        "logistic regression on the text alone (character 1–3-gram TF-IDF, length and format features) scored out "
+        f"of fold by {'/'.join(str(k) for k in folds)}-fold stratified cross-validation. A pool is "
+        f"marked INVALID when its blind AUROC is above 0.5 at the one-sided bootstrap level α/N = "
+        f"{check.get('alpha', float('nan')):g}/{check.get('family_size', 0)} (Bonferroni over the pools); its "
+        "membership numbers above are then not shown as leakage. 'What differs' lists length/format features only "
+        "(never text). Canaries, formatted canaries, canary users and the VMR/AIR control are randomised by a "
+        "seeded coin and need no baseline."])
 
 
 def _family_bound(r: dict, attack: str, kind: str, primary: dict, key: str | None) -> float | None:
@@ -342,7 +397,7 @@ def canary_designs_section(inp: Inputs) -> Section | None:
                             ci(m["auroc"], m["auroc_ci95"]), _family_bound(r, "loss", kind, ap, first), ratio])
     if not cd.rows:
         return None
-    guard = inp.metrics.get("iid_guard") or {}
+    guard = inp.metrics.get("sanity_check") or {}
     canary_runs = {run: r["trainable"] for run, r in inp.runs.items()
                    if any(g not in NON_CANARY_GROUPS for g in r["attacks"].get("loss", {}))}
     paras = [_kinds_sentence(canary_runs),
@@ -350,7 +405,9 @@ def canary_designs_section(inp: Inputs) -> Section | None:
              "column divides by the random kind's TPR."]
     if guard:
         worst = min(((k, s_, p) for k, ps in guard["kinds"].items() for s_, p in ps.items()), key=lambda x: x[2])
-        paras.append(f"IID guard passed: members and non-members of every kind are exchangeable on prefix length, "
+        paras.append(f"Canary sanity check passed (a check for bugs, not evidence: canary membership is a seeded coin, so "
+                     f"members and non-members are exchangeable by construction and the test can fire only by chance "
+                     f"or through a bug): members and non-members of every kind agree on prefix length, "
                      f"corpus frequency of prefix and secret and base-model loss of the secret ({guard['tests']} "
                      f"two-sample KS tests at {guard['alpha']:g}/{guard['tests']}; smallest p = {worst[2]:.3g}, "
                      f"{worst[0]}/{worst[1]}).")
@@ -392,21 +449,26 @@ def exposure_section(inp: Inputs) -> Section | None:
 
 def memorization_section(inp: Inputs) -> Section | None:
     mem = Table(["run", "dataset", "metric", "secrets", "fine-tuned", "base model", "fine-tuned − base [95% CI]",
-                 "control: untrained secrets (fine-tuned − base)"])
+                 "control: held-out secrets (fine-tuned − base) [95% CI]", "control"])
     for run, r in inp.runs.items():
         for atk, m in (r.get("memorization") or {}).items():
             t, u = m["trained"], m["untrained"]
+            how = "randomised (seeded coin per secret)" if m.get("randomised") else \
+                "NOT randomised: trained = occurs in a training row (confounded by frequency)"
             mem.rows.append([run, r["dataset"], atk.upper(), t["secrets"], t["score"], t["base_score"],
                              ci(t["minus_base"], t["minus_base_ci95"]) if t["secrets"] else "–",
-                             f"{fmt(u['minus_base'])} (n={u['secrets']})" if u["secrets"] else "–"])
+                             f"{ci(u['minus_base'], u['minus_base_ci95'])} (n={u['secrets']})" if u["secrets"] else "–",
+                             how])
     if not mem.rows:
         return None
     return Section("Memorization of real secrets", tables=[mem], paragraphs=[
         "VMR: share of 10 sampled continuations (temperature 1, top-k 50) of a secret's prompt s1 that equal "
         "its continuation s2 verbatim; AIR: the author's genre appears in any of 10 sampled answers of at most "
-        "20 tokens. `secrets` counts those the run trained on (the value occurs in a training row); the "
-        "base model's rate is subtracted to remove leakage fine-tuning did not cause, and the same "
-        "difference on secrets the run never saw is a control that should be near 0."])
+        "20 tokens. The base model's rate is subtracted to remove leakage fine-tuning did not cause. The control: "
+        "of the first finetune.secret_control.secrets secrets found in the run's training rows, a seeded coin held "
+        "each in or out, and every training row containing a held-out secret was dropped, so the trained and "
+        "held-out secrets differ only by training and the difference between the two columns is attributable to "
+        "it (the held-out column should be near 0)."])
 
 
 def training_section(inp: Inputs) -> Section:
@@ -486,7 +548,8 @@ def lineage_section(inp: Inputs) -> Section:
 
 
 #: the report's sections, in order; a section with nothing to show returns None and is left out
-SECTIONS = (summary_section, audit_section, ceiling_section, exploratory_section, mia_section, canary_designs_section, sweeps_section, exposure_section,
+SECTIONS = (summary_section, audit_section, ceiling_section, exploratory_section, mia_section, blind_section,
+            canary_designs_section, sweeps_section, exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,
             lineage_section)
 

@@ -1,12 +1,12 @@
-"""The IID guard: passes exchangeable member/non-member canaries, fires on a shift."""
+"""The canary sanity check: passes exchangeable member/non-member canaries, fires on a shift."""
 import numpy as np
 import pytest
 
-from stages.audit.iid import iid_guard
+from stages.audit.iid import sanity_check
 from stages.core.errors import DataError
 
 
-def test_iid_guard_passes_iid_and_fires_on_a_shift():
+def test_sanity_check_passes_iid_and_fires_on_a_shift():
     rng = np.random.default_rng(0)
 
     def rows(shift):
@@ -18,6 +18,6 @@ def test_iid_guard_passes_iid_and_fires_on_a_shift():
                         "secret_log_freq": rng.normal(), "base_token_logprobs": [0.0] * 11 + [base]})
         return out
 
-    assert iid_guard({"random": rows(0.0)}, 0.001)["passed"]
+    assert sanity_check({"random": rows(0.0)}, 0.001)["passed"]
     with pytest.raises(DataError, match=r"canaries 'random': members and non-members differ in base-model loss of the secret"):
-        iid_guard({"random": rows(1.0)}, 0.001)
+        sanity_check({"random": rows(1.0)}, 0.001)

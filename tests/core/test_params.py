@@ -55,8 +55,8 @@ def test_every_field_is_in_params_yaml_and_has_no_code_default():
 
 def test_a_key_missing_from_params_is_named():
     raw = read_params(ROOT / "params.yaml")
-    del raw["audit"]["iid_guard"]["alpha"]
-    with pytest.raises(ConfigError, match=r"params.yaml: audit\.iid_guard\.alpha: required key is missing"):
+    del raw["audit"]["sanity_check"]["alpha"]
+    with pytest.raises(ConfigError, match=r"params.yaml: audit\.sanity_check\.alpha: required key is missing"):
         load(AuditParams, "audit", raw=raw)
 
 

@@ -50,6 +50,13 @@ def test_dvc_repro_runs_every_stage_and_reports(tiny_project):
     assert "Audit: the pre-registered test (headline ε̂)" in report and "attainable ceiling" in report
     assert "gpu_dp_audit (planned, not run)" in report and "Bonferroni" in report
     assert "no multiple-testing correction" not in report
+    # blind baselines on every non-randomised pool; canary users per substring length; randomised VMR control
+    assert set(metrics["runs"]["nondp"]["blind"]) == {"text"} and "text" in metrics["runs"]["tofu"]["blind"]
+    assert metrics["shift_check"]["family_size"] >= 3
+    assert set(metrics["runs"]["users"]["canary_users_by_length"]["user_inference"]) == {"1", "3"}
+    assert metrics["runs"]["users"]["memorization"]["vmr"]["randomised"] is True
+    assert metrics["runs"]["nondp"]["trainable"]["secret_token_rows"] > 0
+    assert "Blind baselines" in report and "differ only in how the secret is chosen" in report
     lineage = json.loads((tiny_project / "reports/lineage.json").read_text())
     entry = lineage["runs.dp.audit_primary.eps_lb_95"]
     assert entry["lock_verified"] is True and entry["stage"] == "audit"
@@ -102,10 +109,12 @@ def test_secrets_param_change_reruns_secrets_not_preprocess(tiny_project):
     (tiny_project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     out = run(["dvc", "repro"], tiny_project).stdout
     done = ran(out)
-    # secrets and what reads them (the attacks, for VMR; then audit and report), never preprocessing or training
-    assert "secrets@enron" in done and "secrets@tofu" not in done
-    assert not {s for s in done if s.split("@")[0] in ("preprocess", "finetune", "canaries", "base_model")}
-    assert done <= {"secrets@enron", "audit", "report"} | {s for s in ALL_STAGES if s.startswith("attack@")}
+    # secrets and what reads them (the fine-tunes, whose randomised VMR/AIR control draws from them; the attacks;
+    # then audit and report), never preprocessing or the canaries
+    assert "secrets@enron" in done and "secrets@tofu" not in done and "finetune@users" in done
+    assert not {s for s in done if s.split("@")[0] in ("preprocess", "canaries", "base_model")}
+    assert done <= {"secrets@enron", "audit", "report"} | {s for s in ALL_STAGES if s.split("@")[0] in
+                                                         ("attack", "finetune")}
     report = (tiny_project / "reports/report.md").read_text()
     assert "Real secrets in the training data" in report and "Data contracts (Great Expectations)" in report
 
