@@ -309,7 +309,8 @@ def _what_differs(pool: dict) -> str:
     """The length/format features that differ most (|Cohen's d| >= 0.5), or that none does."""
     big = [d for d in pool["differences"] if abs(d["d"]) >= 0.5][:3]
     if not big:
-        return "no length/format feature differs (|d| < 0.5): the classifier uses character n-grams (content)"
+        return ("no length/format feature (|d| < 0.5): the classifier separates them on character n-grams "
+                "(content)" if pool["flagged"] else "no length/format feature differs (|d| < 0.5)")
     return "; ".join(f"{d['feature']}: members {d['members']:.3g} vs non-members {d['non_members']:.3g} "
                      f"(d = {d['d']:+.2f})" for d in big)
 
