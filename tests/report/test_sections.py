@@ -6,8 +6,8 @@ from stages.report.render import to_markdown
 
 
 def _pool(auroc, p, flagged, d):
-    return {"items": 40, "folds": 5, "members": 20, "non_members": 20, "auroc": auroc, "auroc_ci95": [auroc - .1, auroc + .1],
-            "p_value": p, "flagged": flagged,
+    return {"items": 40, "folds": 5, "members": 20, "non_members": 20, "auroc": auroc,
+            "auroc_ci95": [auroc - .1, auroc + .1], "p_value": p, "flagged": flagged,
             "differences": [{"feature": "log characters", "members": 4.1, "non_members": 5.0, "d": d}]}
 
 
