@@ -128,7 +128,8 @@ def memorization_summary(table, params, control: dict | None) -> dict:
     t = table.to_pandas()
     out: dict = {"randomised": bool(control)}
     if control:
-        out["control"] = {k: control[k] for k in ("candidates", "rows_dropped", "trained_still_present", "seed")}
+        out["control"] = {**{k: control[k] for k in ("candidates", "rows_dropped", "trained_still_present", "seed")},
+                          "coin_trained": len(control["trained"]), "coin_held_out": len(control["held_out"])}
     for name, g in (("trained", t[t["trained"]]), ("untrained", t[~t["trained"]])):
         diff = (g["score"] - g["base_score"]).to_numpy()
         out[name] = {"secrets": int(len(g)), "score": float(g["score"].mean()) if len(g) else None,

@@ -454,8 +454,11 @@ def memorization_section(inp: Inputs) -> Section | None:
     for run, r in inp.runs.items():
         for atk, m in (r.get("memorization") or {}).items():
             t, u = m["trained"], m["untrained"]
-            how = "randomised (seeded coin per secret)" if m.get("randomised") else \
-                "NOT randomised: trained = occurs in a training row (confounded by frequency)"
+            c = m.get("control") or {}
+            how = (f"randomised: a seeded coin per secret ({c['coin_trained']} trained, {c['coin_held_out']} held "
+                   f"out; {c['rows_dropped']} rows with a held-out secret dropped; {c['trained_still_present']} of "
+                   f"the {c['coin_trained']} coin-trained secrets still in a training row)") if m.get("randomised") \
+                else "NOT randomised: trained = occurs in a training row (confounded by frequency)"
             mem.rows.append([run, r["dataset"], atk.upper(), t["secrets"], t["score"], t["base_score"],
                              ci(t["minus_base"], t["minus_base_ci95"]) if t["secrets"] else "–",
                              f"{ci(u['minus_base'], u['minus_base_ci95'])} (n={u['secrets']})" if u["secrets"] else "–",
@@ -469,7 +472,9 @@ def memorization_section(inp: Inputs) -> Section | None:
         "of the first finetune.secret_control.secrets secrets found in the run's training rows, a seeded coin held "
         "each in or out, and every training row containing a held-out secret was dropped, so the trained and "
         "held-out secrets differ only by training and the difference between the two columns is attributable to "
-        "it (the held-out column should be near 0)."])
+        "it (the held-out column should be near 0). The comparison is by the coin (intention to treat): a "
+        "coin-trained secret whose only rows also held a held-out one was dropped with them and still counts as "
+        "trained, which dilutes the trained arm; the control column says how many remained."])
 
 
 def training_section(inp: Inputs) -> Section:
