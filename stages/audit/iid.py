@@ -54,7 +54,8 @@ def sanity_check(canaries: dict[str, list[dict]], alpha: float, where: str = "ca
         for name, p in ps.items():
             if p < level:
                 raise DataError(
-                    f"{where}: canary sanity check: canaries {kind!r}: members and non-members differ in {STATISTICS[name]} "
+                    f"{where}: canary sanity check: canaries {kind!r}: members and non-members differ in "
+                    f"{STATISTICS[name]} "
                     f"(KS p = {p:.2g} < {alpha:g}/{n}); refusing to audit a shifted canary set")
     report["passed"] = True
     return report

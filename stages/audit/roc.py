@@ -67,13 +67,6 @@ def bootstrap_ci(scores, members, stat: Callable[[np.ndarray, np.ndarray], float
     return float(lo), float(hi)
 
 
-def auroc_p_value(scores, members, n: int, seed: int) -> float:
-    """One-sided bootstrap p-value of "AUROC <= 0.5": the share of resampled AUROCs at or below chance
-    (with the +1 correction, so it is never 0)."""
-    vals = bootstrap_stats(scores, members, auroc, n, seed)
-    return float((1 + np.sum(vals <= 0.5)) / (1 + len(vals)))
-
-
 def roc_metrics(scores, members, fprs: Sequence[float], n_boot: int, seed: int) -> dict:
     out = {"members": int(np.sum(members)), "non_members": int(len(members) - np.sum(members)),
            "auroc": auroc(scores, members), "auroc_ci95": bootstrap_ci(scores, members, auroc, n_boot, seed),

@@ -19,7 +19,8 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json, write_table
 
-METRICS_VERSION = 3  # 2: audit_primary / audit_exploratory / planned; 3: blind, shift_check, sanity_check, trainable, canary_users_by_length
+# 2: audit_primary / audit_exploratory / planned; 3: blind, shift_check, sanity_check, trainable, canary_users_by_length
+METRICS_VERSION = 3
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;

@@ -8,15 +8,21 @@ them as leakage.
 """
 from __future__ import annotations
 
-from .roc import auroc_p_value, roc_metrics
+import numpy as np
+
+from .roc import auroc, bootstrap_stats
 
 
 def blind_pool(scores, members, notes: dict, params) -> dict:
-    """One pool's blind baseline: AUROC with its 95% interval, the one-sided p-value and what differs."""
-    m = roc_metrics(scores, members, params.fprs, params.bootstrap, params.seed)
-    return {"items": notes["items"], "folds": notes["folds"], "members": m["members"], "non_members": m["non_members"], "auroc": m["auroc"],
-            "auroc_ci95": m["auroc_ci95"], "p_value": auroc_p_value(scores, members, params.bootstrap, params.seed),
-            "differences": notes["differences"]}
+    """One pool's blind baseline: AUROC with its 95% percentile interval and the one-sided p-value of
+    "AUROC <= 0.5" (share of resampled AUROCs at or below chance, +1 corrected), from one set of stratified
+    bootstrap resamples; and what differs."""
+    y = np.asarray(members, dtype=bool)
+    vals = bootstrap_stats(scores, y, auroc, params.bootstrap, params.seed)
+    lo, hi = np.nanpercentile(vals, [2.5, 97.5])
+    return {"items": notes["items"], "folds": notes["folds"], "members": int(y.sum()), "non_members": int((~y).sum()),
+            "auroc": auroc(scores, y), "auroc_ci95": (float(lo), float(hi)),
+            "p_value": float((1 + np.sum(vals <= 0.5)) / (1 + len(vals))), "differences": notes["differences"]}
 
 
 def shift_check(runs: dict[str, dict], alpha: float) -> dict:

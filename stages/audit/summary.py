@@ -70,7 +70,8 @@ def roc_rows(run: str, attack: str, groups) -> list[dict]:
 def trainable_summary(info: dict) -> dict:
     """What the run trained: paradigm, own rows of new tokens and of vocabulary secret tokens, parameter count."""
     t = info["trainable"]
-    return {"paradigm": t["paradigm"], "secret_rows": info["params"]["secret_rows"], "lora_r": t["lora_r"], "lora_targets": t["lora_targets"],
+    return {"paradigm": t["paradigm"], "secret_rows": info["params"]["secret_rows"], "lora_r": t["lora_r"],
+            "lora_targets": t["lora_targets"],
             "virtual_tokens": t["virtual_tokens"], "new_token_rows": t["num_new_tokens"],
             "secret_token_rows": len(t["secret_rows"]), "parameters": info["trainable_parameters"]}
 
@@ -106,8 +107,9 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
             groups = groups_of(table)
             result["attacks"][attack] = audit_table(groups, params)
             canary_groups(canaries, attack, groups)
-            if any(g == "canary_users" for g, *_ in groups):
-                result.setdefault("canary_users_by_length", {})[attack] = by_length(groups, user_lengths, params)
+            per_length = by_length(groups, user_lengths, params)
+            if per_length:
+                result.setdefault("canary_users_by_length", {})[attack] = per_length
             roc += roc_rows(record["run"], attack, groups)
         elif family == "exposure":
             result["exposure"] = summarize(table)

@@ -107,8 +107,9 @@ def _primary_sentence(ap: dict) -> str:
     return (f"Headline ε̂ of every run with canaries: one pre-registered one-run test (Steinke et al. 2023), read from "
             f"params.yaml `audit.primary` — the `{p['attack']}` score on `{p['kind']}` "
             f"canaries, the {p['k_pos']} highest guessed \"in\" and the {p['k_neg']} lowest \"out\"; ε̂ is the "
-            "largest ε whose (ε, δ)-DP null hypothesis that test rejects at the stated confidence. The bound holds only "
-            "if this choice was made before the scores were seen: `git log -p params.yaml` shows when `audit.primary` "
+            "largest ε whose (ε, δ)-DP null hypothesis that test rejects at the stated confidence. The bound holds "
+            "only if this choice was made before the scores were seen: `git log -p params.yaml` shows when "
+            "`audit.primary` "
             "last changed, and dvc.lock records the value this audit used (params sha256 "
             f"`{(ap.get('primary_sha256') or '?')[:16]}…`; reports/lineage.json gives every number's params, inputs "
             "and commit). Every other attack × kind × "
@@ -170,7 +171,8 @@ def ceiling_section(inp: Inputs) -> Section | None:
                        f"{fmt(ideal_gdp[1])} [{fmt(ideal_gdp[0])}, {fmt(ideal_gdp[2])}]", p.get(f"gdp_{first}"),
                        p.get(f"gdp_efficiency_{tag}")])
         rows.append({"name": name, "accountant": p["accountant_epsilon"], "last_iterate": p["last_iterate_epsilon"],
-                     "ideal": ideal, "ideal_gdp": ideal_gdp, "measured": p.get(first), "measured_gdp": p.get(f"gdp_{first}")})
+                     "ideal": ideal, "ideal_gdp": ideal_gdp, "measured": p.get(first),
+                     "measured_gdp": p.get(f"gdp_{first}")})
     if not rows:
         return None
     png = inp.plots_dir / "ceiling.png"
@@ -318,7 +320,8 @@ def _what_differs(pool: dict) -> str:
 def blind_section(inp: Inputs) -> Section | None:
     check = inp.metrics.get("shift_check") or {}
     bt = Table(["run", "pool", "members / non-members", "blind AUROC [95% CI]", "p (AUROC ≤ 0.5)",
-                "model-based AUROC [95% CI] (attack)", "verdict", "what differs"])
+                "largest model-based AUROC [95% CI] (attack; picked after scoring, descriptive)", "verdict",
+                "what differs"])
     for run, r in inp.runs.items():
         for group, pool in (r.get("blind") or {}).items():
             model = [(a, g[group]) for a, g in r["attacks"].items() if group in g]
@@ -406,7 +409,8 @@ def canary_designs_section(inp: Inputs) -> Section | None:
              "column divides by the random kind's TPR."]
     if guard:
         worst = min(((k, s_, p) for k, ps in guard["kinds"].items() for s_, p in ps.items()), key=lambda x: x[2])
-        paras.append(f"Canary sanity check passed (a check for bugs, not evidence: canary membership is a seeded coin, so "
+        paras.append(f"Canary sanity check passed (a check for bugs, not evidence: canary membership is a seeded coin, "
+                     f"so "
                      f"members and non-members are exchangeable by construction and the test can fire only by chance "
                      f"or through a bug): members and non-members of every kind agree on prefix length, "
                      f"corpus frequency of prefix and secret and base-model loss of the secret ({guard['tests']} "
