@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.errors import ConfigError
+
 
 @functools.lru_cache(maxsize=64)
 def calibrate_sigma(epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
@@ -35,44 +37,84 @@ def privacy_profile(accountant, deltas=tuple(10.0 ** -k for k in range(1, 11))) 
 
 @dataclass
 class Private:
-    """A model and optimizer made private: ``net`` computes per-example gradients, ``optimizer`` clips and
-    noises them (noise from ``noise``, a seeded generator), ``accountant`` tracks the spend."""
+    """A model and optimizer made private: ``net`` computes per-example gradients (hooks) or their norms
+    (ghost), ``optimizer`` clips and noises them (noise from ``noise``, a seeded generator), ``accountant``
+    tracks the spend."""
 
     net: torch.nn.Module
     optimizer: object
     accountant: object
     noise: torch.Generator
     privacy: dict
+    mode: str  # ghost | hooks
 
 
-def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int, population: int, seed: int,
-                 optimizer_name: str, device) -> Private:
-    """Wrap ``model``/``optimizer`` for DP-SGD (or DP-Adam) at (dp.epsilon, delta) with delta = dp.delta or
-    population^-1.1 (``n``: the examples actually in the pool, so q * n is the expected batch)."""
+def unsupported_for_ghost(model: torch.nn.Module) -> list[str]:
+    """Modules with trainable weights of their own that opacus has no norm sampler for ("name (Type)")."""
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping as GSM
+
+    return [f"{name or 'model'} ({type(m).__name__})" for name, m in model.named_modules()
+            if any(p.requires_grad for p in m.parameters(recurse=False)) and type(m) not in GSM.NORM_SAMPLERS]
+
+
+def wrap_model(model, dp, distributed: bool):
+    """opacus' GradSampleModule (hooks) or its fast-gradient-clipping module (ghost) around ``model``
+    (first wrapped in opacus' DPDDP, which broadcasts rank 0's weights, when data-parallel)."""
     from opacus import GradSampleModule
-    from opacus.accountants import create_accountant
-    from opacus.optimizers import DPOptimizer
+    from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.validators import ModuleValidator
 
     from .grad_samplers import register_for
 
-    expected = sample_rate * n
-    delta = dp.delta if dp.delta is not None else population ** -1.1
-    sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
-    register_for(model)  # exact per-example grads for RMSNorm weights (full fine-tuning)
+    register_for(model)  # exact per-example grads and norms for RMSNorm weights (full fine-tuning)
     errors = ModuleValidator.validate(model, strict=False)
     if errors:
         raise ValueError(f"model is not DP-compatible: {errors[0]}")
-    net = GradSampleModule(model, batch_first=True, loss_reduction="mean")
+    if dp.grad_sample_mode == "ghost":
+        missing = unsupported_for_ghost(model)
+        if missing:
+            raise ConfigError(f"finetune.dp.grad_sample_mode: ghost clipping has no norm sampler for {missing[0]}; "
+                              "use 'hooks'")
+    inner = DPDDP(model) if distributed else model
+    if dp.grad_sample_mode == "ghost":
+        return GradSampleModuleFastGradientClipping(inner, batch_first=True, loss_reduction="mean",
+                                                    max_grad_norm=dp.max_grad_norm, use_ghost_clipping=True)
+    return GradSampleModule(inner, batch_first=True, loss_reduction="mean")
+
+
+def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int, population: int, seed: int,
+                 optimizer_name: str, device, world_size: int = 1) -> Private:
+    """Wrap ``model``/``optimizer`` for DP-SGD (or DP-Adam) at (dp.epsilon, delta) with delta = dp.delta or
+    population^-1.1 (``n``: the examples actually in the pool, so q * n is the expected batch).
+
+    ``world_size`` > 1: data-parallel over torch.distributed (opacus' distributed optimizers): each rank
+    clips its share of the Poisson batch, rank 0 alone adds the noise, the sum is all-reduced; the rate q,
+    sigma and the accountant are those of the single-process run."""
+    from opacus.accountants import create_accountant
+    from opacus.optimizers import (DistributedDPOptimizer, DistributedDPOptimizerFastGradientClipping, DPOptimizer,
+                                   DPOptimizerFastGradientClipping)
+
+    expected = sample_rate * n
+    delta = dp.delta if dp.delta is not None else population ** -1.1
+    sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
+    net = wrap_model(model, dp, world_size > 1)
     noise = torch.Generator(device=device).manual_seed(seed + 1)
-    opt = DPOptimizer(optimizer, noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm,
-                      expected_batch_size=max(1, int(round(expected))), loss_reduction="mean", generator=noise)
+    ghost = dp.grad_sample_mode == "ghost"
+    cls = {(False, False): DPOptimizer, (True, False): DPOptimizerFastGradientClipping,
+           (False, True): DistributedDPOptimizer,
+           (True, True): DistributedDPOptimizerFastGradientClipping}[(ghost, world_size > 1)]
+    # the clipped sum is divided by the expected batch: per rank, as opacus' distributed optimizers then
+    # average the ranks' (sum / expected share) over the world
+    opt = cls(optimizer, noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm,
+              expected_batch_size=max(1, int(round(expected))) / world_size, loss_reduction="mean", generator=noise)
     accountant = create_accountant(mechanism=dp.accountant)
     opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=sample_rate))
     privacy = {"dp": True, "target_epsilon": dp.epsilon, "delta": delta, "noise_multiplier": sigma,
                "max_grad_norm": dp.max_grad_norm, "accountant": dp.accountant, "sample_rate": sample_rate,
-               "steps": steps, "expected_batch_size": expected, "optimizer": f"DP-{optimizer_name}"}
-    return Private(net, opt, accountant, noise, privacy)
+               "steps": steps, "expected_batch_size": expected, "optimizer": f"DP-{optimizer_name}",
+               "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size}
+    return Private(net, opt, accountant, noise, privacy, dp.grad_sample_mode)
 
 
 def spent(private: Private) -> dict:

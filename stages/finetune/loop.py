@@ -5,11 +5,23 @@ Sampling: at every step each training example is included independently with pro
 q = batch_size / n (Poisson sampling, as the DP accountant assumes), from a seeded generator. The
 same sampler is used without DP, so DP and non-DP runs differ only in clipping and noise.
 
-DP (``dp.py``): the model is wrapped in opacus' GradSampleModule, the optimizer in opacus' DPOptimizer
-and its accountant (PRV or RDP) is stepped by the optimizer's hook once per logical step with sample
-rate q. A logical batch is processed in chunks (opacus' virtual steps, ``signal_skip_step``), so memory
-holds only one chunk's per-sample gradients; clipping is per example, noise is added once per logical
-step, and the sum is divided by the expected batch size q*n.
+DP (``dp.py``): the model is wrapped by opacus for per-example clipping, the optimizer in opacus'
+DPOptimizer and its accountant (PRV or RDP) is stepped by the optimizer's hook once per logical step with
+sample rate q. A logical batch is processed in chunks (opacus' virtual steps, ``signal_skip_step``);
+clipping is per example, noise is added once per logical step, and the sum is divided by the expected
+batch size q*n. Two ways to clip (``finetune.dp.grad_sample_mode``):
+
+* ``hooks``: opacus' GradSampleModule materialises every per-example gradient of a chunk;
+* ``ghost``: opacus' ghost clipping computes only per-example gradient norms (from each layer's
+  activations and output gradients), then backpropagates the loss weighted by the clipping factors: the
+  gradient is the clipped sum without any per-example gradient in memory. The norm pass stops at the
+  decoder's input embeddings (``ghost_backward``): it needs output gradients, not weight gradients, so
+  it computes none of the Linear layers' weight gradients, which the second pass computes once.
+
+Data-parallel (``world_size`` > 1, under torchrun): every rank draws the same Poisson batch from the same
+seeded generator and trains its share (every world_size-th sampled example), so the logical batch is the
+single-process one; gradients are summed over ranks (opacus' distributed optimizers under DP: noise added
+by rank 0 only).
 
 Checkpoints (``checkpoint.py``) let a killed run resume bit-for-bit.
 """
@@ -44,10 +56,17 @@ class TrainResult:
     resumed_from: int = 0
 
 
+def unwrap(model):
+    """The CanaryLM inside opacus' wrappers (GradSampleModule ``_module``, DPDDP ``module``)."""
+    while not hasattr(model, "logprobs_at"):
+        model = getattr(model, "_module", None) or model.module
+    return model
+
+
 def per_sample_losses(model, batch) -> torch.Tensor:
     """Mean token NLL of each example in the chunk over its labelled positions -> (B,)."""
     hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
-    inner = getattr(model, "_module", model)  # opacus' GradSampleModule wraps the CanaryLM
+    inner = unwrap(model)
     lp = inner.logprobs_at(hidden, new_logits, batch["rows"], batch["cols"], batch["targets"])
     B = batch["batch_size"]
     nll = per_example_sums(-lp, batch["rows"], B)
@@ -83,19 +102,57 @@ def fixed_schedule(first: int, count: int, steps: int, repetitions: int, seed: i
     return schedule
 
 
-def dp_step(net, opt, params, examples, parts, pad_id: int, device) -> list[torch.Tensor]:
+def norm_pass_targets(model) -> list[torch.Tensor]:
+    """What the ghost norm pass differentiates towards: every trainable parameter that is not a Linear
+    layer's (embeddings, norms, soft prompt, prefix). With the decoder's input embeddings added per chunk,
+    autograd then reaches every layer's output gradient but skips the Linear weight gradients."""
+    linear = {id(p) for m in model.modules() if isinstance(m, torch.nn.Linear) for p in m.parameters(recurse=False)}
+    return [p for p in model.parameters() if p.requires_grad and id(p) not in linear]
+
+
+def ghost_backward(net, losses: torch.Tensor, targets: list[torch.Tensor]) -> None:
+    """opacus' ghost clipping for one chunk: per-example gradient norms by a first backward pass through the
+    norm samplers, then the backward pass of sum_i c_i * loss_i with c_i = min(1, C / norm_i) (hooks off),
+    which leaves the clipped sum in ``.grad``. As opacus' DPTensorFastGradientClipping.backward, except the
+    first pass asks autograd only for what the norm samplers need (``norm_pass_targets``)."""
+    params = net.trainable_parameters
+    for p in params:
+        p.__dict__.pop("_norm_sample", None)
+    inner = unwrap(net)
+    first = [inner.last_input] + targets if inner.last_input is not None else targets
+    torch.autograd.grad(losses.mean(), first, retain_graph=True, allow_unused=True)
+    inner.last_input = None
+    missing = [n for n, p in net.named_parameters() if p.requires_grad and not hasattr(p, "_norm_sample")]
+    if missing:
+        raise RuntimeError(f"ghost clipping: no per-example norm for {missing[0]} (its layer saw no gradient)")
+    coef = net.get_clipping_coef().to(losses.device)
+    net.disable_hooks()
+    try:
+        (coef * losses).sum().backward()
+    finally:
+        net.enable_hooks()
+
+
+def dp_step(net, opt, params, examples, parts, pad_id: int, device, mode: str = "hooks",
+            targets: list | None = None) -> list[torch.Tensor]:
     """One logical DP step over its physical chunks: per-example clipping, noise once at the last chunk."""
     losses = []
     if not parts:  # empty Poisson batch: the step still adds noise
         for p in params:
-            p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
+            if mode == "ghost":
+                p.grad = torch.zeros_like(p)
+            else:
+                p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
         opt.step()
         opt.zero_grad()
     for j, part in enumerate(parts):
         batch = collate([examples[i] for i in part], pad_id, device)
         with autocast(device):
             ls = per_sample_losses(net, batch)
-        ls.mean().backward()  # opacus 'mean' rescales by the chunk size -> per-example grads
+        if mode == "ghost":
+            ghost_backward(net, ls, targets)
+        else:
+            ls.mean().backward()  # opacus 'mean' rescales by the chunk size -> per-example grads
         opt.signal_skip_step(do_skip=j < len(parts) - 1)
         opt.step()
         opt.zero_grad()
@@ -104,7 +161,7 @@ def dp_step(net, opt, params, examples, parts, pad_id: int, device) -> list[torc
 
 
 def plain_step(net, opt, params, examples, parts, pad_id: int, device, expected: float,
-               clip_norm: float) -> list[torch.Tensor]:
+               clip_norm: float, world_size: int = 1) -> list[torch.Tensor]:
     """One logical non-private step: the summed loss over the expected batch size, global-norm clipped."""
     losses = []
     for part in parts:
@@ -113,10 +170,31 @@ def plain_step(net, opt, params, examples, parts, pad_id: int, device, expected:
             ls = per_sample_losses(net, batch)
         (ls.sum() / expected).backward()
         losses.append(ls.detach())
+    if world_size > 1:  # each rank holds its share's sum / the global expected batch: sum over ranks
+        for p in params:
+            p.grad = torch.zeros_like(p) if p.grad is None else p.grad
+            torch.distributed.all_reduce(p.grad)
     torch.nn.utils.clip_grad_norm_(params, clip_norm)
     opt.step()
     opt.zero_grad(set_to_none=True)
     return losses
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size) of the torch.distributed group, (0, 1) without one."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def step_loss(losses: list[torch.Tensor], world_size: int) -> float:
+    """Mean per-example loss of the logical batch (over every rank's share)."""
+    flat = torch.cat(losses).float() if losses else torch.zeros(0)
+    total = torch.stack([flat.sum(), torch.tensor(float(flat.numel()), device=flat.device)])
+    if world_size > 1:
+        torch.distributed.all_reduce(total)
+    return float(total[0] / total[1]) if total[1] > 0 else float("nan")
 
 
 def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, physical_batch_size: int, lr: float,
@@ -126,13 +204,18 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
           repetitions: int = 1, population: int | None = None) -> TrainResult:
     """Train ``model`` (a CanaryLM already on its device) in place; returns what happened.
 
+    Long because it is the loop's one place where sampling, the DP wrapping, data-parallel sharding,
+    checkpoints and the step log meet.
+
     ``population`` is the size of the candidate pool the rate q = batch_size / population (and the default
     delta) is computed from: every example that could have been drawn in, e.g. text rows plus all canaries,
     members or not, so that q, sigma and delta do not depend on the membership draw the audit randomises.
     None = len(examples).
     ``scheduled`` examples (canaries inserted a fixed number of times, non-DP only) join the batches of
-    ``repetitions`` steps each on top of the Poisson-sampled ``examples``."""
+    ``repetitions`` steps each on top of the Poisson-sampled ``examples``.
+    Under torch.distributed every rank calls this with the same arguments (see the module docstring)."""
     device = next(model.parameters()).device
+    rank, world_size = world()
     n = len(examples)
     q = poisson_rate(population or n, batch_size, sample_rate)
     expected = q * n
@@ -146,31 +229,37 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, weight_decay, momentum)
     private = make_private(model, opt, dp, sample_rate=q, steps=steps, n=n, population=population or n, seed=seed,
-                           optimizer_name=optimizer, device=device) if private_run else None
+                           optimizer_name=optimizer, device=device, world_size=world_size) if private_run else None
     net, opt = (private.net, private.optimizer) if private else (model, opt)
     noise, accountant = (private.noise, private.accountant) if private else (None, None)
+    mode = private.mode if private else None
+    targets = norm_pass_targets(model) if mode == "ghost" else None
+    model.keep_input = mode == "ghost"
     state = checkpoint.load() if checkpoint else None
     log, start = restore(state, model, opt, rng, noise, accountant) if state is not None else ([], 0)
     net.train()
     t0 = time.time()
     bar = tqdm(range(start, steps), desc="fine-tune" + (" (DP)" if private else ""), mininterval=5,
-               initial=start, total=steps)
-    for step in bar:
-        ts = time.time()
-        idx = np.flatnonzero(rng.random(n) < q)  # Poisson sampling, plus this step's scheduled examples
-        idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)]) if schedule else idx
-        parts = chunks(idx, lengths, physical_batch_size)
-        losses = (dp_step(net, opt, params, examples, parts, pad_id, device) if private else
-                  plain_step(net, opt, params, examples, parts, pad_id, device, expected, clip_norm))
-        rec = {"step": step + 1, "batch": int(len(idx)), "loss": float(torch.cat(losses).mean()) if losses else
-               float("nan"), "seconds": round(time.time() - ts, 3)}
-        log.append(rec)
-        if checkpoint and checkpoint.due(step + 1, steps):
-            checkpoint.save(snapshot(step + 1, log, model, opt, rng, noise, accountant))
-        if on_step:
-            on_step(rec)
-        bar.set_postfix(loss=f"{rec['loss']:.3f}", batch=len(idx), refresh=False)
-    if checkpoint:
+               initial=start, total=steps, disable=rank > 0)
+    try:
+        for step in bar:
+            ts = time.time()
+            idx = np.flatnonzero(rng.random(n) < q)  # Poisson sampling, plus this step's scheduled examples
+            idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)]) if schedule else idx
+            parts = chunks(idx[rank::world_size], lengths, physical_batch_size)
+            losses = (dp_step(net, opt, params, examples, parts, pad_id, device, mode, targets) if private else
+                      plain_step(net, opt, params, examples, parts, pad_id, device, expected, clip_norm, world_size))
+            rec = {"step": step + 1, "batch": int(len(idx)), "loss": step_loss(losses, world_size),
+                   "seconds": round(time.time() - ts, 3)}
+            log.append(rec)
+            if checkpoint and rank == 0 and checkpoint.due(step + 1, steps):
+                checkpoint.save(snapshot(step + 1, log, model, opt, rng, noise, accountant))
+            if on_step:
+                on_step(rec)
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", batch=len(idx), refresh=False)
+    finally:
+        model.keep_input = False
+    if checkpoint and rank == 0:
         checkpoint.clear()
     return TrainResult(steps=steps, sample_rate=q, expected_batch_size=expected, n_examples=n,
                        seconds=time.time() - t0, privacy=spent(private) if private else {"dp": False}, log=log,

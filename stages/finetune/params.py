@@ -32,6 +32,10 @@ class DPParams:
     delta: Optional[float]
     max_grad_norm: float
     accountant: Literal["prv", "rdp"]
+    #: ghost: opacus ghost clipping (per-example gradient norms from activations and output gradients, then a
+    #: second backward pass of the clipped loss; no per-example gradient is materialised) | hooks: opacus
+    #: per-example gradients (GradSampleModule), the reference the ghost mode is tested against
+    grad_sample_mode: Literal["ghost", "hooks"]
 
     def problems(self):
         return (
@@ -54,12 +58,23 @@ class SecretControlParams:
 
 
 @dataclass(frozen=True)
+class DistributedParams:
+    """Data-parallel training on one machine: the stage relaunches itself under torchrun."""
+
+    #: processes (one per GPU on CUDA; gloo processes on CPU); 1 = a single process, no torch.distributed
+    nproc_per_node: int
+
+    def problems(self):
+        return check(self.nproc_per_node >= 1, "nproc_per_node", "must be >= 1", self.nproc_per_node)
+
+
+@dataclass(frozen=True)
 class FinetuneParams:
     out_dir: str
     #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
     dataset: str
     objective: Literal["sft", "nwp"]
-    #: lora | full (every decoder weight; the tied 49k-row embedding stays frozen) | prompt | prefix
+    #: lora | full (every decoder weight; the embedding too with train_embeddings) | prompt | prefix
     paradigm: Literal["lora", "full", "prompt", "prefix"]
     lora: LoraParams
     #: soft-prompt length (paradigm prompt) or key/value prefix length (paradigm prefix)
@@ -67,6 +82,9 @@ class FinetuneParams:
     #: every vocabulary token a canary (any kind, member or not) uses as its secret gets its own trainable
     #: input and output row, as new tokens do: all canary kinds train the same parameters for their secrets
     secret_rows: bool
+    #: also train the input embedding and the output head; a tied matrix is untied into two trainable copies
+    #: (both start from it), as a weight shared by two modules cannot be clipped per example module by module
+    train_embeddings: bool
     dp: DPParams
     #: adamw/adam (DP-Adam under DP) or sgd (DP-SGD under DP)
     optimizer: Literal["adamw", "adam", "sgd"]
@@ -98,6 +116,7 @@ class FinetuneParams:
     canary_repetitions: int
     seed: int
     device: Literal["auto", "cpu", "cuda"]
+    distributed: DistributedParams
     #: save a resumable checkpoint every k steps (0 = never); a rerun with the same inputs resumes
     checkpoint_every: int
     checkpoint_dir: str
@@ -133,7 +152,8 @@ class FinetuneParams:
         return Trainable(paradigm=self.paradigm, lora_r=self.lora.r, lora_alpha=self.lora.alpha,
                          lora_dropout=self.lora.dropout, lora_targets=self.lora.targets,
                          virtual_tokens=self.virtual_tokens, num_new_tokens=canary_meta["num_new_tokens"],
-                         new_token_init=canary_meta["new_token_init"], secret_rows=rows)
+                         new_token_init=canary_meta["new_token_init"], secret_rows=rows,
+                         train_embeddings=self.train_embeddings)
 
 
 def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> FinetuneParams:

@@ -23,7 +23,8 @@ from ..core.io import read_json, write_json
 from ..datasets import get_dataset, read_split, sample
 from ..lm.examples import Example, text_examples
 
-RUN_VERSION = 3  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows
+RUN_VERSION = 4  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
+#                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed
 RUN_FILE = "run.json"
 
 

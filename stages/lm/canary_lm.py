@@ -47,9 +47,10 @@ class CanaryLM(nn.Module):
         self.lm = lm
         causal = _causal(lm)
         self.config = causal.config
-        self.decoder = causal.base_model  # e.g. LlamaModel / GPT2Model (accepts inputs_embeds)
-        self.embed = causal.get_input_embeddings()
-        self.head = causal.get_output_embeddings()
+        # views into ``lm``, kept out of the module tree: a submodule reachable twice would be hooked twice by
+        # opacus (it walks children, not unique modules), doubling its per-example gradients
+        self.__dict__.update(decoder=causal.base_model,  # e.g. LlamaModel / GPT2Model (accepts inputs_embeds)
+                             embed=causal.get_input_embeddings(), head=causal.get_output_embeddings())
         self.base_vocab = self.embed.num_embeddings
         self.num_new = int(num_new)
         d = self.embed.embedding_dim
@@ -61,6 +62,10 @@ class CanaryLM(nn.Module):
         self._init_secret_rows(secret_rows)
         self.soft_prompt = int(soft_prompt)
         self.prefix_len = int(prefix)
+        #: set by the ghost-clipping DP step: forward keeps the decoder's input embeddings (made to require grad)
+        #: in ``last_input`` so the norm pass can stop there instead of computing every weight gradient
+        self.keep_input = False
+        self.last_input: torch.Tensor | None = None
         if self.soft_prompt:
             from peft import PromptTuningConfig
             from peft.tuners.prompt_tuning import PromptEmbedding
@@ -121,7 +126,8 @@ class CanaryLM(nn.Module):
     def _prefix_cache(self, batch: int):
         from transformers import DynamicCache
 
-        idx = torch.arange(self.prefix_len, device=self.embed.weight.device).expand(batch, -1)
+        # contiguous: opacus' embedding norm sampler views the ids
+        idx = torch.arange(self.prefix_len, device=self.embed.weight.device).expand(batch, -1).contiguous()
         kv = self.prefix(idx).view(batch, self.prefix_len, self.layers * 2, self.kv_heads, self.head_dim)
         kv = kv.permute(2, 0, 3, 1, 4)  # (L*2, B, kv_heads, n, head_dim)
         return DynamicCache(ddp_cache_data=[(kv[2 * i], kv[2 * i + 1]) for i in range(self.layers)], config=self.config)
@@ -164,11 +170,14 @@ class CanaryLM(nn.Module):
     def forward_embeds(self, emb: torch.Tensor, attention_mask: torch.Tensor | None = None):
         """``forward`` from input embeddings (B, T, d): the soft prompt / prefix are applied as usual."""
         B = emb.shape[0]
+        if self.keep_input and torch.is_grad_enabled():
+            emb = emb if emb.requires_grad else emb.detach().requires_grad_(True)
+            self.last_input = emb
         if attention_mask is None:
             attention_mask = torch.ones(emb.shape[:2], dtype=torch.long, device=emb.device)
         kw: dict = {"use_cache": False}
         if self.soft_prompt:
-            idx = torch.arange(self.soft_prompt, device=emb.device).expand(B, -1)
+            idx = torch.arange(self.soft_prompt, device=emb.device).expand(B, -1).contiguous()
             emb = torch.cat([self.prompt(idx).to(emb.dtype), emb], dim=1)
             attention_mask = torch.cat([attention_mask.new_ones(B, self.soft_prompt), attention_mask], dim=1)
         if self.prefix_len:
@@ -180,8 +189,15 @@ class CanaryLM(nn.Module):
 
     def logits_at(self, hidden, new_logits, rows, cols) -> torch.Tensor:
         """Full next-token logits (base, secret rows replaced, + new rows) at the selected (row, col)
-        positions -> (K, V+N). ``new_logits``: ``forward``'s second output (``extra_logits``)."""
-        logits = self.head(hidden[rows, cols])
+        positions -> (K, V+N). ``new_logits``: ``forward``'s second output (``extra_logits``).
+
+        A trainable head (``train_embeddings``) is applied to every position while training, batch first, so
+        opacus sees one example per row; otherwise only at the selected positions (the 49k-way projection
+        is the costliest layer on CPU)."""
+        if torch.is_grad_enabled() and self.head.weight.requires_grad:
+            logits = self.head(hidden)[rows, cols]
+        else:
+            logits = self.head(hidden[rows, cols])
         if new_logits is None:
             return logits
         own = new_logits[rows, cols].to(logits.dtype)

@@ -1,9 +1,9 @@
 """The trainable model of a run: base model + paradigm + new-token rows, and saving/loading it.
 
-Paradigms: ``lora`` (peft LoRA on the target modules), ``full`` (every decoder weight; the tied
-embedding/output matrix stays frozen, as opacus cannot clip a weight used by two modules, and the
-new-token rows carry what the canaries need), ``prompt`` (peft prompt tuning) and ``prefix`` (peft
-prefix tuning). New-token rows are trainable in every paradigm, and so are the input/output rows of
+Paradigms: ``lora`` (peft LoRA on the target modules), ``full`` (every decoder weight), ``prompt``
+(peft prompt tuning) and ``prefix`` (peft prefix tuning). ``train_embeddings`` also trains the input
+embedding and the output head in any paradigm; a tied matrix is untied first into two trainable copies
+that both start from it (opacus clips per module, and cannot clip one weight used by two modules). New-token rows are trainable in every paradigm, and so are the input/output rows of
 every vocabulary token a canary uses as its secret (``secret_rows``; ``finetune.secret_rows``), so
 every canary kind trains the same parameters for its secret tokens.
 
@@ -35,6 +35,8 @@ class Trainable:
     new_token_init: str  # mean | zero
     #: vocabulary ids with their own trainable input and output rows (every canary secret token)
     secret_rows: tuple[int, ...]
+    #: the input embedding and output head are trained too (untied copies when the base model ties them)
+    train_embeddings: bool
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "lora_targets": list(self.lora_targets), "secret_rows": list(self.secret_rows)}
@@ -71,9 +73,24 @@ def build_model(base_dir: str | Path, spec: Trainable, device, init: str | None 
         prefix = spec.virtual_tokens
     else:
         raise ConfigError(f"finetune.paradigm: unknown paradigm {spec.paradigm!r}")
+    if spec.train_embeddings:
+        untie_embeddings(base)
     model = CanaryLM(lm, num_new=spec.num_new_tokens, init=init or spec.new_token_init, soft_prompt=soft,
                      prefix=prefix, secret_rows=spec.secret_rows).to(device)
     return model, tok
+
+
+def untie_embeddings(base) -> None:
+    """Make the input embedding and output head two trainable parameters; a tied matrix becomes two
+    copies that start equal (the config stops tying them, so nothing re-ties them later)."""
+    from torch import nn
+
+    emb, head = base.get_input_embeddings(), base.get_output_embeddings()
+    if head.weight is emb.weight:
+        head.weight = nn.Parameter(emb.weight.detach().clone())
+        base.config.tie_word_embeddings = False
+    emb.weight.requires_grad_(True)
+    head.weight.requires_grad_(True)
 
 
 def save_model(model: CanaryLM, out_dir: Path) -> None:

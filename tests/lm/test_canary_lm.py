@@ -13,7 +13,8 @@ SECRET_ROWS = (4, 9, 12, 40)
 
 def spec(paradigm: str = "lora", secret_rows: tuple[int, ...] = SECRET_ROWS) -> Trainable:
     return Trainable(paradigm=paradigm, lora_r=4, lora_alpha=8, lora_dropout=0.0, lora_targets=("q_proj", "v_proj"),
-                     virtual_tokens=3, num_new_tokens=NUM_NEW, new_token_init="mean", secret_rows=secret_rows)
+                     virtual_tokens=3, num_new_tokens=NUM_NEW, new_token_init="mean", secret_rows=secret_rows,
+                     train_embeddings=False)
 
 
 @pytest.fixture()
