@@ -8,7 +8,9 @@ from typing import Sequence
 
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
+from stages.core.errors import StageError
 from stages.core.io import atomic_dir
+from stages.finetune import distributed
 from stages.finetune.params import load_finetune
 from stages.finetune.run import run_finetune
 
@@ -19,9 +21,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, "run")
     ft = load_finetune(args.run, args.params, raw)
     where = locations(raw, args.params)
+    if ft.distributed.nproc_per_node > 1 and not distributed.under_torchrun():
+        code = distributed.launch(["--run", args.run, "--params", args.params], ft.distributed.nproc_per_node)
+        if code:
+            raise StageError(f"finetune@{args.run}: torchrun with {ft.distributed.nproc_per_node} processes "
+                             f"exited with {code}")
+        return
+    rank, _, device = distributed.init(ft.device)
     torch.manual_seed(ft.seed)  # the trainable weights' initialisation (LoRA, new rows) draws from torch's RNG
-    with atomic_dir(Path(ft.out_dir) / args.run) as tmp:
-        run_finetune(args.run, ft, where, tmp)
+    try:
+        if rank == 0:
+            with atomic_dir(Path(ft.out_dir) / args.run) as tmp:
+                run_finetune(args.run, ft, where, tmp, device)
+        else:  # trains its share; rank 0 writes the run
+            run_finetune(args.run, ft, where, None, device)
+    finally:
+        distributed.finish()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ stepped once per logical step at the Poisson rate q.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -57,6 +58,17 @@ def unsupported_for_ghost(model: torch.nn.Module) -> list[str]:
             if any(p.requires_grad for p in m.parameters(recurse=False)) and type(m) not in GSM.NORM_SAMPLERS]
 
 
+def resolve_mode(model: torch.nn.Module, mode: str) -> str:
+    """``auto``: ghost when the base model's own weights train (full fine-tuning, train_embeddings), where
+    per-example gradients are the size of the model; hooks when only small adapters train (LoRA, prompt,
+    prefix, own rows), where they are small and hooks needs one backward pass to ghost clipping's two."""
+    if mode != "auto":
+        return mode
+    lm = getattr(model, "lm", model)
+    own = any(p.requires_grad and "lora_" not in n for n, p in lm.named_parameters())
+    return "ghost" if own else "hooks"
+
+
 def wrap_model(model, dp, distributed: bool):
     """opacus' GradSampleModule (hooks) or its fast-gradient-clipping module (ghost) around ``model``
     (first wrapped in opacus' DPDDP, which broadcasts rank 0's weights, when data-parallel)."""
@@ -78,7 +90,9 @@ def wrap_model(model, dp, distributed: bool):
                               "use 'hooks'")
     inner = DPDDP(model) if distributed else model
     if dp.grad_sample_mode == "ghost":
-        return GradSampleModuleFastGradientClipping(inner, batch_first=True, loss_reduction="mean",
+        # "sum": the norm pass backpropagates the summed loss, so output gradients are already per example
+        # (no rescaling by the chunk size); the optimizer still divides the clipped sum by the expected batch
+        return GradSampleModuleFastGradientClipping(inner, batch_first=True, loss_reduction="sum",
                                                     max_grad_norm=dp.max_grad_norm, use_ghost_clipping=True)
     return GradSampleModule(inner, batch_first=True, loss_reduction="mean")
 
@@ -98,6 +112,7 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
     expected = sample_rate * n
     delta = dp.delta if dp.delta is not None else population ** -1.1
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
+    dp = dataclasses.replace(dp, grad_sample_mode=resolve_mode(model, dp.grad_sample_mode))
     net = wrap_model(model, dp, world_size > 1)
     noise = torch.Generator(device=device).manual_seed(seed + 1)
     ghost = dp.grad_sample_mode == "ghost"

@@ -120,7 +120,7 @@ def ghost_backward(net, losses: torch.Tensor, targets: list[torch.Tensor]) -> No
         p.__dict__.pop("_norm_sample", None)
     inner = unwrap(net)
     first = [inner.last_input] + targets if inner.last_input is not None else targets
-    torch.autograd.grad(losses.mean(), first, retain_graph=True, allow_unused=True)
+    torch.autograd.grad(losses.sum(), first, retain_graph=True, allow_unused=True)
     inner.last_input = None
     missing = [n for n, p in net.named_parameters() if p.requires_grad and not hasattr(p, "_norm_sample")]
     if missing:
@@ -231,6 +231,9 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     private = make_private(model, opt, dp, sample_rate=q, steps=steps, n=n, population=population or n, seed=seed,
                            optimizer_name=optimizer, device=device, world_size=world_size) if private_run else None
     net, opt = (private.net, private.optimizer) if private else (model, opt)
+    if world_size > 1 and not private:  # under DP opacus' DPDDP does this
+        for p in params:
+            torch.distributed.broadcast(p.data, 0)
     noise, accountant = (private.noise, private.accountant) if private else (None, None)
     mode = private.mode if private else None
     targets = norm_pass_targets(model) if mode == "ghost" else None
@@ -249,7 +252,8 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
             parts = chunks(idx[rank::world_size], lengths, physical_batch_size)
             losses = (dp_step(net, opt, params, examples, parts, pad_id, device, mode, targets) if private else
                       plain_step(net, opt, params, examples, parts, pad_id, device, expected, clip_norm, world_size))
-            rec = {"step": step + 1, "batch": int(len(idx)), "loss": step_loss(losses, world_size),
+            rec = {"step": step + 1, "batch": int(len(idx)), "tokens": int(sum(lengths[i] for i in idx)),
+                   "loss": step_loss(losses, world_size),
                    "seconds": round(time.time() - ts, 3)}
             log.append(rec)
             if checkpoint and rank == 0 and checkpoint.due(step + 1, steps):

@@ -34,8 +34,9 @@ class DPParams:
     accountant: Literal["prv", "rdp"]
     #: ghost: opacus ghost clipping (per-example gradient norms from activations and output gradients, then a
     #: second backward pass of the clipped loss; no per-example gradient is materialised) | hooks: opacus
-    #: per-example gradients (GradSampleModule), the reference the ghost mode is tested against
-    grad_sample_mode: Literal["ghost", "hooks"]
+    #: per-example gradients (GradSampleModule), the reference the ghost mode is tested against |
+    #: auto: ghost when the base model's own weights train (full, train_embeddings), hooks for small adapters
+    grad_sample_mode: Literal["auto", "ghost", "hooks"]
 
     def problems(self):
         return (

@@ -18,7 +18,7 @@ from ..lm.loading import pick_device
 from ..lm.trainable import build_model, save_model
 from ..secrets.schema import read_secrets
 from .checkpoint import Checkpointer, examples_fingerprint
-from .loop import TrainResult, mean_nll, train
+from .loop import TrainResult, mean_nll, train, world
 from .params import FinetuneParams
 from .schema import RUN_VERSION, RunRecord, TextSetup, text_examples_of, training_text, write_run
 
@@ -115,6 +115,7 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "params": dataclasses.asdict(ft),
         "trainable": ft.trainable(meta).to_json(),
         "device": str(device),
+        "world_size": world()[1],  # data-parallel processes (finetune.distributed)
         "base_model": read_json(where.base_model / "source.json", "base_model"),
         "num_new_tokens": meta["num_new_tokens"],
         "new_token_init": meta["new_token_init"],
@@ -142,9 +143,11 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
     }
 
 
-def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path) -> RunRecord:
-    """Train run ``run`` and write it into ``out_dir`` (the caller makes that atomic and seeds torch)."""
-    device = pick_device(ft.device)
+def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path | None,
+                 device=None) -> RunRecord | None:
+    """Train run ``run`` and write it into ``out_dir`` (the caller makes that atomic and seeds torch).
+    Data-parallel ranks other than 0 pass ``out_dir`` None: they train their share and write nothing."""
+    device = device or pick_device(ft.device)
     meta, canaries = read_canaries(where.canaries)
     model, tok = build_model(where.base_model, ft.trainable(meta), device)
     inputs = gather_inputs(ft, where, canaries, tok)
@@ -156,6 +159,8 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path) 
         momentum=ft.momentum, checkpoint=checkpointer(run, ft, inputs), scheduled=inputs.scheduled,
         repetitions=ft.canary_repetitions, population=inputs.population,
     )
+    if out_dir is None:
+        return None
     if result.resumed_from:
         log.info("run %s: resumed from the checkpoint at step %d", run, result.resumed_from)
     utility = mean_nll(model, inputs.evals, tok.pad_token_id)

@@ -34,6 +34,7 @@ class RunRecord(TypedDict):
     params: dict[str, Any]  # the finetune params of the run (finetune deep-merged with runs.<run>)
     trainable: dict[str, Any]  # stages.lm.trainable.Trainable.to_json()
     device: str
+    world_size: int  # data-parallel processes that trained it (finetune.distributed)
     base_model: dict[str, Any]  # data/models/base/source.json
     num_new_tokens: int
     new_token_init: str

@@ -97,3 +97,14 @@ def test_ghost_refuses_a_module_without_norm_sampler(tiny_base):
                                           r"extra \(Bilinear\); use 'hooks'"):
         make_private(m, torch.optim.SGD(params, lr=1.0), dp_params(enabled=True, grad_sample_mode="ghost"),
                      sample_rate=0.5, steps=1, n=8, population=8, seed=0, optimizer_name="sgd", device=CPU)
+
+
+@pytest.mark.parametrize("paradigm,embeddings,mode", [("lora", False, "hooks"), ("prompt", False, "hooks"),
+                                                      ("full", False, "ghost"), ("lora", True, "ghost")])
+def test_auto_mode_picks_ghost_where_the_base_weights_train(tiny_base, paradigm, embeddings, mode):
+    from stages.finetune.dp import resolve_mode
+
+    torch.manual_seed(0)
+    m, _ = tiny_model(tiny_base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
+    assert resolve_mode(m, "auto") == mode
+    assert resolve_mode(m, "hooks") == "hooks" and resolve_mode(m, "ghost") == "ghost"

@@ -5,9 +5,11 @@ Tests in this module share one reproduced project and run in file order.
 import json
 import os
 import re
+import shutil
 import time
 
 import pytest
+import torch
 import yaml
 
 from support import PYTHON, run
@@ -64,6 +66,39 @@ def test_dvc_repro_runs_every_stage_and_reports(tiny_project):
     assert "attack@nondp" not in entry["upstream"]
     assert re.fullmatch(r"[0-9a-f]{40}", entry["git_commit"])
     assert entry["inputs"]["data/scores"].endswith(".dir")
+
+
+def test_two_processes_train_like_one(tiny_project):
+    """finetune.distributed: the stage relaunches itself under torchrun (2 gloo processes on CPU). Both ranks
+    draw the same Poisson batches and split them; rank 0 alone adds the noise, from the same generator as the
+    single process: same accountant epsilon, same batches, the same weights up to float summation order."""
+    from safetensors.torch import load_file
+
+    params = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    params["finetune"]["out_dir"] = "data/models_2proc"
+    params["runs"]["dp"]["distributed"] = {"nproc_per_node": 2}
+    alt = tiny_project / "params_2proc.yaml"
+    alt.write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        run([PYTHON, "-m", "stages.finetune", "--run", "dp", "--params", alt.name], tiny_project)
+        one, two = (tiny_project / "data/models/dp", tiny_project / "data/models_2proc/dp")
+        r1, r2 = (json.loads((d / "run.json").read_text()) for d in (one, two))
+        assert (r1["world_size"], r2["world_size"]) == (1, 2) and r2["privacy"]["world_size"] == 2
+        for key in ("epsilon_spent", "noise_multiplier", "sample_rate", "accounted_steps"):
+            assert r2["privacy"][key] == r1["privacy"][key], key
+        logs = [[json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines()] for d in (one, two)]
+        assert [r["batch"] for r in logs[0]] == [r["batch"] for r in logs[1]]
+        assert [r["loss"] for r in logs[1]] == pytest.approx([r["loss"] for r in logs[0]], rel=1e-4)
+        assert r2["valid"]["nll"] == pytest.approx(r1["valid"]["nll"], rel=1e-4)
+        w1, w2 = (load_file(str(d / "trainable.safetensors")) for d in (one, two))
+        assert w1.keys() == w2.keys()
+        rows = w2["new_embed.weight"]  # initialised as identical rows (the vocabulary mean): training moved them
+        assert (rows - rows[:1]).abs().max() > 0
+        for k in w1:
+            torch.testing.assert_close(w2[k], w1[k], rtol=1e-4, atol=1e-5, msg=k)
+    finally:
+        alt.unlink()
+        shutil.rmtree(tiny_project / "data/models_2proc", ignore_errors=True)
 
 
 def test_second_repro_is_a_noop(tiny_project):

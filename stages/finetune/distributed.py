@@ -1,0 +1,51 @@
+"""Data-parallel fine-tuning on one machine through torch.distributed (``finetune.distributed``).
+
+With ``nproc_per_node`` > 1 the stage relaunches itself under torchrun (``python -m torch.distributed.run
+--standalone``), so ``dvc repro``, the Prefect flow and a direct ``python -m stages.finetune`` all start it the
+same way. Each process joins a gloo (CPU) or NCCL (one GPU per process) group; under DP, opacus' DPDDP
+broadcasts rank 0's weights and its distributed optimizers sum the ranks' clipped gradients, with noise from
+rank 0 only (``loop`` / ``dp``). Rank 0 alone evaluates and writes the run's outputs.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Sequence
+
+
+def under_torchrun() -> bool:
+    return "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def launch(argv: Sequence[str], nproc: int) -> int:
+    """Run ``python -m stages.finetune argv`` in ``nproc`` processes under torchrun; its exit code."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "stages.finetune", *argv]
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
+    return subprocess.run(cmd, env=env).returncode
+
+
+def init(device_pref: str):
+    """Join the process group torchrun set up (no-op in a single process): (rank, world size, device)."""
+    import torch
+    import torch.distributed as dist
+
+    from ..lm.loading import pick_device
+
+    device = pick_device(device_pref)
+    if not under_torchrun() or int(os.environ["WORLD_SIZE"]) == 1:
+        return 0, 1, device
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def finish() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
