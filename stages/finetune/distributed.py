@@ -23,7 +23,7 @@ def launch(argv: Sequence[str], nproc: int) -> int:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "stages.finetune", *argv]
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
-    return subprocess.run(cmd, env=env).returncode
+    return subprocess.run(cmd, env=env, check=False).returncode
 
 
 def init(device_pref: str):

@@ -106,8 +106,12 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
     clips its share of the Poisson batch, rank 0 alone adds the noise, the sum is all-reduced; the rate q,
     sigma and the accountant are those of the single-process run."""
     from opacus.accountants import create_accountant
-    from opacus.optimizers import (DistributedDPOptimizer, DistributedDPOptimizerFastGradientClipping, DPOptimizer,
-                                   DPOptimizerFastGradientClipping)
+    from opacus.optimizers import (
+        DistributedDPOptimizer,
+        DistributedDPOptimizerFastGradientClipping,
+        DPOptimizer,
+        DPOptimizerFastGradientClipping,
+    )
 
     expected = sample_rate * n
     delta = dp.delta if dp.delta is not None else population ** -1.1

@@ -63,7 +63,7 @@ def test_ghost_and_hooks_give_the_same_clipped_sum(tiny_base, paradigm, embeddin
 def test_unclipped_dp_gradient_is_the_plain_gradient(tiny_base, mode, paradigm, embeddings):
     """With clipping that never binds and no noise, the DP step is the plain gradient of the summed loss over
     the expected batch: every layer's per-example gradient is counted exactly once."""
-    delta, m, exs, tok = one_step(tiny_base, mode, 1e6, False, paradigm, embeddings)
+    delta, _, exs, tok = one_step(tiny_base, mode, 1e6, False, paradigm, embeddings)
     torch.manual_seed(0)
     ref, _ = tiny_model(tiny_base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
     ref.train()
