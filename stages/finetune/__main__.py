@@ -22,10 +22,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ft = load_finetune(args.run, args.params, raw)
     where = locations(raw, args.params)
     if ft.distributed.nproc_per_node > 1 and not distributed.under_torchrun():
-        code = distributed.launch(["--run", args.run, "--params", args.params], ft.distributed.nproc_per_node)
-        if code:
-            raise StageError(f"finetune@{args.run}: torchrun with {ft.distributed.nproc_per_node} processes "
-                             f"exited with {code}")
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+        try:
+            distributed.launch(["--run", args.run, "--params", args.params], ft.distributed.nproc_per_node)
+        except ChildFailedError as exc:
+            raise StageError(f"finetune@{args.run}: {ft.distributed.nproc_per_node} data-parallel processes failed: "
+                             f"{exc.get_first_failure()[1].message}") from None
         return
     rank, _, device = distributed.init(ft.device)
     torch.manual_seed(ft.seed)  # the trainable weights' initialisation (LoRA, new rows) draws from torch's RNG

@@ -1,6 +1,6 @@
 """Data-parallel fine-tuning on one machine through torch.distributed (``finetune.distributed``).
 
-With ``nproc_per_node`` > 1 the stage relaunches itself under torchrun (``python -m torch.distributed.run
+With ``nproc_per_node`` > 1 the stage relaunches itself under torchrun's launcher (as ``torchrun
 --standalone``), so ``dvc repro``, the Prefect flow and a direct ``python -m stages.finetune`` all start it the
 same way. Each process joins a gloo (CPU) or NCCL (one GPU per process) group; under DP, opacus' DPDDP
 broadcasts rank 0's weights and its distributed optimizers sum the ranks' clipped gradients, with noise from
@@ -9,7 +9,6 @@ rank 0 only (``loop`` / ``dp``). Rank 0 alone evaluates and writes the run's out
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from typing import Sequence
 
@@ -18,12 +17,18 @@ def under_torchrun() -> bool:
     return "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
-def launch(argv: Sequence[str], nproc: int) -> int:
-    """Run ``python -m stages.finetune argv`` in ``nproc`` processes under torchrun; its exit code."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "stages.finetune", *argv]
-    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
-    return subprocess.run(cmd, env=env, check=False).returncode
+def launch(argv: Sequence[str], nproc: int) -> None:
+    """Run ``python -m stages.finetune argv`` in ``nproc`` processes, as ``torchrun --standalone`` does (through
+    its launcher API: the torchrun command line would read the stage's ``--run`` as its own ``--run-path``).
+    Raises torch's ChildFailedError naming the failed rank."""
+    import uuid
+
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=1)
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc))
+    elastic_launch(config, sys.executable)("-m", "stages.finetune", *argv)
 
 
 def init(device_pref: str):
