@@ -83,13 +83,12 @@ def wrap_model(model, dp, distributed: bool):
     errors = ModuleValidator.validate(model, strict=False)
     if errors:
         raise ValueError(f"model is not DP-compatible: {errors[0]}")
+    inner = DPDDP(model) if distributed else model
     if dp.grad_sample_mode == "ghost":
         missing = unsupported_for_ghost(model)
         if missing:
             raise ConfigError(f"finetune.dp.grad_sample_mode: ghost clipping has no norm sampler for {missing[0]}; "
                               "use 'hooks'")
-    inner = DPDDP(model) if distributed else model
-    if dp.grad_sample_mode == "ghost":
         # "sum": the norm pass backpropagates the summed loss, so output gradients are already per example
         # (no rescaling by the chunk size); the optimizer still divides the clipped sum by the expected batch
         return GradSampleModuleFastGradientClipping(inner, batch_first=True, loss_reduction="sum",
