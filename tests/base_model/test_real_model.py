@@ -48,3 +48,25 @@ def test_gguf_to_safetensors_and_dp_step(tmp_path):
     assert (m.new_head.weight.detach() - head0).abs().max() > 0
     after = token_logprobs(m, exs, tok.pad_token_id)
     assert all(np.isfinite(a).all() and a.shape == b.shape == (1,) for a, b in zip(after, before))
+
+
+def test_base_model_output_is_identical_from_two_checkouts(tmp_path):
+    """The stage's output holds no install path, hostname or time: two checkouts in different directories (one
+    nested deeper) write byte-identical files, so DVC's md5 of data/models/base is the same on any machine."""
+    import hashlib
+    import subprocess
+
+    from support import PYTHON, ROOT
+
+    digests = []
+    for where in (tmp_path / "a", tmp_path / "deeper" / "b"):
+        where.mkdir(parents=True)
+        (where / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+        subprocess.run([PYTHON, "-m", "stages.base_model"], cwd=where, check=True, capture_output=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        out = where / "data/models/base"
+        digests.append({f.name: hashlib.md5(f.read_bytes()).hexdigest() for f in sorted(out.iterdir())})
+    assert "model.safetensors" in digests[0] and "source.json" in digests[0]
+    assert digests[0] == digests[1]
+    text = (tmp_path / "a/data/models/base/source.json").read_text()
+    assert str(tmp_path) not in text and "site-packages" not in text
