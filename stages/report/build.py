@@ -2,7 +2,7 @@
 function per section, each reading only what it shows."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..attack.schema import read_record
@@ -12,6 +12,7 @@ from ..core.artifacts import Locations
 from ..core.io import atomic_file, read_json, read_table, write_json
 from ..datasets import STATS
 from ..secrets.schema import SECRETS
+from .headline import headline_html, headline_markdown, headlines, lineage_html, lineage_markdown, lineage_rows
 from .plots import ceiling_plot, exposure_plot, privacy_plot, roc_plot, roc_points
 from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
 
@@ -25,6 +26,8 @@ class Inputs:
     verified: bool  # dvc.lock's md5 of the audit's outputs matches the files
     plots_dir: Path
     out_dir: Path
+    lineage: dict = field(default_factory=dict)  # metrics.json path -> lineage entry (number_lineage)
+    bases: dict = field(default_factory=dict)  # run -> its run record's base_model (source.json)
 
     @property
     def runs(self) -> dict:
@@ -78,9 +81,25 @@ def number_lineage(metrics: Metrics, lock: dict, git: dict, verified: bool) -> d
 
 
 # ----------------------------------------------------------------------------- sections
+def headline_section(inp: Inputs) -> Section:
+    heads = headlines(inp.runs, inp.bases, inp.bounds, inp.headline_fpr)
+    return Section("Headline: what each run leaked, and how sure we are", in_toc=False,
+                   raw_html=headline_html(heads), raw_md=headline_markdown(heads))
+
+
+def headline_lineage_section(inp: Inputs) -> Section:
+    rows = lineage_rows(headlines(inp.runs, inp.bases, inp.bounds, inp.headline_fpr), inp.lineage)
+    return Section("Lineage of the headline numbers", raw_html=lineage_html(rows), raw_md=lineage_markdown(rows),
+                   paragraphs=[
+                       "Each headline number's path in reports/metrics.json, the stage that wrote it and its upstream "
+                       "chain as dvc.lock records them, the params it read and the md5 of its inputs. "
+                       "`leakaudit lineage reports/metrics.json:<path>` prints the whole chain back to the raw files "
+                       "(and refuses when the workspace no longer matches dvc.lock)."])
+
+
 def summary_section(inp: Inputs) -> Section:
     git, ap = inp.git, inp.metrics.get("audit_params", {})
-    base = next((read_record(inp.where.scores_dir(r))["run_record"].get("base_model", {}) for r in inp.runs), {})
+    base = next(iter(inp.bases.values()), {})
     return Section("Summary", paragraphs=[
         f"Git commit `{git.get('commit') or 'unknown'}`" + (" (working tree dirty)" if git.get("dirty") else "")
         + f"; dvc.lock {'matches' if inp.verified else 'does NOT match'} reports/metrics.json"
@@ -558,10 +577,10 @@ def lineage_section(inp: Inputs) -> Section:
 
 
 #: the report's sections, in order; a section with nothing to show returns None and is left out
-SECTIONS = (summary_section, audit_section, ceiling_section, exploratory_section, mia_section, blind_section,
+SECTIONS = (headline_section, summary_section, audit_section, ceiling_section, exploratory_section, mia_section, blind_section,
             canary_designs_section, sweeps_section, exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,
-            lineage_section)
+            headline_lineage_section, lineage_section)
 
 
 def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path(".")) -> dict:
@@ -569,13 +588,16 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
     metrics = read_metrics(where.metrics)
-    inp = Inputs(metrics, read_roc(where.roc), where, lock, git, lin.verify_outputs(lock, "audit"),
-                 out_dir / "plots", out_dir)
+    verified = lin.verify_outputs(lock, "audit")
+    inp = Inputs(metrics, read_roc(where.roc), where, lock, git, verified, out_dir / "plots", out_dir,
+                 number_lineage(metrics, lock, git, verified),
+                 {r: read_record(where.scores_dir(r))["run_record"].get("base_model", {}) for r in metrics["runs"]})
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))
     with atomic_file(out_dir / "index.html") as tmp:
         tmp.write_text(to_html(title, sections))
-    lineage = number_lineage(metrics, lock, git, inp.verified)
-    write_json(out_dir / "lineage.json", lineage)
-    return lineage
+    with atomic_file(out_dir / "headline.md") as tmp:  # the Prefect run's markdown artifact
+        tmp.write_text(headline_markdown(headlines(inp.runs, inp.bases, inp.bounds, inp.headline_fpr), link=False))
+    write_json(out_dir / "lineage.json", inp.lineage)
+    return inp.lineage

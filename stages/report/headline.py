@@ -1,0 +1,206 @@
+"""The report's headline block: per run, what was trained and the few numbers a reviewer signs — the
+accountant's ε, the pre-registered audit's ε̂ with its attainable ceiling, the strongest attack's TPR at the
+headline FPR with its interval, memorization and utility — each tied to its metrics.json path (its lineage id),
+and one plain-language sentence reading them together.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .render import ci, fmt
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    text: str
+    path: str | None = None  # dotted path in reports/metrics.json = the number's lineage id
+    note: str = ""  # the assumption or qualifier stated next to the number
+
+
+@dataclass
+class Headline:
+    run: str
+    trained: str
+    figures: list[Figure] = field(default_factory=list)
+    reading: str = ""
+
+
+def _trained(r: dict, base: dict) -> str:
+    pv, t = r["privacy"], r["trainable"]
+    dp = (f"DP-SGD, target ε = {fmt(pv.get('target_epsilon'), 2)} at δ = {pv.get('delta'):.0e}, σ = "
+          f"{fmt(pv.get('noise_multiplier'), 3)}" if pv.get("dp") else "no DP")
+    n = base.get("num_parameters")
+    size = f"{n / 1e6:,.0f}M parameters" if n else "? parameters"
+    return (f"{base.get('name_or_path', '?')} ({size}), {t['paradigm']} "
+            f"fine-tuning on {r['dataset']}, {r['training']['steps']} steps at q = {fmt(r['training']['sample_rate'])}, "
+            f"{dp}")
+
+
+def strongest_attack(run: str, r: dict, fpr: str) -> tuple[str, str, dict] | None:
+    """(attack, group, metrics) with the highest TPR at ``fpr`` over pools the blind baseline did not invalidate
+    (ties: higher AUROC). Picked after scoring, so it is descriptive, not a test."""
+    blind = r.get("blind") or {}
+    cands = [(atk, g, m) for atk, groups in r["attacks"].items() for g, m in groups.items()
+             if fpr in m.get("tpr_at_fpr", {}) and not (blind.get(g) or {}).get("flagged")]
+    return max(cands, key=lambda c: (c[2]["tpr_at_fpr"][fpr]["value"], c[2]["auroc"]), default=None)
+
+
+def _audit_figures(run: str, r: dict, bounds: list[str]) -> list[Figure]:
+    p, pv, pre = r.get("audit_primary"), r["privacy"], f"runs.{run}"
+    figs = [Figure(f"accountant ε (δ = {pv['delta']:.0e})", fmt(pv["epsilon_spent"], 2),
+                   f"{pre}.privacy.epsilon_spent", f"{pv.get('accountant', '?').upper()} accountant")] if pv.get("dp") else \
+        [Figure("accountant ε", "∞ (no DP)")]
+    if not p or not bounds:
+        return figs + [Figure("audit ε̂", "– (no canaries)")]
+    labels = " / ".join(b.rsplit("_", 1)[-1] + "%" for b in bounds)
+    figs.append(Figure(f"audit ε̂ ({labels})", " / ".join(fmt(p.get(b), 2) for b in bounds),
+                       f"{pre}.audit_primary.{bounds[0]}",
+                       f"{p['attack']} on {p['kind']} canaries, {p['v']} of {p['r']} guesses right; assumption-free"))
+    ideal = f"ideal_{bounds[0]}_median"
+    if p.get(ideal) is not None:
+        figs.append(Figure(f"attainable ε̂ ({bounds[0].rsplit('_', 1)[-1]}%, ideal canaries)", fmt(p[ideal], 2),
+                           f"{pre}.audit_primary.{ideal}", "heuristic last-iterate model, median of simulated audits"))
+    return figs
+
+
+def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
+    pre, figs = f"runs.{run}", []
+    best = strongest_attack(run, r, fpr) if fpr else None
+    if best:
+        atk, group, m = best
+        t = m["tpr_at_fpr"][fpr]
+        figs.append(Figure(f"strongest attack TPR @ {float(fpr) * 100:g}% FPR", ci(t["value"], t["ci95"]),
+                           f"{pre}.attacks.{atk}.{group}.tpr_at_fpr.{fpr}.value",
+                           f"{atk} on {group}; the largest of {sum(len(g) for g in r['attacks'].values())} "
+                           "attack × pool results (descriptive); 95% bootstrap"))
+    ex = (r.get("exposure") or {}).get("all")
+    if ex:
+        figs.append(Figure("exposure, inserted vs not", f"{fmt(ex['mean_exposure_inserted'], 2)} vs "
+                           f"{fmt(ex['mean_exposure_not_inserted'], 2)} bits",
+                           f"{pre}.exposure.all.mean_exposure_inserted",
+                           f"secret-sharer canaries, max {fmt(ex['max_exposure'], 2)}"))
+    for metric, m in (r.get("memorization") or {}).items():
+        t = m["trained"]
+        figs.append(Figure(f"{metric.upper()} fine-tuned − base", ci(t["minus_base"], t["minus_base_ci95"]),
+                           f"{pre}.memorization.{metric}.trained.minus_base",
+                           f"{t['secrets']} real secrets" + (", randomised control" if m.get("randomised") else "")))
+    figs.append(Figure("validation perplexity", fmt(r["utility"]["valid_perplexity"], 1),
+                       f"{pre}.utility.valid_perplexity", "utility"))
+    return figs
+
+
+def reading(r: dict, bounds: list[str], fpr: str | None) -> str:
+    """One plain-language sentence on what the numbers together say."""
+    p, pv = r.get("audit_primary"), r["privacy"]
+    if p and bounds:
+        lb, conf = p.get(bounds[0]) or 0.0, bounds[0].rsplit("_", 1)[-1]
+        ideal = p.get(f"ideal_{bounds[0]}_median")
+        ceiling = (f"; at this run's q, T and σ even ideal canaries would typically prove only ε ≥ {ideal:.2f}"
+                   if ideal is not None else "")
+        if pv.get("dp") and lb > pv["epsilon_spent"]:
+            return (f"INCONSISTENT with the accountant: the audit proves ε ≥ {lb:.2f} ({conf}% confidence), above the "
+                    f"accountant's ε = {pv['epsilon_spent']:.2f} — a bug or a broken DP guarantee.")
+        if pv.get("dp"):
+            proved = (f"proves ε ≥ {lb:.2f} at {conf}% confidence, so the true ε lies between {lb:.2f} and "
+                      f"{pv['epsilon_spent']:.2f}" if lb > 0 else f"finds no leakage it can prove (ε̂ = 0 at {conf}% "
+                      f"confidence), so the true ε could be anywhere up to {pv['epsilon_spent']:.2f}")
+            return f"Consistent with the accountant (ε = {pv['epsilon_spent']:.2f}): the audit {proved}{ceiling}."
+        if lb > 0:
+            return f"No DP guarantee, and the audit proves this run leaks: ε ≥ {lb:.2f} at {conf}% confidence."
+        return (f"No DP guarantee; the pre-registered audit finds no leakage it can prove (ε̂ = 0 at {conf}% "
+                f"confidence) — absence of evidence, not a guarantee{ceiling}.")
+    return _attack_reading(r, fpr)
+
+
+def _attack_reading(r: dict, fpr: str | None) -> str:
+    best = strongest_attack("", r, fpr) if fpr else None
+    if not best:
+        return "No canaries and no attack at the headline FPR: nothing here bounds or measures leakage."
+    atk, group, m = best
+    lo = m["tpr_at_fpr"][fpr]["ci95"][0]
+    above = lo > float(fpr)
+    return (f"No canaries, so no audit bound: the strongest attack ({atk} on {group}) "
+            + (f"finds members above chance (TPR {lo:.2f} or more at {float(fpr) * 100:g}% FPR, 95%)."
+               if above else f"is not distinguishable from chance at {float(fpr) * 100:g}% FPR (its 95% interval "
+                             "reaches the FPR).")
+            + (" No DP guarantee." if not r["privacy"].get("dp") else ""))
+
+
+def headlines(runs: dict, bases: dict[str, dict], bounds: list[str], fpr: str | None) -> list[Headline]:
+    return [Headline(run, _trained(r, bases.get(run, {})), _audit_figures(run, r, bounds) + _leak_figures(run, r, fpr),
+                     reading(r, bounds, fpr)) for run, r in runs.items()]
+
+
+def headline_markdown(heads: list[Headline], link: bool = True) -> str:
+    """The block as markdown (the report's top and the Prefect artifact); values link to their lineage anchors."""
+    out = []
+    for h in heads:
+        out += [f"### {h.run}", "", h.trained + ".", "", "| | value | note |", "|---|---|---|"]
+        for f in h.figures:
+            value = f"[{f.text}](#{anchor(f.path)})" if (link and f.path) else f.text
+            out.append(f"| {f.label} | {value} | {f.note} |")
+        out += ["", f"**Reading:** {h.reading}", ""]
+    return "\n".join(out)
+
+
+def anchor(path: str) -> str:
+    """HTML id of a number's lineage entry."""
+    return "lin-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in path)
+
+
+def headline_html(heads: list[Headline]) -> str:
+    """One card per run, side by side, sized to sit on the first screen."""
+    import html
+
+    cards = []
+    for h in heads:
+        rows = "".join(
+            f"<tr><th>{html.escape(f.label)}</th><td>"
+            + (f'<a href="#{anchor(f.path)}">{html.escape(f.text)}</a>' if f.path else html.escape(f.text))
+            + (f'<div class="note">{html.escape(f.note)}</div>' if f.note else "") + "</td></tr>"
+            for f in h.figures)
+        cards.append(f'<div class="card" id="headline-{html.escape(h.run)}"><h3>{html.escape(h.run)}</h3>'
+                     f'<p class="trained">{html.escape(h.trained)}</p><table>{rows}</table>'
+                     f'<p class="reading">{html.escape(h.reading)}</p></div>')
+    return f'<section id="headline" class="cards">{"".join(cards)}</section>'
+
+
+def lineage_rows(heads: list[Headline], lineage: dict) -> list[tuple[str, dict]]:
+    """(path, lineage entry) of every headline number, in headline order, without repeats."""
+    seen: dict[str, dict] = {}
+    for h in heads:
+        for f in h.figures:
+            if f.path and f.path in lineage and f.path not in seen:
+                seen[f.path] = lineage[f.path]
+    return list(seen.items())
+
+
+def _chain_text(e: dict) -> tuple[str, str, str]:
+    inputs = "; ".join(f"{p}: {(m or '?')[:8]}" for p, m in e["inputs"].items()) or "–"
+    params = ", ".join(sorted(e["params"])) or "–"
+    chain = " ← ".join([e["stage"], *e["upstream"]])
+    return inputs, params, chain
+
+
+def lineage_html(rows: list[tuple[str, dict]]) -> str:
+    import html
+
+    body = []
+    for path, e in rows:
+        inputs, params, chain = _chain_text(e)
+        body.append(f'<tr id="{anchor(path)}"><td><code>{html.escape(path)}</code></td><td>{fmt(e["value"])}</td>'
+                    f"<td>{html.escape(chain)}</td><td>{html.escape(params)}</td><td>{html.escape(inputs)}</td>"
+                    f"<td>{html.escape((e.get('git_commit') or '?')[:10])}{' (dirty)' if e.get('git_dirty') else ''}"
+                    "</td></tr>")
+    return ("<table><thead><tr><th>metrics.json path</th><th>value</th><th>stage ← upstream</th><th>params read</th>"
+            f"<th>inputs (md5)</th><th>commit</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def lineage_markdown(rows: list[tuple[str, dict]]) -> str:
+    lines = ["| metrics.json path | value | stage ← upstream | inputs (md5) | commit |", "|---|---|---|---|---|"]
+    for path, e in rows:
+        inputs, _params, chain = _chain_text(e)
+        lines.append(f'| <a id="{anchor(path)}"></a>`{path}` | {fmt(e["value"])} | {chain} | {inputs} | '
+                     f"{(e.get('git_commit') or '?')[:10]} |")
+    return "\n".join(lines)
