@@ -55,3 +55,26 @@ def lock_markdown(repo: str | Path, stage: str) -> str:
     params = "\n".join(f"- `{k}`: `{v}`" for k, v in rec["params"].items()) or "- (none)"
     return (f"# dvc.lock: {stage}\n\n`{rec['cmd']}`\n\ngit commit `{git['commit']}`"
             f"{' (dirty)' if git['dirty'] else ''}\n\n" + "\n".join(rows) + f"\n\n## params\n{params}\n")
+
+
+#: the report files the run's headline artifact links to
+REPORT_FILES = (("HTML report (self-contained)", "index.html"), ("markdown report", "report.md"),
+                ("every number", "metrics.json"), ("headline numbers (`dvc metrics diff`)", "headline.json"),
+                ("lineage of every number", "lineage.json"))
+
+
+def headline_artifact(repo: str | Path) -> str | None:
+    """The report's headline block plus a table of links to the report files (None before a report exists)."""
+    from stages.core.params import read_params
+
+    report_dir = read_params(Path(repo) / "params.yaml")["report"]["out_dir"]
+    folder = Path(repo).resolve() / report_dir
+    head = folder / "headline.md"
+    if not head.is_file():
+        return None
+    git = lineage.git_state(Path(repo))
+    rows = ["| what | file |", "|---|---|"] + [f"| {what} | [{report_dir}/{name}]({(folder / name).as_uri()}) |"
+                                               for what, name in REPORT_FILES if (folder / name).is_file()]
+    return (f"# Headline\n\ngit commit `{git['commit']}`{' (dirty)' if git['dirty'] else ''}\n\n"
+            + head.read_text() + "\n## Report\n\n" + "\n".join(rows) + "\n\n`leakaudit lineage "
+            "reports/metrics.json:<path>` traces any number back to the raw files.\n")

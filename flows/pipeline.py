@@ -3,7 +3,8 @@
 Each task runs its stage through DVC (``dvc repro --single-item``), so DVC decides whether the
 stage is stale and records what ran in dvc.lock; Prefect adds retries, logs, scheduling and the UI.
 After each stage the flow publishes that stage's dvc.lock entry (dep/out md5s, params, git commit)
-as a Prefect markdown artifact, so lineage is visible in the UI. No Prefect result caching: DVC's
+as a Prefect markdown artifact, so lineage is visible in the UI; at the end, the report's headline block
+with links to the report files (artifact ``headline``). No Prefect result caching: DVC's
 cache is the only cache.
 
     python -m flows.pipeline                     # ephemeral Prefect server, whole DAG
@@ -23,7 +24,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.dvc_adapter import artifact_key, lock_markdown, repro, stage_order
+from flows.dvc_adapter import artifact_key, headline_artifact, lock_markdown, repro, stage_order
 
 
 @task(name="dvc-stage", task_run_name="{stage}", retries=1, retry_delay_seconds=5,
@@ -54,6 +55,9 @@ def pipeline(repo: str = ".", stages: list[str] | None = None, force: bool = Fal
     get_run_logger().info("stages in DVC order: %s", ", ".join(order))
     results = [run_stage(s, repo, force) for s in order]  # sequential: DVC holds a repo-wide lock
     create_table_artifact(key="pipeline-stages", table=results, description="which stages DVC reran")
+    if (headline := headline_artifact(repo)) is not None:
+        create_markdown_artifact(key="headline", markdown=headline,
+                                 description="what each run leaked, and how sure we are (links to the report)")
     return results
 
 

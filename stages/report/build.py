@@ -12,8 +12,9 @@ from ..core.artifacts import Locations
 from ..core.io import atomic_file, read_json, read_table, write_json
 from ..datasets import STATS
 from ..secrets.schema import SECRETS
-from .headline import headline_html, headline_markdown, headlines, lineage_html, lineage_markdown, lineage_rows
-from .plots import ceiling_plot, exposure_plot, privacy_plot, roc_plot, roc_points
+from .data_docs import build_data_docs
+from .headline import headline_html, headline_markdown, headline_metrics, headlines, lineage_html, lineage_markdown, lineage_rows
+from .plots import ceiling_plot, exposure_plot, exposure_points, privacy_plot, region_points, roc_plot, roc_points
 from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
 
 @dataclass
@@ -41,6 +42,10 @@ class Inputs:
     @property
     def fprs(self) -> list[str]:
         return fpr_keys(self.metrics)
+
+    def plot_data(self, kind: str, name: str, points: list[dict]) -> None:
+        """Write one `dvc plots` data file: reports/plots_data/<kind>/<name>.json (dvc.yaml `plots:`)."""
+        write_json(self.out_dir / "plots_data" / kind / f"{name}.json", points)
 
     @property
     def headline_fpr(self) -> str | None:
@@ -264,6 +269,7 @@ def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, P
     label = _bound_label(first)
     privacy_plot(pv["profile"], canary, pv["epsilon_spent"], pv["delta"], got or None,
                  f"run {run}: accountant ε = {pv['epsilon_spent']:.2f} vs audited {label} = {got:.2f}", png)
+    inp.plot_data("privacy", run, region_points(pv["epsilon_spent"], pv["delta"], canary))
     return (f"Run {run}: the accountant's privacy profile, and the loss attack's ROC on canaries "
             "inside the (ε, δ) privacy region (dashed: the region at the pre-registered test's ε̂)", png)
 
@@ -275,7 +281,7 @@ def roc_images(inp: Inputs, run: str, r: dict) -> tuple[list, dict]:
     roc_plot(panels, f"run {run} ({r['dataset']})", png)
     images = [(f"Run {run}: ROC of each membership attack (log-log), one curve per item group", png)]
     privacy = _privacy_image(inp, run, r, panels)
-    return images + ([privacy] if privacy else []), {f"roc_{run}_{atk}": roc_points(c) for atk, c in panels.items()}
+    return images + ([privacy] if privacy else []), {f"{run}_{atk}": roc_points(c) for atk, c in panels.items()}
 
 
 def mia_section(inp: Inputs) -> Section:
@@ -304,7 +310,7 @@ def mia_section(inp: Inputs) -> Section:
         images += run_images
         plot_json.update(run_points)
     for name, pts in plot_json.items():
-        write_json(inp.plots_dir / f"{name}.json", pts)
+        inp.plot_data("roc", name, pts)
     tables = [mt] + ([lt] if (lt := canary_users_table(inp)).rows else [])
     return Section("Membership and user inference", tables=tables, images=images, paragraphs=[
         "Items: canary kinds (synthetic, randomized membership), `text` (the run's own training rows against "
@@ -462,6 +468,7 @@ def exposure_section(inp: Inputs) -> Section | None:
                             m["mean_exposure_inserted"], m["mean_exposure_not_inserted"], m["max_exposure"]])
         png = inp.plots_dir / f"exposure_{run}.png"
         exposure_plot(r["exposure"], f"run {run}: exposure vs repetitions", png)
+        inp.plot_data("exposure", run, exposure_points(r["exposure"]))
         images.append((f"Run {run}: mean exposure of inserted secret-sharer canaries by number of repetitions", png))
     note = ("Formatted canaries (name, city, email, 5-digit phone, 6 letters, one or three random words; privlm-bench "
             "Table 4), a share of each format's candidates inserted with increasing repetitions. Exposure = log2|R| − "
@@ -533,16 +540,19 @@ def data_section(inp: Inputs) -> Section:
 
 def contracts_section(inp: Inputs) -> Section:
     ct = Table(["dataset", "suite", "expectation", "column", "observed", "ok"])
-    for ds_dir in _processed(inp, "gx_results.json"):
-        for suite, rep in read_json(ds_dir / "gx_results.json").items():
+    found = {d.name: d / "gx_results.json" for d in _processed(inp, "gx_results.json")}
+    for name, path in found.items():
+        for suite, rep in read_json(path).items():
             for r in rep["results"]:
                 obs = r.get("observed_value")
                 if obs is None and r.get("unexpected_count") is not None:
                     obs = f"{r['unexpected_count']} of {r['element_count']} unexpected"
-                ct.rows.append([ds_dir.name, suite, r["expectation"], r["kwargs"].get("column", ""), obs, r["success"]])
+                ct.rows.append([name, suite, r["expectation"], r["kwargs"].get("column", ""), obs, r["success"]])
+    docs = build_data_docs(found, inp.out_dir / "data_docs")
     return Section("Data contracts (Great Expectations)", tables=[ct], paragraphs=[
         "Every processed dataset is checked against its pyarrow schema and a Great Expectations suite before "
-        "it is written; a violation fails its stage. Observed values are aggregates (no row contents)."])
+        "it is written; a violation fails its stage. Observed values are aggregates (no row contents). "
+        f"GX Data Docs: `{(inp.out_dir / 'data_docs' / 'index.html').as_posix()}` ({len(docs)} suite pages)."])
 
 
 def secrets_section(inp: Inputs) -> Section:
@@ -597,7 +607,10 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
         tmp.write_text(to_markdown(title, sections, out_dir))
     with atomic_file(out_dir / "index.html") as tmp:
         tmp.write_text(to_html(title, sections))
+    heads = headlines(inp.runs, inp.bases, inp.bounds, inp.headline_fpr)
     with atomic_file(out_dir / "headline.md") as tmp:  # the Prefect run's markdown artifact
-        tmp.write_text(headline_markdown(headlines(inp.runs, inp.bases, inp.bounds, inp.headline_fpr), link=False))
+        tmp.write_text(headline_markdown(heads, link=False))
+    write_json(out_dir / "headline.json", headline_metrics(heads, flatten(metrics, numbers_only=True), inp.runs,
+                                                           inp.bounds))
     write_json(out_dir / "lineage.json", inp.lineage)
     return inp.lineage

@@ -16,6 +16,7 @@ class Figure:
     text: str
     path: str | None = None  # dotted path in reports/metrics.json = the number's lineage id
     note: str = ""  # the assumption or qualifier stated next to the number
+    key: str = ""  # its name in reports/headline.json (`dvc metrics diff`)
 
 
 @dataclass
@@ -49,18 +50,21 @@ def strongest_attack(run: str, r: dict, fpr: str) -> tuple[str, str, dict] | Non
 def _audit_figures(run: str, r: dict, bounds: list[str]) -> list[Figure]:
     p, pv, pre = r.get("audit_primary"), r["privacy"], f"runs.{run}"
     figs = [Figure(f"accountant ε (δ = {pv['delta']:.0e})", fmt(pv["epsilon_spent"], 2),
-                   f"{pre}.privacy.epsilon_spent", f"{pv.get('accountant', '?').upper()} accountant")] if pv.get("dp") else \
+                   f"{pre}.privacy.epsilon_spent", f"{pv.get('accountant', '?').upper()} accountant",
+                   "accountant_epsilon")] if pv.get("dp") else \
         [Figure("accountant ε", "∞ (no DP)")]
     if not p or not bounds:
         return figs + [Figure("audit ε̂", "– (no canaries)")]
     labels = " / ".join(b.rsplit("_", 1)[-1] + "%" for b in bounds)
     figs.append(Figure(f"audit ε̂ ({labels})", " / ".join(fmt(p.get(b), 2) for b in bounds),
                        f"{pre}.audit_primary.{bounds[0]}",
-                       f"{p['attack']} on {p['kind']} canaries, {p['v']} of {p['r']} guesses right; assumption-free"))
+                       f"{p['attack']} on {p['kind']} canaries, {p['v']} of {p['r']} guesses right; assumption-free",
+                       f"audit_{bounds[0]}"))
     ideal = f"ideal_{bounds[0]}_median"
     if p.get(ideal) is not None:
         figs.append(Figure(f"attainable ε̂ ({bounds[0].rsplit('_', 1)[-1]}%, ideal canaries)", fmt(p[ideal], 2),
-                           f"{pre}.audit_primary.{ideal}", "heuristic last-iterate model, median of simulated audits"))
+                           f"{pre}.audit_primary.{ideal}", "heuristic last-iterate model, median of simulated audits",
+                           f"attainable_{bounds[0]}"))
     return figs
 
 
@@ -73,20 +77,21 @@ def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
         figs.append(Figure(f"strongest attack TPR @ {float(fpr) * 100:g}% FPR", ci(t["value"], t["ci95"]),
                            f"{pre}.attacks.{atk}.{group}.tpr_at_fpr.{fpr}.value",
                            f"{atk} on {group}; the largest of {sum(len(g) for g in r['attacks'].values())} "
-                           "attack × pool results (descriptive); 95% bootstrap"))
+                           "attack × pool results (descriptive); 95% bootstrap", "strongest_tpr"))
     ex = (r.get("exposure") or {}).get("all")
     if ex:
         figs.append(Figure("exposure, inserted vs not", f"{fmt(ex['mean_exposure_inserted'], 2)} vs "
                            f"{fmt(ex['mean_exposure_not_inserted'], 2)} bits",
                            f"{pre}.exposure.all.mean_exposure_inserted",
-                           f"secret-sharer canaries, max {fmt(ex['max_exposure'], 2)}"))
+                           f"secret-sharer canaries, max {fmt(ex['max_exposure'], 2)}", "exposure_inserted"))
     for metric, m in (r.get("memorization") or {}).items():
         t = m["trained"]
         figs.append(Figure(f"{metric.upper()} fine-tuned − base", ci(t["minus_base"], t["minus_base_ci95"]),
                            f"{pre}.memorization.{metric}.trained.minus_base",
-                           f"{t['secrets']} real secrets" + (", randomised control" if m.get("randomised") else "")))
+                           f"{t['secrets']} real secrets" + (", randomised control" if m.get("randomised") else ""),
+                           f"{metric}_minus_base"))
     figs.append(Figure("validation perplexity", fmt(r["utility"]["valid_perplexity"], 1),
-                       f"{pre}.utility.valid_perplexity", "utility"))
+                       f"{pre}.utility.valid_perplexity", "utility", "valid_perplexity"))
     return figs
 
 
@@ -204,3 +209,15 @@ def lineage_markdown(rows: list[tuple[str, dict]]) -> str:
         lines.append(f'| <a id="{anchor(path)}"></a>`{path}` | {fmt(e["value"])} | {chain} | {inputs} | '
                      f"{(e.get('git_commit') or '?')[:10]} |")
     return "\n".join(lines)
+
+
+def headline_metrics(heads: list[Headline], numbers: dict, runs: dict, bounds: list[str]) -> dict:
+    """reports/headline.json: run -> the headline numbers by key (every bound of the primary test), for
+    `dvc metrics diff` between experiments. ``numbers``: metrics.json flattened (dotted path -> number)."""
+    out = {}
+    for h in heads:
+        vals = {f.key: numbers[f.path] for f in h.figures if f.key and f.path in numbers}
+        primary = runs[h.run].get("audit_primary") or {}
+        vals.update({f"audit_{b}": primary[b] for b in bounds if primary.get(b) is not None})
+        out[h.run] = vals
+    return out

@@ -151,3 +151,20 @@ def ceiling_plot(rows: list[dict], label: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- data for `dvc plots`
+def region_points(eps: float, delta: float, curves: dict, n: int = 60) -> list[dict]:
+    """The (ε, δ) privacy region's upper boundary and the canary ROCs as one table (group, fpr, tpr), the data of
+    the privacy-region plot for `dvc plots show/diff`."""
+    grid = np.logspace(-4, 0, n)
+    pts = [{"group": f"region (eps={eps:.2f})", "fpr": float(f), "tpr": float(t)}
+           for f, t in zip(grid, region_tpr(grid, eps, delta))]
+    return pts + roc_points(curves)
+
+
+def exposure_points(summary: dict) -> list[dict]:
+    """(format, repetitions, mean exposure) rows: the exposure plot's data for `dvc plots`."""
+    return [{"format": fmt_name, "repetitions": int(k), "mean_exposure": float(v)}
+            for fmt_name, m in summary.items() for k, v in sorted(m.get("mean_exposure_by_repetitions", {}).items(),
+                                                                   key=lambda kv: int(kv[0]))]

@@ -1,0 +1,165 @@
+"""``leakaudit``: one entry point to the pipeline, in the style of ``dvc`` and ``lm_eval``.
+
+    leakaudit run                      # the DVC pipeline through Prefect (one task per stage)
+    leakaudit run --no-prefect         # plain `dvc repro`
+    leakaudit sweep --name lr --set 'finetune.lr=0.001' --set 'finetune.lr=0.004'
+    leakaudit report                   # rebuild reports/ (`dvc repro report`)
+    leakaudit lineage reports/metrics.json:runs.dp_eps8.privacy.epsilon_spent
+    leakaudit ui --cron "0 3 * * *"    # local Prefect server + the scheduled deployment; prints the URL
+    leakaudit doctor                   # packages, model file, data paths, writable caches
+
+Each subcommand only orchestrates: the stages, flows and DVC do the work. Errors are one line on stderr
+(``error: ...``) with a non-zero exit.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+EXAMPLES = {
+    "run": "leakaudit run                # whole pipeline through Prefect\n"
+           "  leakaudit run --stages audit report\n  leakaudit run --no-prefect   # plain `dvc repro`",
+    "sweep": "leakaudit sweep --name kinds --set 'canaries.kinds=[unigram];audit.primary.kind=unigram' \\\n"
+             "      --set 'canaries.kinds=[bigram];audit.primary.kind=bigram'",
+    "report": "leakaudit report             # `dvc repro report`: reports/index.html, report.md, lineage.json",
+    "lineage": "leakaudit lineage reports/metrics.json:runs.dp_eps8.audit_primary.eps_lb_95\n"
+               "  leakaudit lineage reports/metrics.json:runs.nondp.privacy.steps --json",
+    "ui": "leakaudit ui                 # UI at http://127.0.0.1:4200, deployment triggered from the UI\n"
+          "  leakaudit ui --cron '0 3 * * *' --port 4300",
+    "doctor": "leakaudit doctor             # exit 1 when a check fails",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="leakaudit", description=__doc__.split("\n\n")[0],
+                                 epilog="subcommands:\n" + "\n".join(f"  {k:8s} {_first(v)}" for k, v in EXAMPLES.items()),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", default=".", help="the project checkout (default: current directory)")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,sweep,report,lineage,ui,doctor}")
+
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=help_, epilog="example:\n  " + EXAMPLES[name],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    run = add("run", "run the pipeline: Prefect flow over the DVC stages, or plain `dvc repro`")
+    run.add_argument("--no-prefect", action="store_true", help="plain `dvc repro` (no Prefect)")
+    run.add_argument("--stages", nargs="*", default=None, help="only these stages (and only if DVC finds them stale)")
+    run.add_argument("--force", action="store_true", help="rerun even when DVC finds a stage up to date")
+    sweep = add("sweep", "sweep params through DVC experiments (flows.sweep; every flag is passed on)")
+    sweep.add_argument("args", nargs=argparse.REMAINDER)
+    add("report", "rebuild the report (`dvc repro report`)")
+    lin = add("lineage", "print where one reported number comes from, back to the raw files' md5")
+    lin.add_argument("target", help="FILE:dotted.path, e.g. reports/metrics.json:runs.nondp.privacy.steps")
+    lin.add_argument("--json", action="store_true", help="machine-readable output")
+    ui = add("ui", "start a local Prefect server and serve the pipeline deployment (Ctrl-C stops both)")
+    ui.add_argument("--port", type=int, default=4200)
+    ui.add_argument("--cron", default=None, help="schedule, e.g. '0 3 * * *' (none: trigger from the UI)")
+    ui.add_argument("--name", default="leakage-audit", help="deployment name")
+    add("doctor", "check the environment: packages, model file, data paths, writable caches")
+    return ap
+
+
+def _first(text: str) -> str:
+    return text.splitlines()[0]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from stages.core.cli import configure_process
+    from stages.core.errors import StageError, one_line
+
+    configure_process()
+    args = _parser().parse_args(argv)
+    try:
+        code = COMMANDS[args.command](args)
+    except StageError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    raise SystemExit(code or 0)
+
+
+def cmd_run(args) -> int:
+    if args.no_prefect:
+        cmd = ["dvc", "repro"] + (["--force"] if args.force else []) + list(args.stages or [])
+        return subprocess.run(cmd, cwd=args.repo, check=False).returncode
+    from flows.settings import apply_offline_defaults
+
+    apply_offline_defaults()
+    from flows.pipeline import pipeline
+
+    state = pipeline(repo=args.repo, stages=args.stages, force=args.force, return_state=True)
+    return 0 if state.is_completed() else 1
+
+
+def cmd_sweep(args) -> int:
+    from flows.settings import apply_offline_defaults
+
+    apply_offline_defaults()
+    from flows.sweep import main as sweep_main
+
+    sweep_main(["--repo", args.repo, *args.args] if "--repo" not in args.args else args.args)
+    return 0
+
+
+def cmd_report(args) -> int:
+    return subprocess.run(["dvc", "repro", "report"], cwd=args.repo, check=False).returncode
+
+
+def cmd_lineage(args) -> int:
+    from stages.core.lineage import trace
+
+    result = trace(args.target, Path(args.repo))
+    print(json.dumps(result, indent=2) if args.json else render_trace(result))
+    return 0
+
+
+def render_trace(t: dict) -> str:
+    """The chain as text: value -> producing stage -> params -> inputs' md5 -> upstream stages -> raw files -> git."""
+    from stages.report.render import flatten
+
+    lines = [f"{t['path']} = {t['value']!r}", f"  in {t['file']}, written by stage '{t['stage']}'"]
+    for i, s in enumerate(t["chain"]):
+        lines.append(f"\n{'stage' if i == 0 else 'upstream'} {s['stage']}: {s['cmd']}")
+        params = flatten(s["params"])
+        for key, value in params.items():
+            text = json.dumps(value)
+            lines.append(f"    param  {key} = {text if len(text) <= 70 else text[:67] + '...'}")
+        for d in s["deps"]:
+            lines.append(f"    input  {d['path']}  md5 {d['md5']}  ({d['from']})")
+    lines.append("\nraw data at the root of the chain:")
+    lines += [f"    {r['path']}  md5 {r['md5']}" for r in t["raw"]] or ["    (none)"]
+    git = t["git"]
+    lines.append(f"\ngit commit {git.get('commit') or 'unknown'}"
+                 + (" (working tree DIRTY: code or params differ from the commit)" if git.get("dirty") else " (clean)")
+                 + ("; dvc status: every stage of the chain matches dvc.lock" if t.get("checked") else ""))
+    return "\n".join(lines)
+
+
+def cmd_ui(args) -> int:
+    from flows.ui import serve_with_server
+
+    return serve_with_server(args.repo, args.port, args.name, args.cron)
+
+
+def cmd_doctor(args) -> int:
+    from flows.doctor import checks
+
+    failed = 0
+    for ok, what, detail in checks(Path(args.repo)):
+        failed += not ok
+        print(f"[{'ok' if ok else 'FAIL'}] {what}: {detail}")
+    print("all checks passed" if not failed else f"{failed} check(s) failed")
+    return 1 if failed else 0
+
+
+COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "report": cmd_report, "lineage": cmd_lineage, "ui": cmd_ui,
+            "doctor": cmd_doctor}
+
+if __name__ == "__main__":
+    main()
