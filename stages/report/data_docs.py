@@ -18,14 +18,23 @@ from ..core.io import atomic_dir, read_json
 RUN_TIME = "1970-01-01T00:00:00+00:00"  # not a timestamp: a constant, so outputs hash the same on any machine
 
 
+def _result(r: dict) -> dict:
+    """GX's result dict from our aggregates: counts and percentages, never the unexpected values themselves."""
+    out = {k: r[k] for k in ("observed_value", "unexpected_count", "element_count") if r.get(k) is not None}
+    if r.get("unexpected_count") is not None and r.get("element_count"):
+        pct = 100.0 * r["unexpected_count"] / r["element_count"]
+        out.update(unexpected_percent=pct, unexpected_percent_total=pct, unexpected_percent_nonmissing=pct,
+                   missing_count=0, missing_percent=0.0, partial_unexpected_list=[])
+    return out
+
+
 def _validation_result(dataset: str, suite: str, rep: dict):
     from great_expectations.core import ExpectationSuiteValidationResult, ExpectationValidationResult
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
     results = [ExpectationValidationResult(
         success=r["success"], expectation_config=ExpectationConfiguration(type=r["expectation"], kwargs=r["kwargs"]),
-        result={k: r[k] for k in ("observed_value", "unexpected_count", "element_count") if r.get(k) is not None})
-        for r in rep["results"]]
+        result=_result(r)) for r in rep["results"]]
     good = sum(r.success for r in results)
     stats = {"evaluated_expectations": len(results), "successful_expectations": good,
              "unsuccessful_expectations": len(results) - good,

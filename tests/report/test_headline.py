@@ -1,0 +1,62 @@
+"""The headline block on hand-made runs: what it picks, what it says, and its lineage ids."""
+import pytest
+
+from stages.report.headline import (anchor, headline_html, headline_markdown, headline_metrics, headlines, reading,
+                                    strongest_attack)
+from stages.report.render import flatten
+
+BOUNDS = ["eps_lb_95", "eps_lb_99"]
+
+
+def _attack(tpr, lo, hi, auroc=0.6):
+    return {"members": 50, "non_members": 50, "auroc": auroc, "auroc_ci95": [auroc - 0.1, auroc + 0.1],
+            "tpr_at_fpr": {"0.01": {"value": tpr, "ci95": [lo, hi]}}}
+
+
+def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False):
+    r = {"dataset": "personachat", "privacy": {"dp": dp, "delta": 1e-5, "epsilon_spent": acct if dp else "inf",
+                                              "target_epsilon": acct, "noise_multiplier": 0.6, "accountant": "prv"},
+         "trainable": {"paradigm": "lora"}, "training": {"steps": 80, "sample_rate": 0.03},
+         "utility": {"valid_perplexity": 50.0},
+         "attacks": {"loss": {"text": _attack(0.5, 0.3, 0.7), "new_token": _attack(0.2, 0.1, 0.3)},
+                     "zlib": {"text": _attack(0.1, 0.0, 0.2)}},
+         "blind": {"text": {"flagged": flagged}},
+         "memorization": {"vmr": {"randomised": True, "trained": {"secrets": 9, "minus_base": 0.1,
+                                                                   "minus_base_ci95": [0.0, 0.2]}}}}
+    r["audit_primary"] = ({"attack": "loss", "kind": "new_token", "v": 40, "r": 50, "eps_lb_95": lb,
+                           "eps_lb_99": lb / 2, "ideal_eps_lb_95_median": 1.5} if canaries else None)
+    return r
+
+
+def test_readings_say_what_the_numbers_together_mean():
+    assert reading(_run(lb=0.4), BOUNDS, "0.01").startswith("Consistent with the accountant (ε = 8.00)")
+    assert "true ε lies between 0.40 and 8.00" in reading(_run(lb=0.4), BOUNDS, "0.01")
+    assert "could be anywhere up to 8.00" in reading(_run(lb=0.0), BOUNDS, "0.01")
+    assert reading(_run(lb=9.0), BOUNDS, "0.01").startswith("INCONSISTENT")
+    assert "proves this run leaks: ε ≥ 2.00" in reading(_run(dp=False, lb=2.0), BOUNDS, "0.01")
+    assert "absence of evidence" in reading(_run(dp=False, lb=0.0), BOUNDS, "0.01")
+    no_canary = reading(_run(dp=False, canaries=False), BOUNDS, "0.01")
+    assert "no audit bound" in no_canary and "above chance" in no_canary  # loss on text: lower bound 0.3 > 1%
+
+
+def test_strongest_attack_skips_pools_the_blind_baseline_invalidated():
+    assert strongest_attack("a", _run(), "0.01")[:2] == ("loss", "text")
+    assert strongest_attack("a", _run(flagged=True), "0.01")[:2] == ("loss", "new_token")
+
+
+def test_every_headline_number_carries_its_metrics_path():
+    runs = {"a": _run(), "b": _run(dp=False, canaries=False)}
+    heads = headlines(runs, {"a": {"name_or_path": "pkg:m", "num_parameters": 135_000_000}}, BOUNDS, "0.01")
+    numbers = flatten({"runs": runs}, numbers_only=True)
+    paths = [f.path for h in heads for f in h.figures if f.path]
+    assert paths and all(p in numbers for p in paths)  # each is a real number's lineage id
+    assert "runs.a.audit_primary.eps_lb_95" in paths and "runs.a.attacks.loss.text.tpr_at_fpr.0.01.value" in paths
+    assert "135M parameters" in heads[0].trained
+    html = headline_html(heads)
+    assert html.count("class=\"card\"") == 2 and f'href="#{anchor("runs.a.privacy.epsilon_spent")}"' in html
+    assert "0.40 / 0.20" in headline_markdown(heads)
+    metrics = headline_metrics(heads, numbers, runs, BOUNDS)
+    assert metrics["a"] == pytest.approx({"accountant_epsilon": 8.0, "audit_eps_lb_95": 0.4, "audit_eps_lb_99": 0.2,
+                                          "attainable_eps_lb_95": 1.5, "strongest_tpr": 0.5, "vmr_minus_base": 0.1,
+                                          "valid_perplexity": 50.0})
+    assert "accountant_epsilon" not in metrics["b"]  # no DP: no number, not "inf"
