@@ -144,7 +144,7 @@ def render_trace(t: dict) -> str:
 def cmd_ui(args) -> int:
     from flows.ui import serve_with_server
 
-    return serve_with_server(args.repo, args.port, args.name, args.cron)
+    return serve_with_server(str(Path(args.repo).resolve()), args.port, args.name, args.cron)
 
 
 def cmd_doctor(args) -> int:

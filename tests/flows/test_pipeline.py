@@ -11,7 +11,6 @@ import time
 import pytest
 import torch
 import yaml
-
 from support import PYTHON, run
 
 pytestmark = pytest.mark.slow
@@ -48,6 +47,11 @@ def test_dvc_repro_runs_every_stage_and_reports(tiny_project):
     assert metrics["runs"]["nondp"]["privacy"]["epsilon_spent"] == "inf"
     html = (tiny_project / "reports/index.html").read_text()
     assert "data:image/png;base64," in html and "ε̂95" in html
+    assert html.index('id="headline"') < html.index('<nav class="toc">') < html.index('id="summary"')
+    assert "<details>" in html and (tiny_project / "reports/data_docs/index.html").is_file()
+    headline = json.loads((tiny_project / "reports/headline.json").read_text())
+    assert headline["dp"]["accountant_epsilon"] == pytest.approx(8.0, rel=0.02) and "audit_eps_lb_95" in headline["dp"]
+    assert sorted(p.name for p in (tiny_project / "reports/plots_data/roc").iterdir())[0].endswith(".json")
     report = (tiny_project / "reports/report.md").read_text()
     assert "Audit: the pre-registered test (headline ε̂)" in report and "attainable ceiling" in report
     assert "gpu_dp_audit (planned, not run)" in report and "Bonferroni" in report
@@ -107,6 +111,93 @@ def test_second_repro_is_a_noop(tiny_project):
     elapsed = time.time() - t
     assert ran(out) == set() and "up to date" in out
     print(f"no-op dvc repro: {elapsed:.2f} s")
+
+
+def _lineage(project, target, *flags, check=True):
+    return run([PYTHON, "-m", "flows.cli", "lineage", f"reports/metrics.json:{target}", *flags], project, check=check)
+
+
+def test_lineage_traces_reported_numbers_back_to_raw_files(tiny_project):
+    from stages.report.render import flatten
+
+    lock = yaml.safe_load((tiny_project / "dvc.lock").read_text())["stages"]
+    raw_md5 = {d["path"]: d["md5"] for d in lock["preprocess@personachat"]["deps"] if d["path"].startswith("data/raw")}
+    metrics = json.loads((tiny_project / "reports/metrics.json").read_text())
+    for target, run_name, raw_dataset in [("runs.dp.privacy.epsilon_spent", "dp", "personachat"),
+                                          ("runs.nondp.audit_primary.eps_lb_95", "nondp", "personachat"),
+                                          ("runs.users.attacks.user_inference.users.auroc", "users", "enron_users")]:
+        t = json.loads(_lineage(tiny_project, target, "--json").stdout)
+        names = [s["stage"] for s in t["chain"]]
+        assert t["stage"] == names[0] == "audit" and t["checked"] is True
+        assert {f"attack@{run_name}", f"finetune@{run_name}", "base_model"} <= set(names)
+        assert not {s for s in names if s.startswith(("attack@", "finetune@")) and not s.endswith("@" + run_name)}
+        assert t["value"] == flatten(metrics, numbers_only=True)[target]
+        raw = {r["path"]: r["md5"] for r in t["raw"]}
+        mine = {p: m for p, m in raw.items() if p in {d["path"] for d in lock[f"preprocess@{raw_dataset}"]["deps"]}}
+        assert mine and all(re.fullmatch(r"[0-9a-f]{32}(\.dir)?", m) for m in mine.values())
+        if raw_dataset == "personachat":
+            assert mine == raw_md5  # the md5 dvc.lock recorded for the raw file
+        assert re.fullmatch(r"[0-9a-f]{40}", t["git"]["commit"])
+        assert {"audit", "runs"} <= set(t["chain"][0]["params"])  # the params the audit read, as dvc.lock has them
+    text = _lineage(tiny_project, "runs.dp.privacy.epsilon_spent").stdout
+    assert "written by stage 'audit'" in text and "raw data at the root of the chain" in text
+    assert "every stage of the chain matches dvc.lock" in text
+
+
+def test_lineage_refuses_on_a_stale_workspace_and_suggests_near_paths(tiny_project):
+    bad = _lineage(tiny_project, "runs.dp.privacy.epsilon_spnt", check=False)
+    assert bad.returncode == 2 and "near matches: runs.dp.privacy.epsilon_spent" in bad.stderr
+    raw = tiny_project / "data/raw/personachat/valid_self_original_no_cands.txt"
+    original = raw.read_bytes()
+    raw.write_bytes(original + b"1 your persona: i edited this file without dvc repro.\n")
+    try:
+        res = _lineage(tiny_project, "runs.dp.privacy.epsilon_spent", check=False)
+        assert res.returncode == 2 and res.stdout == ""
+        (line,) = res.stderr.strip().splitlines()
+        assert line.startswith("error: workspace no longer matches dvc.lock") and "preprocess@personachat" in line
+        assert "run `dvc repro`" in line
+    finally:
+        raw.write_bytes(original)
+    assert _lineage(tiny_project, "runs.dp.privacy.epsilon_spent", check=False).returncode == 0
+
+
+def test_report_headline_and_plots_render_in_a_browser(tiny_project, tmp_path):
+    """Headless chromium renders reports/index.html at 1400x900: the headline block is on the first screen with a
+    card per run, and every plot is decoded and drawn (pixels, not just tags)."""
+    import io
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install -e '.[test]')")
+    if chromium is None:
+        pytest.skip("no chromium on PATH: .ci/run installs Debian's chromium when run as root")
+    from PIL import Image
+
+    def inked(png: bytes) -> float:  # share of pixels that are not (near) white
+        img = Image.open(io.BytesIO(png)).convert("L")
+        return sum(1 for v in img.getdata() if v < 235) / (img.width * img.height)
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto((tiny_project / "reports/index.html").as_uri())
+        page.screenshot(path=str(tmp_path / "first_screen.png"))
+        head = page.locator("#headline")
+        box = head.bounding_box()
+        assert box and box["y"] + box["height"] <= 900, box  # the whole block on the first screen
+        cards = page.locator("#headline .card")
+        assert cards.count() == len(json.loads((tiny_project / "reports/metrics.json").read_text())["runs"])
+        assert "accountant ε" in head.inner_text()
+        assert all(len(cards.nth(i).locator(".reading").inner_text()) > 40 for i in range(cards.count()))
+        assert inked(head.screenshot()) > 0.02
+        imgs = page.locator("img")
+        assert imgs.count() >= 4
+        for i in range(imgs.count()):
+            img = imgs.nth(i)
+            img.scroll_into_view_if_needed()
+            assert img.evaluate("e => e.complete && e.naturalWidth > 0"), img.get_attribute("alt")
+            assert inked(img.screenshot()) > 0.01, img.get_attribute("alt")
+        browser.close()
+    assert inked((tmp_path / "first_screen.png").read_bytes()) > 0.02
 
 
 def test_changing_the_primary_test_reruns_only_audit_and_report(tiny_project):
@@ -204,6 +295,69 @@ def test_prefect_flow_runs_the_dag_through_dvc(tiny_project, tmp_path):
     assert "flow run" in (tiny_project / "reports/report.md").read_text()
 
 
+TRIGGER = """
+import asyncio, json, sys
+from prefect.client.orchestration import get_client
+from prefect.deployments import run_deployment
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+async def main():
+    async with get_client() as c:
+        dep = await c.read_deployment_by_name("leakage-audit-pipeline/leakage-audit")
+        crons = [s.schedule.cron for s in dep.schedules if getattr(s.schedule, "cron", None)]
+    fr = await run_deployment("leakage-audit-pipeline/leakage-audit",
+                              parameters={"stages": ["report"]}, timeout=400)
+    async with get_client() as c:
+        arts = await c.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[fr.id])))
+        head = [a.data for a in arts if a.key == "headline"]
+    print(json.dumps({"crons": crons, "state": fr.state.type.value, "artifacts": sorted(a.key for a in arts),
+                      "headline": head[0] if head else ""}))
+asyncio.run(main())
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_prefect_server_serves_a_scheduled_deployment_that_runs(tiny_project, tmp_path):
+    """`leakaudit ui` starts a local Prefect server and serves the pipeline with a cron schedule; a triggered run
+    completes against that server and publishes the stage's dvc.lock artifact and the headline artifact."""
+    import signal
+    import subprocess
+
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONUNBUFFERED": "1"}
+    log = (tmp_path / "ui.log").open("w")
+    ui = subprocess.Popen([PYTHON, "-m", "flows.cli", "ui", "--port", str(port), "--cron", "0 3 * * *"],
+                          cwd=tiny_project, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        while "Prefect UI: http://127.0.0.1" not in (tmp_path / "ui.log").read_text():
+            assert ui.poll() is None and time.time() < deadline, (tmp_path / "ui.log").read_text()[-3000:]
+            time.sleep(1)
+        time.sleep(5)  # the deployment registers once serve() starts
+        api = {**env, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
+        out = subprocess.run([PYTHON, "-c", TRIGGER], cwd=tiny_project, env=api, capture_output=True, text=True,
+                             timeout=480, check=False)
+        assert out.returncode == 0, out.stderr[-3000:] + (tmp_path / "ui.log").read_text()[-3000:]
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        os.killpg(ui.pid, signal.SIGINT)
+        try:
+            ui.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(ui.pid, signal.SIGKILL)
+        log.close()
+    assert res["crons"] == ["0 3 * * *"]
+    assert res["state"] == "COMPLETED", (tmp_path / "ui.log").read_text()[-3000:]
+    assert {"dvc-lock-report", "pipeline-stages", "headline"} <= set(res["artifacts"])
+    assert "accountant ε" in res["headline"] and "reports/index.html" in res["headline"]
+
+
 def test_sweep_flow_runs_dvc_experiments_and_tabulates_kinds(tiny_project, tmp_path):
     # one sweep point that changes only audit params: the experiment reruns audit and report, the rest is cached.
     # As a user would: the reproduced state (dvc.lock, metrics) is committed before experimenting.
@@ -231,6 +385,16 @@ def test_sweep_flow_runs_dvc_experiments_and_tabulates_kinds(tiny_project, tmp_p
         (r, k) for r in ("nondp", "dp") for k in ("new_token", "random", "unigram", "bigram", "model_based")}
     assert all(re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", ln) for ln in kind_lines)
     assert "kpos-0" in run(["dvc", "exp", "list", "--all-commits"], tiny_project).stdout
+    # DVC's own comparison of two experiments: the ROC data (a cached report output) and the headline metrics
+    run(["dvc", "exp", "run", "--temp", "-q", "-n", "kpos-7", "-S", "audit.primary.k_pos=7"], tiny_project)
+    plots = json.loads(run(["dvc", "plots", "diff", "kpos-0", "kpos-7", "--json"], tiny_project).stdout)["data"]
+    roc = plots["reports/plots_data/roc/nondp_loss.json"][0]
+    assert roc["revisions"] == ["kpos-0", "kpos-7"]
+    assert {v["rev"] for v in roc["content"]["data"]["values"]} == {"kpos-0", "kpos-7"}
+    assert "reports/plots_data/privacy/dp.json" in plots  # the privacy region with the DP run's canary ROC
+    diff = json.loads(run(["dvc", "metrics", "diff", "kpos-0", "kpos-7", "--all", "--json"], tiny_project).stdout)
+    head = diff["reports/headline.json"]
+    assert {"dp.accountant_epsilon", "dp.audit_eps_lb_95", "nondp.strongest_tpr", "nondp.valid_perplexity"} <= set(head)
     # the sweep's tables reach the report through `dvc repro` (reports/sweeps is a dependency of `report`)
     assert ran(run(["dvc", "repro"], tiny_project).stdout) == {"report"}
     assert "Sweeps (DVC experiments)" in (tiny_project / "reports/report.md").read_text()
