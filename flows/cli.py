@@ -112,7 +112,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_lineage(args) -> int:
-    from stages.core.lineage import trace
+    from flows.trace import trace
 
     result = trace(args.target, Path(args.repo))
     print(json.dumps(result, indent=2) if args.json else render_trace(result))
