@@ -73,11 +73,12 @@ def stale_stages(root: Path, stages: list[str]) -> dict[str, list[str]]:
 
 
 def _dep_kind(lock: dict, stage: str, path: str) -> str:
-    """Who made an input: an upstream stage's name, or 'raw data' / 'code' / 'params' when no stage did."""
-    maker = next((n for n, st in lock.items() if n != stage and any(_inside(path, o["path"]) for o in
-                                                                      st.get("outs") or [])), None)
-    if maker:
-        return maker
+    """Who made an input: the upstream stage(s) whose outputs it is, holds or lies in (a directory input such as
+    data/processed holds several stages' outputs), or 'raw data' / 'code' / 'params' when no stage did."""
+    makers = [n for n, st in lock.items() if n != stage and any(_inside(path, o["path"]) or _inside(o["path"], path)
+                                                                for o in st.get("outs") or [])]
+    if makers:
+        return ", ".join(makers)
     if path.endswith((".py", ".yaml")) or path.startswith(("stages/", "flows/")):
         return "code" if not path.endswith("params.yaml") else "params"
     return "raw data"
