@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -68,20 +67,14 @@ def _first(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from stages.core.cli import configure_process
-    from stages.core.errors import StageError, one_line
+    """Dispatch a subcommand; errors and exit codes as in every stage CLI (stages.core.cli.run_cli)."""
+    from stages.core.cli import run_cli
 
-    configure_process()
-    args = _parser().parse_args(argv)
-    try:
-        code = COMMANDS[args.command](args)
-    except StageError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
-    raise SystemExit(code or 0)
+    def dispatch(argv: Sequence[str] | None) -> None:
+        args = _parser().parse_args(argv)
+        raise SystemExit(COMMANDS[args.command](args) or 0)
+
+    run_cli(dispatch, argv)
 
 
 def cmd_run(args) -> int:

@@ -3,6 +3,7 @@ function per section, each reading only what it shows."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ..attack.schema import read_record
@@ -42,6 +43,11 @@ class Inputs:
     @property
     def fprs(self) -> list[str]:
         return fpr_keys(self.metrics)
+
+    @cached_property
+    def heads(self) -> list:
+        """The headline block's content, per run (shown at the top, in its lineage table and in headline.md/json)."""
+        return headlines(self.runs, self.bases, self.bounds, self.headline_fpr)
 
     def plot_data(self, kind: str, name: str, points: list[dict]) -> None:
         """Write one `dvc plots` data file: reports/plots_data/<kind>/<name>.json (dvc.yaml `plots:`)."""
@@ -87,13 +93,13 @@ def number_lineage(metrics: Metrics, lock: dict, git: dict, verified: bool) -> d
 
 # ----------------------------------------------------------------------------- sections
 def headline_section(inp: Inputs) -> Section:
-    heads = headlines(inp.runs, inp.bases, inp.bounds, inp.headline_fpr)
+    heads = inp.heads
     return Section("Headline: what each run leaked, and how sure we are", in_toc=False,
                    raw_html=headline_html(heads), raw_md=headline_markdown(heads))
 
 
 def headline_lineage_section(inp: Inputs) -> Section:
-    rows = lineage_rows(headlines(inp.runs, inp.bases, inp.bounds, inp.headline_fpr), inp.lineage)
+    rows = lineage_rows(inp.heads, inp.lineage)
     return Section("Lineage of the headline numbers", raw_html=lineage_html(rows), raw_md=lineage_markdown(rows),
                    paragraphs=[
                        "Each headline number's path in reports/metrics.json, the stage that wrote it and its upstream "
@@ -607,7 +613,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
         tmp.write_text(to_markdown(title, sections, out_dir))
     with atomic_file(out_dir / "index.html") as tmp:
         tmp.write_text(to_html(title, sections))
-    heads = headlines(inp.runs, inp.bases, inp.bounds, inp.headline_fpr)
+    heads = inp.heads
     with atomic_file(out_dir / "headline.md") as tmp:  # the Prefect run's markdown artifact
         tmp.write_text(headline_markdown(heads, link=False))
     write_json(out_dir / "headline.json", headline_metrics(heads, flatten(metrics, numbers_only=True), inp.runs,

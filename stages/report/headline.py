@@ -38,7 +38,7 @@ def _trained(r: dict, base: dict) -> str:
             f"{dp}")
 
 
-def strongest_attack(run: str, r: dict, fpr: str) -> tuple[str, str, dict] | None:
+def strongest_attack(r: dict, fpr: str) -> tuple[str, str, dict] | None:
     """(attack, group, metrics) with the highest TPR at ``fpr`` over pools the blind baseline did not invalidate
     (ties: higher AUROC). Picked after scoring, so it is descriptive, not a test."""
     blind = r.get("blind") or {}
@@ -70,7 +70,7 @@ def _audit_figures(run: str, r: dict, bounds: list[str]) -> list[Figure]:
 
 def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
     pre, figs = f"runs.{run}", []
-    best = strongest_attack(run, r, fpr) if fpr else None
+    best = strongest_attack(r, fpr) if fpr else None
     if best:
         atk, group, m = best
         t = m["tpr_at_fpr"][fpr]
@@ -119,7 +119,7 @@ def reading(r: dict, bounds: list[str], fpr: str | None) -> str:
 
 
 def _attack_reading(r: dict, fpr: str | None) -> str:
-    best = strongest_attack("", r, fpr) if fpr else None
+    best = strongest_attack(r, fpr) if fpr else None
     if not best:
         return "No canaries and no attack at the headline FPR: nothing here bounds or measures leakage."
     atk, group, m = best

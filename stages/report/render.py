@@ -86,10 +86,15 @@ def md_table(t: Table) -> str:
     return "\n".join(lines)
 
 
+def _toc_before(i: int, s: Section) -> bool:
+    """The contents line goes after a leading headline block (a section kept out of the contents), else first."""
+    return i == 1 or (i == 0 and s.in_toc)
+
+
 def to_markdown(title: str, sections: list[Section], out_dir: Path) -> str:
     parts = [f"# {title}", ""]
     for i, s in enumerate(sections):
-        if i == 1 or (i == 0 and s.in_toc):
+        if _toc_before(i, s):
             parts += ["**Contents:** " + " · ".join(f"[{x.title}](#{x.id})" for x in sections if x.in_toc), ""]
         parts += [f"## {s.title}", ""]
         parts += [p + "\n" for p in s.paragraphs]
@@ -174,7 +179,7 @@ def to_html(title: str, sections: list[Section]) -> str:
     body = [f"<h1>{html.escape(title)}</h1>"]
     toc = "".join(f'<a href="#{s.id}">{html.escape(s.title)}</a>' for s in sections if s.in_toc)
     for i, s in enumerate(sections):
-        if i == 1 or (i == 0 and s.in_toc):
+        if _toc_before(i, s):
             body.append(f'<nav class="toc"><b>Contents:</b> {toc}</nav>')
         body.append(f'<h2 id="{s.id}">{html.escape(s.title)}</h2>')
         body += [f"<p>{_inline(p)}</p>" for p in s.paragraphs]

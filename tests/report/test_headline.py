@@ -40,8 +40,8 @@ def test_readings_say_what_the_numbers_together_mean():
 
 
 def test_strongest_attack_skips_pools_the_blind_baseline_invalidated():
-    assert strongest_attack("a", _run(), "0.01")[:2] == ("loss", "text")
-    assert strongest_attack("a", _run(flagged=True), "0.01")[:2] == ("loss", "new_token")
+    assert strongest_attack(_run(), "0.01")[:2] == ("loss", "text")
+    assert strongest_attack(_run(flagged=True), "0.01")[:2] == ("loss", "new_token")
 
 
 def test_every_headline_number_carries_its_metrics_path():
