@@ -42,8 +42,10 @@ def make_tiny_lm(vocab_size: int, seed: int = 0):
 def copy_project(dest: Path) -> Path:
     """A fresh git + DVC checkout of this project (code, dvc.yaml, params, vendored data)."""
     for item in ["stages", "flows", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore", "pyproject.toml", "data/raw",
-                 "reports/sweeps"]:
+                 "reports/sweeps", "reports/variance/points.parquet"]:
         src = ROOT / item
+        if not src.exists():
+            continue
         if src.is_dir():
             shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
         else:
@@ -87,8 +89,8 @@ def tiny_params(model_dir: Path) -> dict:
     return p
 
 
-def run(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(cwd)}
+def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(cwd), **(env or {})}
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

@@ -124,8 +124,8 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
 
 
 def memorization_summary(table, params, control: dict | None) -> dict:
-    """Mean score of the fine-tuned and the base model and their difference (base leakage removed),
-    for secrets the run trained on and for the untrained control; 95% bootstrap over secrets. ``control``:
+    """Mean score of the fine-tuned and the base model and their difference (base leakage removed), and the
+    largest per-secret difference (the worst case, empirical-privacy-variance App. F), for secrets the run trained on and for the untrained control; 95% bootstrap over secrets. ``control``:
     the run's randomised control record (None: trained/untrained by occurrence, not randomised)."""
     t = table.to_pandas()
     out: dict = {"randomised": bool(control)}
@@ -137,5 +137,6 @@ def memorization_summary(table, params, control: dict | None) -> dict:
         out[name] = {"secrets": int(len(g)), "score": float(g["score"].mean()) if len(g) else None,
                      "base_score": float(g["base_score"].mean()) if len(g) else None,
                      "minus_base": float(diff.mean()) if len(g) else None,
+                     "max_minus_base": float(diff.max()) if len(g) else None,
                      "minus_base_ci95": bootstrap_mean_ci(diff, params.bootstrap, params.seed) if len(g) else None}
     return out

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
-from stages.core.params import load
+from stages.core.params import load, section_of
 from stages.report.build import build_report
 from stages.report.params import ReportParams
 
@@ -18,7 +18,9 @@ log = logging.getLogger("stages.report")
 def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, extra=[("--lock", {"default": "dvc.lock"})])
     params = load(ReportParams, "report", args.params, raw)
-    lineage = build_report(params.title, locations(raw, args.params), Path(args.lock), Path(params.out_dir))
+    variance = section_of(raw, "variance.out_dir")
+    lineage = build_report(params.title, locations(raw, args.params), Path(args.lock), Path(params.out_dir),
+                           variance_dir=Path(variance) if variance else None)
     log.info("report: %d numbers with lineage -> %s/report.md, %s/index.html", len(lineage), params.out_dir,
              params.out_dir)
 

@@ -17,6 +17,7 @@ from .data_docs import build_data_docs
 from .headline import headline_html, headline_markdown, headline_metrics, headlines, lineage_html, lineage_markdown, lineage_rows
 from .plots import ceiling_plot, exposure_plot, exposure_points, privacy_plot, region_points, roc_plot, roc_points
 from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
+from .variance import variance_section
 
 @dataclass
 class Inputs:
@@ -30,6 +31,7 @@ class Inputs:
     out_dir: Path
     lineage: dict = field(default_factory=dict)  # metrics.json path -> lineage entry (number_lineage)
     bases: dict = field(default_factory=dict)  # run -> its run record's base_model (source.json)
+    variance_dir: Path | None = None  # the variance stage's analysis (analysis.json, plots/)
 
     @property
     def runs(self) -> dict:
@@ -594,12 +596,13 @@ def lineage_section(inp: Inputs) -> Section:
 
 #: the report's sections, in order; a section with nothing to show returns None and is left out
 SECTIONS = (headline_section, summary_section, audit_section, ceiling_section, exploratory_section, mia_section, blind_section,
-            canary_designs_section, sweeps_section, exposure_section,
+            canary_designs_section, sweeps_section, lambda inp: variance_section(inp.variance_dir), exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,
             headline_lineage_section, lineage_section)
 
 
-def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path(".")) -> dict:
+def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path("."),
+                 variance_dir: Path | None = None) -> dict:
     """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
@@ -607,7 +610,8 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     verified = lin.verify_outputs(lock, "audit")
     inp = Inputs(metrics, read_roc(where.roc), where, lock, git, verified, out_dir / "plots", out_dir,
                  number_lineage(metrics, lock, git, verified),
-                 {r: read_record(where.scores_dir(r))["run_record"].get("base_model", {}) for r in metrics["runs"]})
+                 {r: read_record(where.scores_dir(r))["run_record"].get("base_model", {}) for r in metrics["runs"]},
+                 variance_dir)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

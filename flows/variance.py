@@ -1,0 +1,220 @@
+"""Prefect flow of the empirical-privacy-variance sweep (empirical-privacy-variance sections 3-5), fanned out
+on Dask through prefect-dask.
+
+    leakaudit variance            # = python -m flows.variance: the `variance.sweep` grid of params.yaml
+
+Each point is one (epsilon, b, T, eta, seed): a DVC experiment whose `runs` is that single DP fine-tune (sigma
+calibrated by the accountant to the point's epsilon). No point assumes a filesystem shared with the driver:
+
+1. the driver pushes the commit it stands on to a git remote and the cached outputs of the shared upstream
+   stages to a DVC remote (local defaults: a bare repo and a directory under `variance.sweep.work_dir`);
+2. a Dask worker clones the git remote into its own directory, points DVC at the remote, writes the point's
+   params, runs `dvc exp run --pull <targets>` (unchanged upstream stages are pulled, not recomputed) and
+   `dvc exp push`es the experiment (git refs to the git remote, outputs to the DVC remote);
+3. the driver `dvc exp pull`s every finished experiment and tabulates it from the experiment's own commit
+   (reports/metrics.json), writing the sweep table `variance.table` that the `variance` DVC stage analyses.
+
+A point that fails (a stage error, divergence, a lost worker) is retried `variance.sweep.retries` times, then
+recorded as failed with its error; the other points complete and are tabulated.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
+    from flows.settings import apply_offline_defaults
+
+    apply_offline_defaults()
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from stages.core.params import load, read_params
+from stages.variance.params import SweepParams, VarianceParams
+from stages.variance.schema import point_record, write_points
+from stages.variance.table import markdown
+
+#: the run name every point's experiment trains, attacks and audits
+RUN = "point"
+ENV = {"DVC_NO_ANALYTICS": "1", "GX_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+       "GIT_AUTHOR_NAME": "leakaudit-sweep", "GIT_AUTHOR_EMAIL": "sweep@leakaudit.invalid",
+       "GIT_COMMITTER_NAME": "leakaudit-sweep", "GIT_COMMITTER_EMAIL": "sweep@leakaudit.invalid"}
+
+
+def sh(args: list[str], cwd: str | Path, env: dict | None = None) -> str:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env={**os.environ, **ENV, **(env or {})})
+    if proc.returncode != 0:
+        tail = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()][-3:]
+        raise RuntimeError(f"{' '.join(args[:3])} failed: {' | '.join(tail)}")
+    return proc.stdout
+
+
+def fmt_num(x: float) -> str:
+    return f"{x:g}".replace(".", "p").replace("-", "m")
+
+
+def points(sp: SweepParams) -> list[dict]:
+    """Every (epsilon, b, T, eta, seed) of the grid, each with its experiment name and its params overrides."""
+    out = []
+    for eps, b, t, lr, seed in itertools.product(sp.epsilons, sp.grid.batch_size, sp.grid.steps, sp.grid.lr,
+                                                 sp.seeds):
+        name = f"{sp.name}-e{fmt_num(eps)}-b{b}-t{t}-lr{fmt_num(lr)}-s{seed}"
+        dp = {"enabled": True, "epsilon": float(eps), "delta": sp.delta}
+        run = {**sp.run, "batch_size": int(b), "steps": int(t), "lr": float(lr), "seed": int(seed), "dp": dp}
+        out.append({"point": name, "epsilon": float(eps), "batch_size": int(b), "steps": int(t), "lr": float(lr),
+                    "seed": int(seed), "runs": {RUN: run}, "attacks": list(sp.attacks)})
+    return out
+
+
+def apply_point(params_path: Path, point: dict) -> None:
+    """The point's params: `runs` = its one run, `attack.runs` = its attacks (written with PyYAML, so every
+    float reads back as a float)."""
+    import yaml
+
+    raw = yaml.safe_load(params_path.read_text())
+    raw["runs"] = point["runs"]
+    raw.setdefault("attack", {})["runs"] = {RUN: point["attacks"]}
+    params_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+@task(name="sweep-point", cache_policy=NO_CACHE, persist_result=False)
+def run_point(point: dict, git_remote: str, dvc_remote: str, rev: str, targets: list[str],
+              worker_dir: str | None, threads: int, keep: bool) -> dict:
+    """One point on a Dask worker, in a fresh clone of the git remote: experiment run and pushed back.
+    Returns the point's name, experiment commit and wall seconds (results travel through the remotes)."""
+    t0 = time.time()
+    if worker_dir:
+        Path(worker_dir).mkdir(parents=True, exist_ok=True)
+    clone = Path(tempfile.mkdtemp(prefix=point["point"] + "-", dir=worker_dir))
+    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    try:
+        sh(["git", "clone", "--quiet", git_remote, str(clone)], cwd=clone.parent)
+        sh(["git", "checkout", "--quiet", rev], cwd=clone)
+        sh(["dvc", "remote", "add", "--local", "--default", "--force", "sweep", dvc_remote], cwd=clone)
+        apply_point(clone / "params.yaml", point)
+        sh(["dvc", "exp", "run", "--pull", "--name", point["point"], *targets], cwd=clone, env=env)
+        sh(["dvc", "exp", "push", "origin", point["point"]], cwd=clone)
+        exp_rev = sh(["git", "rev-parse", f"refs/exps/{rev[:2]}/{rev[2:]}/{point['point']}"], cwd=clone).strip()
+        return {"point": point["point"], "rev": exp_rev, "seconds": time.time() - t0}
+    finally:
+        if not keep:
+            shutil.rmtree(clone, ignore_errors=True)
+
+
+def setup_remotes(repo: Path, sp: SweepParams, upstream: list[str]) -> tuple[str, str, str]:
+    """The git and DVC remotes the workers read and write (created under work_dir when not given), the commit
+    pushed to the git remote, and the shared upstream outputs pushed to the DVC remote."""
+    work = (repo / sp.work_dir).resolve()
+    git_remote = sp.git_remote or str(work / "remote.git")
+    dvc_remote = sp.dvc_remote or str(work / "dvc-remote")
+    if not sp.git_remote and not (Path(git_remote) / "HEAD").exists():
+        Path(git_remote).mkdir(parents=True, exist_ok=True)
+        sh(["git", "init", "--quiet", "--bare", git_remote], cwd=repo)
+    if not sp.dvc_remote:
+        Path(dvc_remote).mkdir(parents=True, exist_ok=True)
+    if sh(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo).strip():
+        raise RuntimeError(f"{repo}: uncommitted changes: the points run the committed HEAD (commit first)")
+    rev = sh(["git", "rev-parse", "HEAD"], cwd=repo).strip()
+    sh(["git", "push", "--quiet", "--force", git_remote, f"{rev}:refs/heads/sweep-{sp.name}"], cwd=repo)
+    sh(["dvc", "remote", "add", "--local", "--force", "sweep", dvc_remote], cwd=repo)
+    sh(["dvc", "push", "--remote", "sweep", *upstream], cwd=repo)
+    return git_remote, dvc_remote, rev
+
+
+def upstream_stages(repo: Path) -> list[str]:
+    """The stages every point shares (everything upstream of the per-run fine-tune), pushed once."""
+    raw = read_params(repo / "params.yaml")
+    return ["base_model", *[f"preprocess@{d}" for d in raw["preprocess"]["datasets"]],
+            *[f"secrets@{d}" for d in raw["secrets"]["datasets"]], "canaries"]
+
+
+def task_runner(sp: SweepParams):
+    from prefect_dask import DaskTaskRunner
+
+    if sp.cluster.address:
+        return DaskTaskRunner(address=sp.cluster.address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": sp.cluster.workers, "processes": True,
+                                          "threads_per_worker": 1, "dashboard_address": None})
+
+
+def collect(repo: Path, git_remote: str, done: dict[str, dict], failed: dict[str, str], pts: list[dict],
+            measure: str) -> list[dict]:
+    """Pull the finished experiments' refs and build one row per point from its experiment's metrics."""
+    rows = []
+    if done:
+        sh(["dvc", "exp", "pull", "--no-cache", "--force", git_remote, *done], cwd=repo)
+    for p in pts:
+        name = p["point"]
+        if name in done:
+            metrics = json.loads(sh(["git", "show", f"{done[name]['rev']}:reports/metrics.json"], cwd=repo))
+            rows.append(point_record(p, metrics["runs"][RUN], measure, "completed", None, done[name]))
+        else:
+            rows.append(point_record(p, None, measure, "failed", failed.get(name, "not run"), None))
+    return rows
+
+
+@flow(name="privacy-variance-sweep", persist_result=False)
+def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
+    """Run the `variance.sweep` grid as DVC experiments on Dask workers; write the sweep table (the task runner
+    comes from the params: use `run_sweep`)."""
+    log = get_run_logger()
+    root = Path(repo).resolve()
+    vp = load(VarianceParams, "variance", root / params_file)
+    sp = vp.sweep
+    pts = points(sp)
+    git_remote, dvc_remote, rev = setup_remotes(root, sp, upstream_stages(root))
+    log.info("sweep %s: %d points from commit %s; git remote %s, DVC remote %s", sp.name, len(pts), rev[:8],
+             git_remote, dvc_remote)
+    point_task = run_point.with_options(retries=sp.retries, retry_delay_seconds=1)
+    futures = {p["point"]: point_task.submit(p, git_remote, dvc_remote, rev, list(sp.targets), sp.worker_dir,
+                                             sp.cluster.threads_per_worker, sp.keep_clones) for p in pts}
+    done, failed = {}, {}
+    for name, fut in futures.items():
+        state = fut.wait() or fut.state
+        if state.is_completed():
+            done[name] = fut.result()
+            log.info("point %s: done in %.0f s (experiment %s)", name, done[name]["seconds"], done[name]["rev"][:8])
+        else:
+            try:
+                fut.result(raise_on_failure=True)
+            except BaseException as exc:  # noqa: BLE001 - any failure of a point is recorded, never fatal
+                failed[name] = " ".join(str(exc).split())[:500] or type(exc).__name__
+            log.warning("point %s: FAILED after %d retries: %s", name, sp.retries, failed.get(name))
+    rows = collect(root, git_remote, done, failed, pts, vp.measure)
+    write_points(root / vp.table, rows, {"sweep": sp.name, "base_commit": rev, "params": asdict(sp)})
+    md = markdown(rows, sp.name, rev)
+    create_markdown_artifact(key=f"variance-{sp.name}".lower().replace("_", "-"), markdown=md,
+                             description=f"empirical privacy variance sweep {sp.name}")
+    return rows
+
+
+def run_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
+    """The flow on the task runner `variance.sweep.cluster` asks for (a LocalCluster or a scheduler address)."""
+    vp = load(VarianceParams, "variance", Path(repo) / params_file)
+    return variance_sweep.with_options(task_runner=task_runner(vp.sweep))(repo=repo, params_file=params_file)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", default=".")
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    rows = run_sweep(args.repo, args.params)
+    ok = sum(r["status"] == "completed" for r in rows)
+    print(f"variance sweep: {ok} of {len(rows)} points completed in {time.time() - t0:.0f} s; "
+          "`dvc repro report` analyses the table")
+
+
+if __name__ == "__main__":
+    main()

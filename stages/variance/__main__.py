@@ -1,0 +1,33 @@
+"""DVC stage ``variance``: the empirical-privacy-variance analysis of the sweep table (written by
+``leakaudit variance``) -> <variance.out_dir>/analysis.json and its plots. Reruns only when the table (or
+this code, or its params) changes."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from stages.core.cli import run_cli, stage_args
+from stages.core.io import atomic_dir, write_json
+from stages.core.params import load
+from stages.variance.params import VarianceParams
+from stages.variance.run import analyse_table, draw
+
+log = logging.getLogger("stages.variance")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, raw = stage_args(argv, __doc__)
+    params = load(VarianceParams, "variance", args.params, raw)
+    result, rows = analyse_table(params)
+    out = Path(params.out_dir)
+    with atomic_dir(out / "plots") as tmp:
+        result["plots"] = draw(result, rows, params, tmp)
+    write_json(out / "analysis.json", result)
+    log.info("variance: %d of %d points completed; %s", result["completed"], result["points"],
+             ", ".join(f"ε={e}: sd over configurations {a['score_sd_over_configurations']}"
+                       for e, a in result["epsilons"].items()))
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,49 @@
+"""The analysis stage's work: read the sweep table, analyse each score statistic, draw the plots."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .analysis import analyse, by_epsilon, config_means
+from .params import VarianceParams
+from .plots import jitter_plot, profiles_plot, selection_plot
+from .schema import read_points
+from .select import METHODS
+
+STATS = ("mean", "max")
+
+
+def analyse_table(params: VarianceParams) -> tuple[dict, list[dict]]:
+    """The analysis of every statistic (the primary first) and the table's rows."""
+    rows, meta = read_points(params.table)
+    stats = (params.primary, *[s for s in STATS if s != params.primary])
+    per = {s: analyse(rows, f"score_{s}", params.min_points) for s in stats}
+    first = per[params.primary]
+    return {"sweep": meta.get("sweep"), "base_commit": meta.get("base_commit"), "measure": params.measure,
+            "primary": params.primary, "points": first["points"], "completed": first["completed"],
+            "failed": first["failed"], "table": [{k: r[k] for k in ("point", "rev", "status")} for r in rows],
+            "statistics": {s: a["epsilons"] for s, a in per.items()}}, rows
+
+
+def draw(result: dict, rows: list[dict], params: VarianceParams, out: Path) -> dict[str, str]:
+    """Every plot into ``out``; returns name -> file name."""
+    done = [r for r in rows if r["status"] == "completed"]
+    files: dict[str, str] = {}
+    if not done:
+        return files
+    stats = [f"score_{s}" for s in result["statistics"]]
+    jitter_plot(done, stats, params.measure.upper(), out / "jitter.png")
+    files["jitter"] = "jitter.png"
+    primary = f"score_{params.primary}"
+    for eps, pts in by_epsilon(done).items():
+        key = f"{eps:g}"
+        a = result["statistics"][params.primary][key]
+        means = [m for m in config_means(pts, [primary, "utility"]) if m[primary] is not None
+                 and m["utility"] is not None]
+        if means:
+            picks = {name: pick(means) for name, pick in METHODS.items()}
+            selection_plot(means, primary, picks, params.measure.upper(), key, out / f"selection_eps{key}.png")
+            files[f"selection_eps{key}"] = f"selection_eps{key}.png"
+        if a["profiles"]:
+            profiles_plot(a["profiles"], key, out / f"profiles_eps{key}.png")
+            files[f"profiles_eps{key}"] = f"profiles_eps{key}.png"
+    return files

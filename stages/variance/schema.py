@@ -1,0 +1,90 @@
+"""The sweep table: one row per point of a variance sweep (written by flows/variance.py, read by the
+``variance`` stage). Parquet with a fixed schema; the sweep's name, base commit and params ride in the schema
+metadata, so the table alone says what produced it. No wall times, paths or hosts: the same sweep gives the
+same bytes."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from ..core.io import read_table, write_table
+
+PROFILE = pa.list_(pa.struct([("delta", pa.float64()), ("epsilon", pa.float64())]))
+POINTS = pa.schema([
+    ("point", pa.string()),         # the DVC experiment's name
+    ("rev", pa.string()),           # the experiment's git commit (null: failed)
+    ("status", pa.string()),        # completed | failed
+    ("error", pa.string()),         # the failure, one line (null: completed)
+    ("epsilon", pa.float64()),      # the target epsilon sigma was calibrated to
+    ("batch_size", pa.int64()),
+    ("steps", pa.int64()),
+    ("lr", pa.float64()),
+    ("seed", pa.int64()),
+    ("utility", pa.float64()),      # minus the validation loss (higher is better)
+    ("valid_loss", pa.float64()),
+    ("eps_spent", pa.float64()),    # the accountant's epsilon at delta
+    ("delta", pa.float64()),
+    ("sigma", pa.float64()),
+    ("sample_rate", pa.float64()),
+    ("measure", pa.string()),       # vmr | air
+    ("score_mean", pa.float64()),   # mean over the trained secrets of (fine-tuned - base) score
+    ("score_max", pa.float64()),    # max over the trained secrets of (fine-tuned - base) score
+    ("secrets", pa.int64()),        # trained secrets scored
+    ("eps_hat", pa.float64()),      # the pre-registered one-run audit's epsilon lower bound at 95% (null: no canaries)
+    ("eps_hat_99", pa.float64()),
+    ("exposure", pa.float64()),     # mean exposure (bits) of the inserted secret-sharer canaries (null: none)
+    ("profile", PROFILE),           # the accountant's privacy profile epsilon(delta)
+])
+
+
+def _num(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _get(d: Mapping | None, *path: str) -> Any:
+    for k in path:
+        d = d.get(k) if isinstance(d, Mapping) else None
+    return d
+
+
+def point_record(point: Mapping, run: Mapping | None, measure: str, status: str, error: str | None,
+                 done: Mapping | None) -> dict:
+    """One table row from a point's spec and (completed) its run's entry of the experiment's metrics.json."""
+    row = {f: None for f in POINTS.names}
+    row.update({k: point[k] for k in ("point", "epsilon", "batch_size", "steps", "lr", "seed")})
+    row.update(status=status, error=error, measure=measure, rev=(done or {}).get("rev"))
+    if run is None:
+        return row
+    priv, mem = run.get("privacy") or {}, _get(run, "memorization", measure, "trained") or {}
+    nll = _num(_get(run, "utility", "valid_nll"))
+    row.update(valid_loss=nll, utility=-nll if nll is not None else None, eps_spent=_num(priv.get("epsilon_spent")),
+               delta=_num(priv.get("delta")), sigma=_num(priv.get("noise_multiplier")),
+               sample_rate=_num(priv.get("sample_rate")), score_mean=_num(mem.get("minus_base")),
+               score_max=_num(mem.get("max_minus_base")), secrets=mem.get("secrets"),
+               eps_hat=_num(_get(run, "audit_primary", "eps_lb_95")),
+               eps_hat_99=_num(_get(run, "audit_primary", "eps_lb_99")),
+               exposure=_num(_get(run, "exposure", "all", "mean_exposure_inserted")),
+               profile=[{"delta": float(d["delta"]), "epsilon": float(d["epsilon"])} for d in priv.get("profile") or []])
+    return row
+
+
+def write_points(path: str | Path, rows: list[dict], meta: Mapping) -> None:
+    table = pa.Table.from_pylist(rows, schema=POINTS.with_metadata({"sweep": json.dumps(meta, sort_keys=True)}))
+    write_table(table, path, POINTS.with_metadata(table.schema.metadata))
+
+
+def read_points(path: str | Path) -> tuple[list[dict], dict]:
+    """The rows and the sweep's metadata (name, base commit, params)."""
+    import pyarrow.parquet as pq
+
+    table = read_table(path, POINTS, producer="the variance sweep (leakaudit variance)")
+    meta = json.loads((pq.read_schema(path).metadata or {}).get(b"sweep", b"{}"))
+    return table.to_pylist(), meta

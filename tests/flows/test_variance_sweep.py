@@ -1,0 +1,77 @@
+"""The variance sweep for real: two points of tiny models on a Dask LocalCluster whose workers run in a directory
+holding no copy of the driver's workspace; code travels through a bare git remote, data through a local DVC
+remote, experiments come back through both. One point is made to fail and is recorded as failed."""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from support import PYTHON, run
+
+pytestmark = pytest.mark.slow
+
+
+def _workers(address: str, cwd: Path, n: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", str(n), "--nthreads", "1",
+           "--no-dashboard", "--local-directory", str(cwd / "dask")]
+    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_project, tmp_path):
+    from distributed import Client, LocalCluster
+
+    from stages.variance.schema import read_points
+
+    project = tiny_project
+    run(["dvc", "repro", "canaries", "secrets@tofu", "secrets@enron"], project)  # the shared upstream, pushed once
+    p = yaml.safe_load((project / "params.yaml").read_text())
+    p["variance"]["sweep"].update(
+        name="t", epsilons=[8.0], grid={"batch_size": [4, 100000], "steps": [2], "lr": [0.01]}, seeds=[0],
+        run={"dataset": "tofu", "objective": "sft", "canaries": True, "max_length": 32, "max_text_rows": 16,
+             "eval_rows": 8},
+        attacks=["loss", "air"], retries=1, work_dir=str(tmp_path / "remotes"), worker_dir=str(tmp_path / "clones"))
+    (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    run(["git", "add", "-A"], project)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sweep params"], project)
+    empty = tmp_path / "worker-home"
+    empty.mkdir()
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster:
+        workers = _workers(cluster.scheduler_address, empty, 2)
+        try:
+            with Client(cluster) as client:
+                client.wait_for_workers(2, timeout=120)
+            p["variance"]["sweep"]["cluster"]["address"] = cluster.scheduler_address
+            (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+            run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "scheduler"], project)
+            t = time.time()
+            out = run([PYTHON, "-m", "flows.variance"], project, env={"PREFECT_HOME": str(tmp_path / "prefect")})
+            print(f"two-point sweep: {time.time() - t:.0f} s")
+        finally:
+            workers.terminate()
+            workers.wait(30)
+    assert "1 of 2 points completed" in out.stdout, out.stdout[-3000:]
+    rows, meta = read_points(project / "reports/variance/points.parquet")
+    assert meta["sweep"] == "t" and len(rows) == 2
+    ok, bad = rows
+    assert ok["status"] == "completed" and ok["error"] is None and ok["batch_size"] == 4
+    assert bad["status"] == "failed" and "batch_size" in bad["error"] and bad["rev"] is None
+    assert ok["eps_spent"] == pytest.approx(8.0, rel=0.02) and ok["sigma"] > 0 and ok["profile"]
+    assert ok["utility"] == pytest.approx(-ok["valid_loss"]) and ok["score_mean"] is not None
+    assert ok["eps_hat"] is not None and ok["measure"] == "air"
+    # the experiment came back through the git remote: its commit holds the point's params and metrics
+    shown = yaml.safe_load(run(["git", "show", f"{ok['rev']}:params.yaml"], project).stdout)
+    assert shown["runs"]["point"]["batch_size"] == 4 and shown["runs"]["point"]["dp"]["epsilon"] == 8.0
+    assert ok["point"] in run(["dvc", "exp", "list", "--all-commits", "--name-only"], project).stdout
+    bare = tmp_path / "remotes/remote.git"
+    assert ok["rev"] in run(["git", "--git-dir", str(bare), "for-each-ref", "refs/exps"], project).stdout
+    # its outputs went to the DVC remote; the workers' clones lived outside the driver and are gone
+    assert any((tmp_path / "remotes/dvc-remote").rglob("*")) and not any((tmp_path / "clones").iterdir())
+    assert not (empty / "params.yaml").exists() and not any(empty.glob("*.parquet"))
+    # the analysis stage runs on the table and the report shows it
+    run(["dvc", "repro", "variance"], project)
+    analysis = json.loads((project / "reports/variance/analysis/analysis.json").read_text())
+    assert analysis["completed"] == 1 and analysis["failed"][0]["point"] == bad["point"]
+    assert analysis["statistics"]["mean"]["8"]["regressions"]["individual"]["skipped"] == "fewer than 6 points"
