@@ -105,7 +105,8 @@ def run_point(point: dict, git_remote: str, dvc_remote: str, rev: str, targets: 
         sh(["dvc", "exp", "run", "--pull", "--name", point["point"], *targets], cwd=clone, env=env)
         sh(["dvc", "exp", "push", "origin", point["point"]], cwd=clone)
         exp_rev = sh(["git", "rev-parse", f"refs/exps/{rev[:2]}/{rev[2:]}/{point['point']}"], cwd=clone).strip()
-        return {"point": point["point"], "rev": exp_rev, "seconds": time.time() - t0}
+        return {"point": point["point"], "rev": exp_rev, "seconds": time.time() - t0, "worker_cwd": os.getcwd(),
+                "clone": str(clone)}
     finally:
         if not keep:
             shutil.rmtree(clone, ignore_errors=True)
@@ -113,7 +114,7 @@ def run_point(point: dict, git_remote: str, dvc_remote: str, rev: str, targets: 
 
 def setup_remotes(repo: Path, sp: SweepParams, upstream: list[str]) -> tuple[str, str, str]:
     """The git and DVC remotes the workers read and write (created under work_dir when not given), the commit
-    pushed to the git remote, and the shared upstream outputs pushed to the DVC remote."""
+    pushed to the git remote, and the cached outputs pushed to the DVC remote."""
     work = (repo / sp.work_dir).resolve()
     git_remote = sp.git_remote or str(work / "remote.git")
     dvc_remote = sp.dvc_remote or str(work / "dvc-remote")
@@ -127,7 +128,9 @@ def setup_remotes(repo: Path, sp: SweepParams, upstream: list[str]) -> tuple[str
     rev = sh(["git", "rev-parse", "HEAD"], cwd=repo).strip()
     sh(["git", "push", "--quiet", "--force", git_remote, f"{rev}:refs/heads/sweep-{sp.name}"], cwd=repo)
     sh(["dvc", "remote", "add", "--local", "--force", "sweep", dvc_remote], cwd=repo)
+    # every cached output dvc.lock names (an experiment loads them all when it commits), the shared upstream first
     sh(["dvc", "push", "--remote", "sweep", *upstream], cwd=repo)
+    sh(["dvc", "push", "--remote", "sweep"], cwd=repo)
     return git_remote, dvc_remote, rev
 
 
@@ -183,7 +186,8 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
         state = fut.wait() or fut.state
         if state.is_completed():
             done[name] = fut.result()
-            log.info("point %s: done in %.0f s (experiment %s)", name, done[name]["seconds"], done[name]["rev"][:8])
+            log.info("point %s: done in %.0f s (experiment %s; worker cwd %s, clone %s)", name, done[name]["seconds"],
+                     done[name]["rev"][:8], done[name]["worker_cwd"], done[name]["clone"])
         else:
             try:
                 fut.result(raise_on_failure=True)

@@ -16,7 +16,7 @@ from support import PYTHON, run
 pytestmark = pytest.mark.slow
 
 ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
-              "secrets@enron", "secrets@tofu", "canaries", "audit", "report"} | {
+              "secrets@enron", "secrets@tofu", "canaries", "audit", "variance", "report"} | {
     f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")}
 
 

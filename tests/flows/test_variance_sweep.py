@@ -1,11 +1,8 @@
-"""The variance sweep for real: two points of tiny models on a Dask LocalCluster whose workers run in a directory
-holding no copy of the driver's workspace; code travels through a bare git remote, data through a local DVC
+"""The variance sweep for real: two points of tiny models on a Dask LocalCluster (prefect-dask) whose workers run in
+a directory holding no copy of the driver's workspace; code travels through a bare git remote, data through a local DVC
 remote, experiments come back through both. One point is made to fail and is recorded as failed."""
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,15 +11,7 @@ from support import PYTHON, run
 pytestmark = pytest.mark.slow
 
 
-def _workers(address: str, cwd: Path, n: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", str(n), "--nthreads", "1",
-           "--no-dashboard", "--local-directory", str(cwd / "dask")]
-    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
 def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_project, tmp_path):
-    from distributed import Client, LocalCluster
-
     from stages.variance.schema import read_points
 
     project = tiny_project
@@ -36,22 +25,16 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
     (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     run(["git", "add", "-A"], project)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sweep params"], project)
+    # the driver runs from an empty directory, so the LocalCluster's worker processes start there, holding no copy
+    # of the driver's workspace; they clone into worker_dir, also outside it
     empty = tmp_path / "worker-home"
     empty.mkdir()
-    with LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster:
-        workers = _workers(cluster.scheduler_address, empty, 2)
-        try:
-            with Client(cluster) as client:
-                client.wait_for_workers(2, timeout=120)
-            p["variance"]["sweep"]["cluster"]["address"] = cluster.scheduler_address
-            (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
-            run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "scheduler"], project)
-            t = time.time()
-            out = run([PYTHON, "-m", "flows.variance"], project, env={"PREFECT_HOME": str(tmp_path / "prefect")})
-            print(f"two-point sweep: {time.time() - t:.0f} s")
-        finally:
-            workers.terminate()
-            workers.wait(30)
+    t = time.time()
+    out = run([PYTHON, "-m", "flows.variance", "--repo", str(project)], empty,
+              env={"PREFECT_HOME": str(tmp_path / "prefect")})
+    print(f"two-point sweep: {time.time() - t:.0f} s")
+    log = out.stdout + out.stderr
+    assert f"worker cwd {empty}," in log and f"clone {tmp_path / 'clones'}/" in log, log[-3000:]
     assert "1 of 2 points completed" in out.stdout, out.stdout[-3000:]
     rows, meta = read_points(project / "reports/variance/points.parquet")
     assert meta["sweep"] == "t" and len(rows) == 2
