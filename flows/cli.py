@@ -24,6 +24,8 @@ EXAMPLES = {
            "  leakaudit run --stages audit report\n  leakaudit run --no-prefect   # plain `dvc repro`",
     "sweep": "leakaudit sweep --name kinds --set 'canaries.kinds=[unigram];audit.primary.kind=unigram' \\\n"
              "      --set 'canaries.kinds=[bigram];audit.primary.kind=bigram'",
+    "variance": "leakaudit variance           # the variance.sweep grid on Dask (one clone per point), then\n"
+                "  leakaudit report             # `dvc repro report` analyses it (stage `variance`)",
     "report": "leakaudit report             # `dvc repro report`: reports/index.html, report.md, lineage.json",
     "lineage": "leakaudit lineage reports/metrics.json:runs.dp_eps8.audit_primary.eps_lb_95\n"
                "  leakaudit lineage reports/metrics.json:runs.nondp.privacy.steps --json",
@@ -38,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                                  epilog="subcommands:\n" + "\n".join(f"  {k:8s} {_first(v)}" for k, v in EXAMPLES.items()),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".", help="the project checkout (default: current directory)")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,sweep,report,lineage,ui,doctor}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,sweep,variance,report,lineage,ui,doctor}")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, description=help_, epilog="example:\n  " + EXAMPLES[name],
@@ -50,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="rerun even when DVC finds a stage up to date")
     sweep = add("sweep", "sweep params through DVC experiments (flows.sweep; every flag is passed on)")
     sweep.add_argument("args", nargs=argparse.REMAINDER)
+    var = add("variance", "empirical privacy variance: the variance.sweep grid of DP fine-tunes at a fixed epsilon, "
+                          "one DVC experiment per point on Dask workers (flows.variance)")
+    var.add_argument("--params", default="params.yaml")
     add("report", "rebuild the report (`dvc repro report`)")
     lin = add("lineage", "print where one reported number comes from, back to the raw files' md5")
     lin.add_argument("target", help="FILE:dotted.path, e.g. reports/metrics.json:runs.nondp.privacy.steps")
@@ -97,6 +102,16 @@ def cmd_sweep(args) -> int:
     from flows.sweep import main as sweep_main
 
     sweep_main(["--repo", args.repo, *args.args] if "--repo" not in args.args else args.args)
+    return 0
+
+
+def cmd_variance(args) -> int:
+    from flows.settings import apply_offline_defaults
+
+    apply_offline_defaults()
+    from flows.variance import main as variance_main
+
+    variance_main(["--repo", args.repo, "--params", args.params])
     return 0
 
 
@@ -151,7 +166,7 @@ def cmd_doctor(args) -> int:
     return 1 if failed else 0
 
 
-COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "report": cmd_report, "lineage": cmd_lineage, "ui": cmd_ui,
+COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "variance": cmd_variance, "report": cmd_report, "lineage": cmd_lineage, "ui": cmd_ui,
             "doctor": cmd_doctor}
 
 if __name__ == "__main__":

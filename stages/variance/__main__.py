@@ -20,13 +20,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__)
     params = load(VarianceParams, "variance", args.params, raw)
     result, rows = analyse_table(params)
-    out = Path(params.out_dir)
-    with atomic_dir(out / "plots") as tmp:
-        result["plots"] = draw(result, rows, params, tmp)
-    write_json(out / "analysis.json", result)
+    with atomic_dir(Path(params.out_dir)) as tmp:  # analysis.json and plots/ replace the old ones together
+        result["plots"] = draw(result, rows, params, tmp / "plots")
+        write_json(tmp / "analysis.json", result)
     log.info("variance: %d of %d points completed; %s", result["completed"], result["points"],
-             ", ".join(f"ε={e}: sd over configurations {a['score_sd_over_configurations']}"
-                       for e, a in result["epsilons"].items()))
+             ", ".join(f"ε={e}: SD over configurations {a['score_sd_over_configurations']}"
+                       for e, a in result["statistics"][params.primary].items()))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,61 @@
+"""The `variance` stage on a synthetic sweep table (labelled synthetic here; coefficients set in the test), and the
+report section built from its output."""
+import itertools
+import json
+
+import numpy as np
+import pytest
+import yaml
+from support import ROOT
+
+from stages.report.variance import variance_section
+from stages.variance.__main__ import main
+from stages.variance.schema import POINTS, read_points, write_points
+
+
+def rows(seeds=2, rng_seed=0):
+    rng = np.random.default_rng(rng_seed)
+    out = []
+    for (b, t, lr), s in itertools.product(itertools.product([8, 16], [8, 16], [0.005, 0.01]), range(seeds)):
+        y = 0.1 * np.log(b) + 0.3 * np.log(t) + 0.5 * np.log(lr) + 3 + rng.normal(0, 0.02)
+        profile = [{"delta": d, "epsilon": 8.0 * (1 + 0.01 * t) * (-np.log10(d)) / 5} for d in (1e-3, 1e-5, 1e-7)]
+        out.append({f: None for f in POINTS.names} | {
+            "point": f"syn-b{b}-t{t}-lr{lr}-s{s}", "rev": f"{s:040d}", "status": "completed", "epsilon": 8.0,
+            "batch_size": b, "steps": t, "lr": lr, "seed": s, "utility": -2 + 0.1 * np.log(b * t * lr), "valid_loss": 2.0,
+            "eps_spent": 8.0, "delta": 1e-5, "sigma": 0.5 + 0.01 * t, "sample_rate": b / 240, "measure": "air",
+            "score_mean": y, "score_max": y + 0.2, "secrets": 6, "profile": profile})
+    out.append({f: None for f in POINTS.names} | {"point": "syn-failed", "status": "failed", "error": "worker lost",
+                                                  "epsilon": 8.0, "batch_size": 8, "steps": 8, "lr": 0.005, "seed": 9,
+                                                  "measure": "air"})
+    return out
+
+
+def test_table_round_trip_keeps_the_sweep_metadata(tmp_path):
+    write_points(tmp_path / "t.parquet", rows(), {"sweep": "syn", "base_commit": "f" * 40})
+    back, meta = read_points(tmp_path / "t.parquet")
+    assert len(back) == 17 and back[-1]["error"] == "worker lost" and meta["sweep"] == "syn"
+    write_points(tmp_path / "u.parquet", rows(), {"sweep": "syn", "base_commit": "f" * 40})
+    assert (tmp_path / "t.parquet").read_bytes() == (tmp_path / "u.parquet").read_bytes()
+
+
+def test_stage_writes_the_analysis_and_the_report_shows_it(tmp_path, monkeypatch):
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["variance"].update(table=str(tmp_path / "points.parquet"), out_dir=str(tmp_path / "analysis"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    write_points(tmp_path / "points.parquet", rows(), {"sweep": "syn", "base_commit": "f" * 40})
+    main(["--params", str(tmp_path / "params.yaml")])
+    a = json.loads((tmp_path / "analysis/analysis.json").read_text())
+    assert a["completed"] == 16 and a["failed"] == [{"point": "syn-failed", "error": "worker lost"}]
+    e = a["statistics"]["mean"]["8"]
+    fit = e["regressions"]["individual"]["coefficients"]
+    assert fit["log_lr"]["coef"] == pytest.approx(0.5, abs=3 * fit["log_lr"]["se"])
+    assert e["variance"]["randomness_sd"] < e["variance"]["hyperparameter_sd"]
+    assert e["heuristics"]["individual"]["accuracy"] == 1.0 and e["selected"] == [8, 8, 0.005]  # (8, 8, 0.005) dominates the whole 2x2x2 grid
+    assert len(e["profiles"]) == 4 and set(a["plots"]) == {"jitter", "selection_eps8", "profiles_eps8"}
+    for f in a["plots"].values():
+        assert (tmp_path / "analysis/plots" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    sec = variance_section(tmp_path / "analysis")
+    text = " ".join(sec.paragraphs)
+    assert "same ε = 8" in text and "worker lost" in text and len(sec.images) == 3
+    assert {t.headers[0] for t in sec.tables} >= {"statistic", "point (DVC experiment)"}
+    assert variance_section(tmp_path / "nowhere") is None
