@@ -150,17 +150,29 @@ def task_runner(sp: SweepParams):
                                           "threads_per_worker": 1, "dashboard_address": None})
 
 
+def diverged(run: dict, limit: float) -> str | None:
+    """Why a finished point counts as divergent training (validation loss not finite or above ``limit``)."""
+    loss = (run.get("utility") or {}).get("valid_nll")
+    try:
+        ok = loss is not None and float(loss) <= limit
+    except (TypeError, ValueError):
+        ok = False
+    return None if ok else f"diverged: validation loss {loss} > variance.sweep.diverged_loss = {limit:g}"
+
+
 def collect(repo: Path, git_remote: str, done: dict[str, dict], failed: dict[str, str], pts: list[dict],
-            measure: str) -> list[dict]:
-    """Pull the finished experiments' refs and build one row per point from its experiment's metrics."""
+            measure: str, limit: float) -> list[dict]:
+    """Pull the finished experiments' refs and build one row per point from its experiment's metrics (a divergent
+    run is recorded as failed, with its experiment)."""
     rows = []
     if done:
         sh(["dvc", "exp", "pull", "--no-cache", "--force", git_remote, *done], cwd=repo)
     for p in pts:
         name = p["point"]
         if name in done:
-            metrics = json.loads(sh(["git", "show", f"{done[name]['rev']}:reports/metrics.json"], cwd=repo))
-            rows.append(point_record(p, metrics["runs"][RUN], measure, "completed", None, done[name]))
+            run = json.loads(sh(["git", "show", f"{done[name]['rev']}:reports/metrics.json"], cwd=repo))["runs"][RUN]
+            why = diverged(run, limit)
+            rows.append(point_record(p, run, measure, "failed" if why else "completed", why, done[name]))
         else:
             rows.append(point_record(p, None, measure, "failed", failed.get(name, "not run"), None))
     return rows
@@ -194,7 +206,7 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
             except BaseException as exc:  # noqa: BLE001 - any failure of a point is recorded, never fatal
                 failed[name] = " ".join(str(exc).split())[:500] or type(exc).__name__
             log.warning("point %s: FAILED after %d retries: %s", name, sp.retries, failed.get(name))
-    rows = collect(root, git_remote, done, failed, pts, vp.measure)
+    rows = collect(root, git_remote, done, failed, pts, vp.measure, sp.diverged_loss)
     write_points(root / vp.table, rows, {"sweep": sp.name, "base_commit": rev, "params": asdict(sp)})
     md = markdown(rows, sp.name, rev)
     create_markdown_artifact(key=f"variance-{sp.name}".lower().replace("_", "-"), markdown=md,

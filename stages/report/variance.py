@@ -15,6 +15,11 @@ def _explain(a: dict, measure: str, stat: str, eps: str) -> str:
     means = [m[f"score_{stat}"] for m in a["config_means"] if m[f"score_{stat}"] is not None]
     lo, hi = (min(means), max(means)) if means else (None, None)
     v = a["variance"]
+    if not means or lo == hi:
+        return (f"Every configuration here was calibrated by the accountant to the same ε = {eps}, and every one scored "
+                f"{measure} {fmt(lo)}: at this budget the measure cannot tell configurations apart (the seed's VMR ≈ 0 "
+                "caveat), so this sweep says nothing about how much models at one ε differ. Do not read it as 'no "
+                "variance': run a larger budget (more steps, higher secret density, or the GPU preset).")
     return (f"Every configuration here was calibrated by the accountant to the same ε = {eps}, yet their {measure} "
             f"(fine-tuned − base, {stat} over the trained secrets) ranges from {fmt(lo)} to {fmt(hi)} across "
             f"configurations (SD {fmt(v['hyperparameter_sd'])}, against SD {fmt(v['randomness_sd'])} between seeds "

@@ -53,6 +53,7 @@ class SweepParams:
     targets: tuple[str, ...]         # the DVC stages each experiment reproduces (with their upstream)
     cluster: ClusterParams
     retries: int                     # a failed point is retried this many times, then recorded as failed
+    diverged_loss: float             # a point whose validation loss is above this (or not finite) is recorded as failed
     work_dir: str                    # local default remotes live here (gitignored)
     git_remote: str | None           # null: a bare repo <work_dir>/remote.git created by the flow
     dvc_remote: str | None           # null: a local DVC remote <work_dir>/dvc-remote created by the flow
@@ -70,6 +71,7 @@ class SweepParams:
                 + check(len(self.attacks) > 0, "attacks", "needs at least one attack", self.attacks)
                 + check(len(self.targets) > 0, "targets", "needs at least one DVC stage", self.targets)
                 + check(self.retries >= 0, "retries", "must be >= 0", self.retries)
+                + check(self.diverged_loss > 0, "diverged_loss", "must be > 0", self.diverged_loss)
                 + check(not {"batch_size", "steps", "lr", "seed", "dp"} & set(self.run), "run",
                         "must not set batch_size, steps, lr, seed or dp (the sweep sets them per point)",
                         sorted(set(self.run))))

@@ -1,0 +1,34 @@
+"""The variance flow's pure parts: the grid's points, the params a worker writes, the divergence rule."""
+import yaml
+from support import ROOT
+
+from flows.variance import RUN, apply_point, diverged, points
+from stages.core.params import load
+from stages.finetune.params import load_finetune
+from stages.variance.params import VarianceParams
+
+
+def test_every_point_is_one_dp_run_whose_params_read_back_exactly(tmp_path):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["variance"]["sweep"]["delta"] = 1e-5  # PyYAML writes 1.0e-05, which reads back as a float (1e-05 would not)
+    raw["variance"]["sweep"]["grid"]["lr"] = [0.0001, 0.00002]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    sp = load(VarianceParams, "variance", tmp_path / "params.yaml").sweep
+    pts = points(sp)
+    n = len(sp.epsilons) * len(sp.grid.batch_size) * len(sp.grid.steps) * len(sp.grid.lr) * len(sp.seeds)
+    assert len(pts) == n and len({p["point"] for p in pts}) == n
+    apply_point(tmp_path / "params.yaml", pts[-1])
+    back = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert list(back["runs"]) == [RUN] and back["attack"]["runs"] == {RUN: list(sp.attacks)}
+    ft = load_finetune(RUN, tmp_path / "params.yaml")
+    assert (ft.batch_size, ft.steps, ft.lr, ft.seed) == (pts[-1]["batch_size"], pts[-1]["steps"], 0.00002,
+                                                         pts[-1]["seed"])
+    assert ft.dp.enabled and ft.dp.epsilon == sp.epsilons[-1] and ft.dp.delta == 1e-5
+    assert back["preprocess"] == raw["preprocess"] and back["canaries"] == raw["canaries"]  # upstream untouched
+
+
+def test_divergent_training_is_a_failure():
+    assert diverged({"utility": {"valid_nll": 2.1}}, 10.0) is None
+    assert "diverged" in diverged({"utility": {"valid_nll": 28.4}}, 10.0)
+    assert "diverged" in diverged({"utility": {"valid_nll": float("nan")}}, 10.0)
+    assert "diverged" in diverged({"utility": {}}, 10.0)
