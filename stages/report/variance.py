@@ -10,8 +10,8 @@ MODEL_TITLES = {"individual": "score ~ log b + log T + log η", "compute": "scor
                 "updates": "score ~ log U + log η (U = C·η)"}
 
 
-def _explain(a: dict, measure: str, stat: str, eps: str) -> str:
-    """The two sentences for a reader handed one epsilon."""
+def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict) -> str:
+    """The two sentences for a reader handed one epsilon (worded from this sweep's own numbers)."""
     means = [m[f"score_{stat}"] for m in a["config_means"] if m[f"score_{stat}"] is not None]
     lo, hi = (min(means), max(means)) if means else (None, None)
     v = a["variance"]
@@ -20,13 +20,20 @@ def _explain(a: dict, measure: str, stat: str, eps: str) -> str:
                 f"{measure} {fmt(lo)}: at this budget the measure cannot tell configurations apart (the seed's VMR ≈ 0 "
                 "caveat), so this sweep says nothing about how much models at one ε differ. Do not read it as 'no "
                 "variance': run a larger budget (more steps, higher secret density, or the GPU preset).")
-    return (f"Every configuration here was calibrated by the accountant to the same ε = {eps}, yet their {measure} "
+    noise = (f"between seeds of one configuration the SD is {fmt(v['randomness_sd'])}, so the configurations differ "
+             f"{'more' if v['randomness_sd'] < v['hyperparameter_sd'] else 'no more'} than training randomness alone "
+             "would make them" if v["randomness_sd"] is not None else
+             "with one seed per configuration this sweep cannot tell that spread from training randomness")
+    best = min((r for r in risks.items() if r[1]["absolute_risk"] is not None), key=lambda r: r[1]["absolute_risk"],
+               default=None)
+    pick = (f"; in this sweep the lowest privacy risk over utility thresholds came from the {best[0]} pick (mean "
+            f"absolute risk {fmt(best[1]['absolute_risk'])}), on {a['configurations']} configurations and "
+            f"{a['points']} points" if best else "")
+    return (f"Every configuration here was calibrated by the accountant to the same ε = {eps}, and their {measure} "
             f"(fine-tuned − base, {stat} over the trained secrets) ranges from {fmt(lo)} to {fmt(hi)} across "
-            f"configurations (SD {fmt(v['hyperparameter_sd'])}, against SD {fmt(v['randomness_sd'])} between seeds "
-            f"of one configuration): the same ε was reached by models that leak measurably differently. If you were "
-            f"handed one ε, it bounds the worst case but does not tell you where in this range the model you got "
-            f"lies; ask for its batch size, steps and learning rate too, and prefer the configuration Algorithm 1 "
-            f"picks over the best-utility one.")
+            f"configurations (SD {fmt(v['hyperparameter_sd'])}); {noise}. If you were handed one ε, it is a worst-case "
+            "bound that models trained with different batch sizes, steps and learning rates reach with different "
+            f"empirical leakage, so ask for the configuration too{pick}.")
 
 
 def _regression_table(stats: dict) -> Table:
@@ -71,7 +78,7 @@ def _variance_table(stats: dict) -> Table:
         for eps, a in per_eps.items():
             v = a["variance"]
             t.rows.append([stat, eps, a["configurations"], a["points"], v["hyperparameter_sd"], v["randomness_sd"],
-                           ", ".join(fmt(x) for x in a["selected"]) if a["selected"] else "–"])
+                           "b={:g}, T={:g}, η={:g}".format(*a["selected"]) if a["selected"] else "–"])
     return t
 
 
@@ -112,7 +119,7 @@ def variance_section(variance_dir: Path | None) -> Section | None:
                 [[p["point"], f"`{(p['rev'] or '')[:8]}`" if p["rev"] else "–", p["status"]] for p in r["table"]])
     failed = "; ".join(f"{f['point']}: {f['error']}" for f in r["failed"]) or "none"
     return Section("Empirical privacy variance", paragraphs=[
-        _explain(primary[eps0], measure, r["primary"], eps0),
+        _explain(primary[eps0], measure, r["primary"], eps0, primary[eps0]["selection"]),
         f"Sweep `{r['sweep']}` from commit `{(r['base_commit'] or '')[:8]}`: {r['completed']} of {r['points']} points "
         f"completed (failed: {failed}). Each point is one DVC experiment (its name in the table below; `dvc exp show`, "
         "`dvc exp apply <name>`) that fine-tuned one configuration (b, T, η, seed) with σ calibrated to the target ε. "
