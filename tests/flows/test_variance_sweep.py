@@ -22,6 +22,7 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
         run={"dataset": "tofu", "objective": "sft", "canaries": True, "max_length": 32, "max_text_rows": 16,
              "eval_rows": 8},
         attacks=["loss", "air"], retries=1, work_dir=str(tmp_path / "remotes"), worker_dir=str(tmp_path / "clones"))
+    p["audit"]["primary"].update(attack="loss", kind="new_token")  # a test before may have left another primary
     (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     run(["git", "add", "-A"], project)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sweep params"], project)
