@@ -6,8 +6,8 @@ on Dask through prefect-dask.
 Each point is one (epsilon, b, T, eta, seed): a DVC experiment whose `runs` is that single DP fine-tune (sigma
 calibrated by the accountant to the point's epsilon). No point assumes a filesystem shared with the driver:
 
-1. the driver pushes the commit it stands on to a git remote and the cached outputs of the shared upstream
-   stages to a DVC remote (local defaults: a bare repo and a directory under `variance.sweep.work_dir`);
+1. the driver pushes the commit it stands on to a git remote and its cached outputs (the shared upstream
+   stages among them) to a DVC remote (local defaults: a bare repo and a directory under `variance.sweep.work_dir`);
 2. a Dask worker clones the git remote into its own directory, points DVC at the remote, writes the point's
    params, runs `dvc exp run --pull <targets>` (unchanged upstream stages are pulled, not recomputed) and
    `dvc exp push`es the experiment (git refs to the git remote, outputs to the DVC remote);
@@ -39,10 +39,10 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from stages.core.params import load, read_params
+from stages.core.params import load
+from stages.report.render import Table, fmt, md_table
 from stages.variance.params import SweepParams, VarianceParams
 from stages.variance.schema import point_record, write_points
-from stages.variance.table import markdown
 
 #: the run name every point's experiment trains, attacks and audits
 RUN = "point"
@@ -112,7 +112,7 @@ def run_point(point: dict, git_remote: str, dvc_remote: str, rev: str, targets: 
             shutil.rmtree(clone, ignore_errors=True)
 
 
-def setup_remotes(repo: Path, sp: SweepParams, upstream: list[str]) -> tuple[str, str, str]:
+def setup_remotes(repo: Path, sp: SweepParams) -> tuple[str, str, str]:
     """The git and DVC remotes the workers read and write (created under work_dir when not given), the commit
     pushed to the git remote, and the cached outputs pushed to the DVC remote."""
     work = (repo / sp.work_dir).resolve()
@@ -128,17 +128,10 @@ def setup_remotes(repo: Path, sp: SweepParams, upstream: list[str]) -> tuple[str
     rev = sh(["git", "rev-parse", "HEAD"], cwd=repo).strip()
     sh(["git", "push", "--quiet", "--force", git_remote, f"{rev}:refs/heads/sweep-{sp.name}"], cwd=repo)
     sh(["dvc", "remote", "add", "--local", "--force", "sweep", dvc_remote], cwd=repo)
-    # every cached output dvc.lock names (an experiment loads them all when it commits), the shared upstream first
-    sh(["dvc", "push", "--remote", "sweep", *upstream], cwd=repo)
+    # every cached output dvc.lock names: the shared upstream the points pull, and the rest (an experiment loads
+    # every output of dvc.lock when it commits)
     sh(["dvc", "push", "--remote", "sweep"], cwd=repo)
     return git_remote, dvc_remote, rev
-
-
-def upstream_stages(repo: Path) -> list[str]:
-    """The stages every point shares (everything upstream of the per-run fine-tune), pushed once."""
-    raw = read_params(repo / "params.yaml")
-    return ["base_model", *[f"preprocess@{d}" for d in raw["preprocess"]["datasets"]],
-            *[f"secrets@{d}" for d in raw["secrets"]["datasets"]], "canaries"]
 
 
 def task_runner(sp: SweepParams):
@@ -187,7 +180,7 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
     vp = load(VarianceParams, "variance", root / params_file)
     sp = vp.sweep
     pts = points(sp)
-    git_remote, dvc_remote, rev = setup_remotes(root, sp, upstream_stages(root))
+    git_remote, dvc_remote, rev = setup_remotes(root, sp)
     log.info("sweep %s: %d points from commit %s; git remote %s, DVC remote %s", sp.name, len(pts), rev[:8],
              git_remote, dvc_remote)
     point_task = run_point.with_options(retries=sp.retries, retry_delay_seconds=1)
@@ -195,8 +188,8 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
                                              sp.cluster.threads_per_worker, sp.keep_clones) for p in pts}
     done, failed = {}, {}
     for name, fut in futures.items():
-        state = fut.wait() or fut.state
-        if state.is_completed():
+        fut.wait()
+        if fut.state.is_completed():
             done[name] = fut.result()
             log.info("point %s: done in %.0f s (experiment %s; worker cwd %s, clone %s)", name, done[name]["seconds"],
                      done[name]["rev"][:8], done[name]["worker_cwd"], done[name]["clone"])
@@ -212,6 +205,19 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
     create_markdown_artifact(key=f"variance-{sp.name}".lower().replace("_", "-"), markdown=md,
                              description=f"empirical privacy variance sweep {sp.name}")
     return rows
+
+
+def markdown(rows: list[dict], name: str, rev: str) -> str:
+    """The sweep table as the flow's Prefect artifact."""
+    t = Table(["point", "status", "ε", "b", "T", "η", "seed", "valid loss", "ε spent", "σ", "score mean", "score max",
+               "ε̂95", "exposure", "experiment"])
+    for r in rows:
+        status = r["status"] if r["status"] == "completed" else f"FAILED: {r.get('error') or ''}"[:160]
+        t.rows.append([r["point"], status, r["epsilon"], r["batch_size"], r["steps"], fmt(r["lr"], 4),
+                       r["seed"], r["valid_loss"], r["eps_spent"], r["sigma"], r["score_mean"], r["score_max"],
+                       r["eps_hat"], r["exposure"], f"`{r['rev'][:8]}`" if r["rev"] else None])
+    return (f"# Variance sweep {name}\n\nPoints from commit `{rev[:8]}`; each is a DVC experiment (`dvc exp show`, "
+            f"`dvc exp apply <point>`).\n\n{md_table(t)}\n")
 
 
 def run_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:

@@ -20,9 +20,8 @@ def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict) -> str:
                 f"{measure} {fmt(lo)}: at this budget the measure cannot tell configurations apart (the seed's VMR ≈ 0 "
                 "caveat), so this sweep says nothing about how much models at one ε differ. Do not read it as 'no "
                 "variance': run a larger budget (more steps, higher secret density, or the GPU preset).")
-    noise = (f"between seeds of one configuration the SD is {fmt(v['randomness_sd'])}, so the configurations differ "
-             f"{'more' if v['randomness_sd'] < v['hyperparameter_sd'] else 'no more'} than training randomness alone "
-             "would make them" if v["randomness_sd"] is not None else
+    noise = (f"between seeds of one configuration the mean SD is {fmt(v['randomness_sd'])} (descriptive: no test "
+             "separates the two)" if v["randomness_sd"] is not None else
              "with one seed per configuration this sweep cannot tell that spread from training randomness")
     best = min((r for r in risks.items() if r[1]["absolute_risk"] is not None), key=lambda r: r[1]["absolute_risk"],
                default=None)
@@ -36,63 +35,51 @@ def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict) -> str:
             f"empirical leakage, so ask for the configuration too{pick}.")
 
 
-def _regression_table(stats: dict) -> Table:
-    t = Table(["statistic", "ε", "model", "n", "R²", "covariate", "coef", "SE", "p"])
+def _table(stats: dict, headers: list[str], rows_of) -> Table:
+    """One table over every statistic x epsilon: ``rows_of(analysis)`` gives the rows of one (statistic, epsilon)."""
+    t = Table(["statistic", "ε", *headers])
     for stat, per_eps in stats.items():
         for eps, a in per_eps.items():
-            for model, fit in a["regressions"].items():
-                if "skipped" in fit:
-                    t.rows.append([stat, eps, MODEL_TITLES[model], fit["n"], "–", f"not fitted: {fit['skipped']}",
-                                   None, None, None])
-                    continue
-                for cov, c in fit["coefficients"].items():
-                    if cov != "const":
-                        t.rows.append([stat, eps, MODEL_TITLES[model], fit["n"], fit["r2"], cov, c["coef"], c["se"],
-                                       c["p"]])
+            t.rows += [[stat, eps, *row] for row in rows_of(a)]
     return t
 
 
-def _heuristics_table(stats: dict) -> Table:
-    t = Table(["statistic", "ε", "heuristic", "pairs", "accuracy", "random guessing"])
-    for stat, per_eps in stats.items():
-        for eps, a in per_eps.items():
-            for h, r in a["heuristics"].items():
-                t.rows.append([stat, eps, h, r["pairs"], r["accuracy"], r["random_guess"]])
-    return t
+def _regression_rows(a: dict) -> list[list]:
+    rows = []
+    for model, fit in a["regressions"].items():
+        if "skipped" in fit:
+            rows.append([MODEL_TITLES[model], fit["n"], "–", f"not fitted: {fit['skipped']}", None, None, None])
+            continue
+        rows += [[MODEL_TITLES[model], fit["n"], fit["r2"], cov, c["coef"], c["se"], c["p"]]
+                 for cov, c in fit["coefficients"].items() if cov != "const"]
+    return rows
 
 
-def _selection_table(stats: dict) -> Table:
-    t = Table(["statistic", "ε", "method", "mean absolute risk", "mean relative risk", "thresholds (relative)"])
-    for stat, per_eps in stats.items():
-        for eps, a in per_eps.items():
-            for m, r in a["selection"].items():
-                t.rows.append([stat, eps, m, r["absolute_risk"], r["relative_risk"],
-                               f"{r['thresholds']} ({r['relative_thresholds']})"])
-    return t
+def _variance_rows(a: dict) -> list[list]:
+    v, sel = a["variance"], a["selected"]
+    return [[a["configurations"], a["points"], v["hyperparameter_sd"], v["randomness_sd"],
+             "b={:g}, T={:g}, η={:g}".format(*sel) if sel else "–"]]
 
 
-def _variance_table(stats: dict) -> Table:
-    t = Table(["statistic", "ε", "configurations", "points", "SD over configurations (hyperparameters)",
-               "mean SD over seeds (randomness)", "selected by Alg. 1 (b, T, η)"])
-    for stat, per_eps in stats.items():
-        for eps, a in per_eps.items():
-            v = a["variance"]
-            t.rows.append([stat, eps, a["configurations"], a["points"], v["hyperparameter_sd"], v["randomness_sd"],
-                           "b={:g}, T={:g}, η={:g}".format(*a["selected"]) if a["selected"] else "–"])
-    return t
+def _spearman_rows(measure: str):
+    pairs = (("spearman_eps_hat_score", f"ε̂95 vs {measure}"), ("spearman_eps_hat_utility", "ε̂95 vs utility"),
+             ("spearman_score_utility", f"{measure} vs utility"))
+    return lambda a: [[label, a[key]["n"], a[key]["rho"] if a[key]["rho"] is not None else
+                       f"– ({a[key].get('skipped')})", a[key]["p"]] for key, label in pairs]
 
 
-def _spearman_table(stats: dict, measure: str) -> Table:
-    t = Table(["statistic", "ε", "pair", "n", "Spearman ρ", "p"])
-    for stat, per_eps in stats.items():
-        for eps, a in per_eps.items():
-            for key, label in (("spearman_eps_hat_score", f"ε̂95 vs {measure}"),
-                               ("spearman_eps_hat_utility", "ε̂95 vs utility"),
-                               ("spearman_score_utility", f"{measure} vs utility")):
-                s = a[key]
-                t.rows.append([stat, eps, label, s["n"], s["rho"] if s["rho"] is not None else
-                               f"– ({s.get('skipped')})", s["p"]])
-    return t
+def _tables(stats: dict, measure: str) -> list[Table]:
+    return [
+        _table(stats, ["configurations", "points", "SD over configurations (hyperparameters)",
+                       "mean SD over seeds (randomness)", "selected by Alg. 1 (b, T, η)"], _variance_rows),
+        _table(stats, ["model", "n", "R²", "covariate", "coef", "SE", "p"], _regression_rows),
+        _table(stats, ["heuristic", "pairs", "accuracy", "random guessing"],
+               lambda a: [[h, r["pairs"], r["accuracy"], r["random_guess"]] for h, r in a["heuristics"].items()]),
+        _table(stats, ["method", "mean absolute risk", "mean relative risk", "thresholds (relative)"],
+               lambda a: [[m, r["absolute_risk"], r["relative_risk"], f"{r['thresholds']} ({r['relative_thresholds']})"]
+                          for m, r in a["selection"].items()]),
+        _table(stats, ["pair", "n", "Spearman ρ", "p"], _spearman_rows(measure)),
+    ]
 
 
 def variance_section(variance_dir: Path | None) -> Section | None:
@@ -132,5 +119,4 @@ def variance_section(variance_dir: Path | None) -> Section | None:
         "(the lowest score) on the configurations at least that useful (section 4.3); relative risk skips thresholds "
         "whose oracle scores 0. Spearman ρ relates the audited ε̂ (where the points inserted canaries) to the score "
         "(section 5.1)."],
-        tables=[_variance_table(stats), _regression_table(stats), _heuristics_table(stats), _selection_table(stats),
-                _spearman_table(stats, measure), pts], images=images)
+        tables=[*_tables(stats, measure), pts], images=images)

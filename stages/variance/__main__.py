@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         result["plots"] = draw(result, rows, params, tmp / "plots")
         write_json(tmp / "analysis.json", result)
     log.info("variance: %d of %d points completed; %s", result["completed"], result["points"],
-             ", ".join(f"ε={e}: SD over configurations {a['score_sd_over_configurations']}"
+             ", ".join(f"ε={e}: SD over configurations {a['variance']['hyperparameter_sd']}"
                        for e, a in result["statistics"][params.primary].items()))
 
 

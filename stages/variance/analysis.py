@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .select import heuristic_accuracy, select_configuration, selection_risk
+from .select import METHODS, heuristic_accuracy, selection_risk
 
 #: regressions of section 4.1 (Table 2): response = the privacy score; covariates in log space
 MODELS: dict[str, tuple[str, ...]] = {
@@ -121,9 +121,7 @@ def analyse_epsilon(points: Sequence[Mapping], score: str, min_points: int) -> d
     means = config_means(points, [score, "utility", "eps_hat", "exposure"])
     pool = [m for m in means if m[score] is not None and m["utility"] is not None]
     out = {"points": len(points), "configurations": len(means), "config_means": means,
-           "variance": seed_vs_config(points, score),
-           "score_sd_over_configurations": float(np.std([m[score] for m in pool], ddof=1)) if len(pool) > 1 else None,
-           "profiles": profiles(points)}
+           "variance": seed_vs_config(points, score), "profiles": profiles(points)}
     if len(points) >= min_points:
         out["regressions"] = {name: regress(points, score, cov) for name, cov in MODELS.items()}
     else:
@@ -131,7 +129,8 @@ def analyse_epsilon(points: Sequence[Mapping], score: str, min_points: int) -> d
     hp = [{**m, "score": m[score]} for m in pool]
     out["heuristics"] = heuristic_accuracy(hp)
     out["selection"] = selection_risk(hp) if hp else {}
-    out["selected"] = config_key(hp[select_configuration(hp)]) if hp else None
+    out["picks"] = {name: config_key(hp[pick(hp)]) for name, pick in METHODS.items()} if hp else {}  # whole pool
+    out["selected"] = out["picks"].get("ours (Alg. 1)")
     out["spearman_eps_hat_score"] = spearman(points, "eps_hat", score)
     out["spearman_eps_hat_utility"] = spearman(points, "eps_hat", "utility")
     out["spearman_score_utility"] = spearman(points, score, "utility")

@@ -28,7 +28,8 @@ class GridParams:
 
 @dataclass(frozen=True)
 class ClusterParams:
-    """Where the points run: a Dask scheduler address, or (null) a LocalCluster of this many worker processes."""
+    """Where the points run: a Dask scheduler address, or (null) a LocalCluster of this many worker processes. A
+    worker runs one point at a time; ``threads_per_worker`` is that point's torch/OMP thread count."""
 
     address: str | None
     workers: int

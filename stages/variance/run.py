@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .analysis import analyse, by_epsilon, config_means
+from .analysis import analyse, config_key
 from .params import VarianceParams
 from .plots import jitter_plot, profiles_plot, selection_plot
 from .schema import read_points
-from .select import METHODS
 
 STATS = ("mean", "max")
 
@@ -25,22 +24,20 @@ def analyse_table(params: VarianceParams) -> tuple[dict, list[dict]]:
 
 
 def draw(result: dict, rows: list[dict], params: VarianceParams, out: Path) -> dict[str, str]:
-    """Every plot into ``out``; returns name -> file name."""
+    """Every plot into ``out`` from the analysis (configuration means, picks, profiles) and, for the jitter plot's
+    per-seed crosses, the completed rows; returns name -> file name."""
     done = [r for r in rows if r["status"] == "completed"]
     files: dict[str, str] = {}
     if not done:
         return files
-    stats = [f"score_{s}" for s in result["statistics"]]
-    jitter_plot(done, stats, params.measure.upper(), out / "jitter.png")
+    jitter_plot(done, [f"score_{s}" for s in result["statistics"]], params.measure.upper(), out / "jitter.png")
     files["jitter"] = "jitter.png"
     primary = f"score_{params.primary}"
-    for eps, pts in by_epsilon(done).items():
-        key = f"{eps:g}"
-        a = result["statistics"][params.primary][key]
-        means = [m for m in config_means(pts, [primary, "utility"]) if m[primary] is not None
-                 and m["utility"] is not None]
-        if means:
-            picks = {name: pick(means) for name, pick in METHODS.items()}
+    for key, a in result["statistics"][params.primary].items():
+        means = [m for m in a["config_means"] if m[primary] is not None and m["utility"] is not None]
+        if a["picks"]:
+            at = {config_key(m): i for i, m in enumerate(means)}
+            picks = {name: at[tuple(cfg)] for name, cfg in a["picks"].items()}
             selection_plot(means, primary, picks, params.measure.upper(), key, out / f"selection_eps{key}.png")
             files[f"selection_eps{key}"] = f"selection_eps{key}.png"
         if a["profiles"]:

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from ..core.io import read_table, write_table
+from ..core.params import section_of
 
 PROFILE = pa.list_(pa.struct([("delta", pa.float64()), ("epsilon", pa.float64())]))
 POINTS = pa.schema([
@@ -49,12 +50,6 @@ def _num(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _get(d: Mapping | None, *path: str) -> Any:
-    for k in path:
-        d = d.get(k) if isinstance(d, Mapping) else None
-    return d
-
-
 def point_record(point: Mapping, run: Mapping | None, measure: str, status: str, error: str | None,
                  done: Mapping | None) -> dict:
     """One table row from a point's spec and (completed) its run's entry of the experiment's metrics.json."""
@@ -63,15 +58,15 @@ def point_record(point: Mapping, run: Mapping | None, measure: str, status: str,
     row.update(status=status, error=error, measure=measure, rev=(done or {}).get("rev"))
     if run is None:
         return row
-    priv, mem = run.get("privacy") or {}, _get(run, "memorization", measure, "trained") or {}
-    nll = _num(_get(run, "utility", "valid_nll"))
+    priv, mem = run.get("privacy") or {}, section_of(run, f"memorization.{measure}.trained") or {}
+    nll = _num(section_of(run, "utility.valid_nll"))
     row.update(valid_loss=nll, utility=-nll if nll is not None else None, eps_spent=_num(priv.get("epsilon_spent")),
                delta=_num(priv.get("delta")), sigma=_num(priv.get("noise_multiplier")),
                sample_rate=_num(priv.get("sample_rate")), score_mean=_num(mem.get("minus_base")),
                score_max=_num(mem.get("max_minus_base")), secrets=mem.get("secrets"),
-               eps_hat=_num(_get(run, "audit_primary", "eps_lb_95")),
-               eps_hat_99=_num(_get(run, "audit_primary", "eps_lb_99")),
-               exposure=_num(_get(run, "exposure", "all", "mean_exposure_inserted")),
+               eps_hat=_num(section_of(run, "audit_primary.eps_lb_95")),
+               eps_hat_99=_num(section_of(run, "audit_primary.eps_lb_99")),
+               exposure=_num(section_of(run, "exposure.all.mean_exposure_inserted")),
                profile=[{"delta": float(d["delta"]), "epsilon": float(d["epsilon"])} for d in priv.get("profile") or []])
     return row
 
