@@ -97,16 +97,25 @@ def run_point(point: dict, git_remote: str, dvc_remote: str, rev: str, targets: 
         Path(worker_dir).mkdir(parents=True, exist_ok=True)
     clone = Path(tempfile.mkdtemp(prefix=point["point"] + "-", dir=worker_dir))
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    phases: dict[str, float] = {}
+
+    def phase(name: str, args: list[str], cwd: Path, **kw) -> str:
+        t = time.time()
+        out = sh(args, cwd=cwd, **kw)
+        phases[name] = phases.get(name, 0.0) + time.time() - t
+        return out
+
     try:
-        sh(["git", "clone", "--quiet", git_remote, str(clone)], cwd=clone.parent)
-        sh(["git", "checkout", "--quiet", rev], cwd=clone)
-        sh(["dvc", "remote", "add", "--local", "--default", "--force", "sweep", dvc_remote], cwd=clone)
+        phase("clone", ["git", "clone", "--quiet", git_remote, str(clone)], cwd=clone.parent)
+        phase("clone", ["git", "checkout", "--quiet", rev], cwd=clone)
+        phase("clone", ["dvc", "remote", "add", "--local", "--default", "--force", "sweep", dvc_remote], cwd=clone)
         apply_point(clone / "params.yaml", point)
-        sh(["dvc", "exp", "run", "--pull", "--name", point["point"], *targets], cwd=clone, env=env)
-        sh(["dvc", "exp", "push", "origin", point["point"]], cwd=clone)
+        phase("experiment", ["dvc", "exp", "run", "--pull", "--name", point["point"], *targets], cwd=clone, env=env)
+        phase("push", ["dvc", "exp", "push", "origin", point["point"]], cwd=clone)
         exp_rev = sh(["git", "rev-parse", f"refs/exps/{rev[:2]}/{rev[2:]}/{point['point']}"], cwd=clone).strip()
-        return {"point": point["point"], "rev": exp_rev, "seconds": time.time() - t0, "worker_cwd": os.getcwd(),
-                "clone": str(clone)}
+        get_run_logger().info("point %s: %s", point["point"], ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()))
+        return {"point": point["point"], "rev": exp_rev, "seconds": time.time() - t0, "phases": phases,
+                "worker_cwd": os.getcwd(), "clone": str(clone)}
     finally:
         if not keep:
             shutil.rmtree(clone, ignore_errors=True)
