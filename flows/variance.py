@@ -20,6 +20,7 @@ recorded as failed with its error; the other points complete and are tabulated.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -229,10 +230,39 @@ def markdown(rows: list[dict], name: str, rev: str) -> str:
             f"`dvc exp apply <point>`).\n\n{md_table(t)}\n")
 
 
+@contextlib.contextmanager
+def shared_api():
+    """One Prefect API for the driver and every LocalCluster worker: the configured PREFECT_API_URL, or else a
+    temporary server started here and exported to the workers' environment (otherwise each worker process
+    would start a temporary server of its own, about 20 s of CPU each and a share of a core while it runs)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if PREFECT_API_URL.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start(timeout=int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")))
+    before = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = before
+        server.stop()
+
+
 def run_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
-    """The flow on the task runner `variance.sweep.cluster` asks for (a LocalCluster or a scheduler address)."""
+    """The flow on the task runner `variance.sweep.cluster` asks for (a LocalCluster or a scheduler address),
+    driver and workers reporting to one Prefect API."""
     vp = load(VarianceParams, "variance", Path(repo) / params_file)
-    return variance_sweep.with_options(task_runner=task_runner(vp.sweep))(repo=repo, params_file=params_file)
+    with shared_api():
+        return variance_sweep.with_options(task_runner=task_runner(vp.sweep))(repo=repo, params_file=params_file)
 
 
 def main(argv=None) -> None:

@@ -37,6 +37,9 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
     log = out.stdout + out.stderr
     assert f"worker cwd {empty}," in log and f"clone {tmp_path / 'clones'}/" in log, log[-3000:]
     assert "1 of 2 points completed" in out.stdout, out.stdout[-3000:]
+    # driver and workers share one temporary Prefect server (a worker would otherwise start its own)
+    assert log.count("Starting temporary server") == 1, log[-3000:]
+    assert "point t-e8-b4-t2-lr0p01-s0: clone" in log and "experiment" in log  # each point logs its phase times
     rows, meta = read_points(project / "reports/variance/points.parquet")
     assert meta["sweep"] == "t" and len(rows) == 2
     ok, bad = rows
