@@ -105,9 +105,6 @@ class FinetuneParams:
     max_length: int
     #: number of training rows of the dataset mixed with the member canaries
     max_text_rows: int
-    #: null: max_text_rows rows drawn at random; a row field (e.g. TOFU's ``author``): whole groups of rows
-    #: sharing it, in a seeded order, up to max_text_rows rows (every row of few authors: a higher secret density)
-    sample_by: Optional[str]
     #: held-out rows of the dataset's evaluation split scored for utility
     eval_rows: int
     #: insert the member canaries (false: train on the dataset alone, e.g. a user-inference run)

@@ -23,8 +23,8 @@ from ..core.io import read_json, write_json
 from ..datasets import get_dataset, read_split, sample
 from ..lm.examples import Example, text_examples
 
-RUN_VERSION = 5  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
-#                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed; 5: params.sample_by
+RUN_VERSION = 4  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
+#                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed
 RUN_FILE = "run.json"
 
 
@@ -87,7 +87,6 @@ class TextSetup:
     objective: str
     max_length: int
     max_text_rows: int
-    sample_by: str | None  # None: random rows; a row field: whole groups of rows sharing it
     seed: int
     control_secrets: int  # finetune.secret_control.secrets (0: no randomised control)
     control_seed: int
@@ -98,8 +97,8 @@ class TextSetup:
         get = params.get if isinstance(params, dict) else lambda k: getattr(params, k)
         control = get("secret_control")
         cget = control.get if isinstance(control, dict) else lambda k: getattr(control, k)
-        return cls(get("dataset"), get("objective"), get("max_length"), get("max_text_rows"), get("sample_by"),
-                   get("seed"), cget("secrets"), cget("seed"))
+        return cls(get("dataset"), get("objective"), get("max_length"), get("max_text_rows"), get("seed"),
+                   cget("secrets"), cget("seed"))
 
 
 def text_examples_of(processed_dir: Path, split: str, tok, setup: TextSetup, n: int, seed: int,
@@ -116,29 +115,10 @@ def split_rows(processed_dir: Path, dataset: str, split: str, canary_users: dict
     return canary_user_split(lambda s: read_split(processed_dir, dataset, s), split, canary_users or {})
 
 
-def sample_groups(rows: list[dict], n: int, seed: int, by: str, where: str) -> list[dict]:
-    """Every row of whole groups (rows sharing the field ``by``), the groups in a seeded order, while the total
-    stays within ``n`` rows (at least one group)."""
-    groups: dict[Any, list[dict]] = {}
-    for r in rows:
-        if by not in r:
-            raise DataError(f"{where}: rows have no field {by!r} (finetune.sample_by)")
-        groups.setdefault(r[by], []).append(r)
-    out: list[dict] = []
-    for key in sample(sorted(groups, key=str), len(groups), seed):
-        if out and len(out) + len(groups[key]) > n:
-            break
-        out.extend(groups[key])
-    return out
-
-
 def trained_rows(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict] | None = None) -> list[dict]:
     """The training rows the run's text examples came from (before canary-user insertion). Exact for datasets
     with one pair per row (those with secrets: Enron, TOFU), where it is the same seeded draw."""
-    rows = split_rows(processed_dir, setup.dataset, "train", canary_users)
-    if setup.sample_by:
-        return sample_groups(rows, setup.max_text_rows, setup.seed, setup.sample_by, f"{setup.dataset} train split")
-    return sample(rows, setup.max_text_rows, setup.seed)
+    return sample(split_rows(processed_dir, setup.dataset, "train", canary_users), setup.max_text_rows, setup.seed)
 
 
 def secret_control(rows: list[dict], secrets: list[dict], spec, n: int, seed: int) -> tuple[list[dict], dict]:
@@ -163,13 +143,10 @@ def training_text(processed_dir: Path, setup: TextSetup, tok, canary_users: dict
     """The run's training text examples and its randomised secret control (None when the dataset has no
     secrets or ``setup.control_secrets`` is 0). The finetune and attack stages both call this."""
     spec = get_dataset(setup.dataset)
-    if spec.secrets and setup.control_secrets and secrets is not None:
-        rows, control = secret_control(trained_rows(processed_dir, setup, canary_users), secrets, spec,
-                                       setup.control_secrets, setup.control_seed)
-    elif setup.sample_by:
-        rows, control = trained_rows(processed_dir, setup, canary_users), None
-    else:
+    if not (spec.secrets and setup.control_secrets and secrets is not None):
         return text_examples_of(processed_dir, "train", tok, setup, setup.max_text_rows, setup.seed,
                                 canary_users), None
+    rows, control = secret_control(trained_rows(processed_dir, setup, canary_users), secrets, spec,
+                                   setup.control_secrets, setup.control_seed)
     pairs = spec.pairs(apply_canary_users(rows, canary_users or {}))
     return text_examples(pairs, tok, setup.max_length, setup.objective), control
