@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     var = add("variance", "empirical privacy variance: the variance.sweep grid of DP fine-tunes at a fixed epsilon, "
                           "one DVC experiment per point on Dask workers (flows.variance)")
     var.add_argument("--params", default="params.yaml")
+    var.add_argument("--retabulate", action="store_true",
+                     help="rebuild reports/variance/points.parquet from the experiments it names (no point reruns)")
     add("report", "rebuild the report (`dvc repro report`)")
     lin = add("lineage", "print where one reported number comes from, back to the raw files' md5")
     lin.add_argument("target", help="FILE:dotted.path, e.g. reports/metrics.json:runs.nondp.privacy.steps")
@@ -111,7 +113,7 @@ def cmd_variance(args) -> int:
     apply_offline_defaults()
     from flows.variance import main as variance_main
 
-    variance_main(["--repo", args.repo, "--params", args.params])
+    variance_main(["--repo", args.repo, "--params", args.params, *(["--retabulate"] if args.retabulate else [])])
     return 0
 
 

@@ -40,10 +40,11 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from stages.core.errors import DataError
 from stages.core.params import load
 from stages.report.render import Table, fmt, md_table
 from stages.variance.params import SweepParams, VarianceParams
-from stages.variance.schema import point_record, write_points
+from stages.variance.schema import point_record, read_point_refs, write_points
 
 #: the run name every point's experiment trains, attacks and audits
 RUN = "point"
@@ -230,6 +231,14 @@ def markdown(rows: list[dict], name: str, rev: str) -> str:
             f"`dvc exp apply <point>`).\n\n{md_table(t)}\n")
 
 
+def drain_prefect_workers() -> None:
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=30)
+
+
 @contextlib.contextmanager
 def shared_api():
     """One Prefect API for the driver and every LocalCluster worker: the configured PREFECT_API_URL, or else a
@@ -254,6 +263,7 @@ def shared_api():
             os.environ.pop("PREFECT_API_URL", None)
         else:
             os.environ["PREFECT_API_URL"] = before
+        drain_prefect_workers()  # send what is queued while the server still answers (else: retries, then an error)
         server.stop()
 
 
@@ -265,12 +275,35 @@ def run_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
         return variance_sweep.with_options(task_runner=task_runner(vp.sweep))(repo=repo, params_file=params_file)
 
 
+def retabulate(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
+    """Rebuild the sweep table from the experiments it already names (e.g. after the table's schema gained a
+    column): the same points, experiment commits and failures, no point rerun."""
+    root = Path(repo).resolve()
+    vp = load(VarianceParams, "variance", root / params_file)
+    old, meta = read_point_refs(root / vp.table)
+    sp, pts = vp.sweep, points(vp.sweep)
+    if meta.get("sweep") != sp.name or [r["point"] for r in old] != [p["point"] for p in pts]:
+        raise DataError(f"{vp.table}: sweep {meta.get('sweep')!r} is not variance.sweep {sp.name!r} with this grid")
+    done = {r["point"]: {"rev": r["rev"]} for r in old if r["rev"]}
+    failed = {r["point"]: r["error"] for r in old if not r["rev"]}
+    git_remote = sp.git_remote or str((root / sp.work_dir / "remote.git").resolve())
+    rows = collect(root, git_remote, done, failed, pts, vp.measure, sp.diverged_loss)
+    write_points(root / vp.table, rows, meta)
+    return rows
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".")
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--retabulate", action="store_true",
+                    help="rebuild the table from the experiments it names (no point reruns)")
     args = ap.parse_args(argv)
     t0 = time.time()
+    if args.retabulate:
+        rows = retabulate(args.repo, args.params)
+        print(f"variance table rebuilt from {sum(bool(r['rev']) for r in rows)} experiments")
+        return
     rows = run_sweep(args.repo, args.params)
     ok = sum(r["status"] == "completed" for r in rows)
     print(f"variance sweep: {ok} of {len(rows)} points completed in {time.time() - t0:.0f} s; "
@@ -278,4 +311,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from stages.core.cli import run_cli
+
+    run_cli(main)

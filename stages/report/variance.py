@@ -35,6 +35,21 @@ def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict) -> str:
             f"empirical leakage, so ask for the configuration too{pick}.")
 
 
+def _control(a: dict, measure: str) -> str | None:
+    """One sentence: do the trained secrets score above the randomised held-out ones (a training effect at all)?"""
+    c = a.get("control") or {}
+    if not c.get("n"):
+        return None
+    test = (f"one-sided sign test p = {fmt(c['p'])}" if c["p"] is not None else "no point where they differ")
+    head = (f"Control: at the {c['n']} points the trained secrets' {measure} − base averaged {fmt(c['score'])} and the "
+            f"randomised held-out secrets' (never trained on, same models) {fmt(c['control'])}; the trained arm was "
+            f"higher at {c['higher']} points, lower at {c['lower']}, tied at {c['ties']} ({test}).")
+    if c["p"] is not None and c["p"] < 0.05:
+        return head + " The scores reflect training on the secrets."
+    return (head + " At this budget the scores are not distinguishable from what fine-tuning does to secrets it "
+            "never saw, so the spread and every comparison below are noise-level: they show the method, not a finding.")
+
+
 def _table(stats: dict, headers: list[str], rows_of) -> Table:
     """One table over every statistic x epsilon: ``rows_of(analysis)`` gives the rows of one (statistic, epsilon)."""
     t = Table(["statistic", "ε", *headers])
@@ -105,8 +120,9 @@ def variance_section(variance_dir: Path | None) -> Section | None:
     pts = Table(["point (DVC experiment)", "experiment commit", "status"],
                 [[p["point"], f"`{(p['rev'] or '')[:8]}`" if p["rev"] else "–", p["status"]] for p in r["table"]])
     failed = "; ".join(f"{f['point']}: {f['error']}" for f in r["failed"]) or "none"
+    control = [c for c in (_control(primary[e], measure) for e in primary) if c]
     return Section("Empirical privacy variance", paragraphs=[
-        _explain(primary[eps0], measure, r["primary"], eps0, primary[eps0]["selection"]),
+        _explain(primary[eps0], measure, r["primary"], eps0, primary[eps0]["selection"]), *control,
         f"Sweep `{r['sweep']}` from commit `{(r['base_commit'] or '')[:8]}`: {r['completed']} of {r['points']} points "
         f"completed (failed: {failed}). Each point is one DVC experiment (its name in the table below; `dvc exp show`, "
         "`dvc exp apply <name>`) that fine-tuned one configuration (b, T, η, seed) with σ calibrated to the target ε. "

@@ -103,6 +103,24 @@ def spearman(points: Sequence[Mapping], a: str, b: str) -> dict:
     return {"n": len(pairs), "rho": float(res.statistic), "p": float(res.pvalue)}
 
 
+def control_check(points: Sequence[Mapping], score: str, control: str = "control_mean") -> dict:
+    """Is the score a training effect? Per point, the trained secrets' mean score against the randomised held-out
+    secrets' (same model, same base correction): how often it is higher / lower, and the one-sided sign test of
+    "higher more often than not" over the points where the two differ (scipy's exact binomial test)."""
+    from scipy.stats import binomtest
+
+    pairs = [(float(p[score]), float(p[control])) for p in points
+             if p.get(score) is not None and p.get(control) is not None]
+    if not pairs:
+        return {"n": 0, "skipped": "no randomised held-out control"}
+    higher = sum(a > b for a, b in pairs)
+    lower = sum(a < b for a, b in pairs)
+    return {"n": len(pairs), "score": float(np.mean([a for a, _ in pairs])),
+            "control": float(np.mean([b for _, b in pairs])), "higher": higher, "lower": lower,
+            "ties": len(pairs) - higher - lower,
+            "p": float(binomtest(higher, higher + lower, 0.5, alternative="greater").pvalue) if higher + lower else None}
+
+
 def profiles(points: Sequence[Mapping]) -> list[dict]:
     """Section 5.2: the accountant's privacy profile eps(delta) per (b, T) (the learning rate and the seed do not
     enter the accounting: sigma, q and T fix it), with the calibrated sigma and q."""
@@ -131,6 +149,8 @@ def analyse_epsilon(points: Sequence[Mapping], score: str, min_points: int) -> d
     out["selection"] = selection_risk(hp) if hp else {}
     out["picks"] = {name: config_key(hp[pick(hp)]) for name, pick in METHODS.items()} if hp else {}  # whole pool
     out["selected"] = out["picks"].get("ours (Alg. 1)")
+    out["control"] = (control_check(points, score) if score == "score_mean" else
+                      {"n": 0, "skipped": "the control is the held-out secrets' mean: compared with the mean only"})
     out["spearman_eps_hat_score"] = spearman(points, "eps_hat", score)
     out["spearman_eps_hat_utility"] = spearman(points, "eps_hat", "utility")
     out["spearman_score_utility"] = spearman(points, score, "utility")

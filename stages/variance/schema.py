@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from ..core.errors import DataError
 from ..core.io import read_table, write_table
 from ..core.params import section_of
 
@@ -35,6 +36,8 @@ POINTS = pa.schema([
     ("score_mean", pa.float64()),   # mean over the trained secrets of (fine-tuned - base) score
     ("score_max", pa.float64()),    # max over the trained secrets of (fine-tuned - base) score
     ("secrets", pa.int64()),        # trained secrets scored
+    ("control_mean", pa.float64()), # mean (fine-tuned - base) score of the randomised held-out secrets: the score
+    #                                 without training on them (null: the run had no randomised control)
     ("eps_hat", pa.float64()),      # the pre-registered one-run audit's epsilon lower bound at 95% (null: no canaries)
     ("eps_hat_99", pa.float64()),
     ("exposure", pa.float64()),     # mean exposure (bits) of the inserted secret-sharer canaries (null: none)
@@ -59,11 +62,14 @@ def point_record(point: Mapping, run: Mapping | None, measure: str, status: str,
     if run is None:
         return row
     priv, mem = run.get("privacy") or {}, section_of(run, f"memorization.{measure}.trained") or {}
+    control = (section_of(run, f"memorization.{measure}.untrained") or {}
+               if section_of(run, f"memorization.{measure}.randomised") else {})
     nll = _num(section_of(run, "utility.valid_nll"))
     row.update(valid_loss=nll, utility=-nll if nll is not None else None, eps_spent=_num(priv.get("epsilon_spent")),
                delta=_num(priv.get("delta")), sigma=_num(priv.get("noise_multiplier")),
                sample_rate=_num(priv.get("sample_rate")), score_mean=_num(mem.get("minus_base")),
                score_max=_num(mem.get("max_minus_base")), secrets=mem.get("secrets"),
+               control_mean=_num(control.get("minus_base")),
                eps_hat=_num(section_of(run, "audit_primary.eps_lb_95")),
                eps_hat_99=_num(section_of(run, "audit_primary.eps_lb_99")),
                exposure=_num(section_of(run, "exposure.all.mean_exposure_inserted")),
@@ -82,4 +88,17 @@ def read_points(path: str | Path) -> tuple[list[dict], dict]:
 
     table = read_table(path, POINTS, producer="the variance sweep (leakaudit variance)")
     meta = json.loads((pq.read_schema(path).metadata or {}).get(b"sweep", b"{}"))
+    return table.to_pylist(), meta
+
+
+def read_point_refs(path: str | Path) -> tuple[list[dict], dict]:
+    """Each row's point, experiment commit and error, and the metadata, from a sweep table of any schema version
+    (what ``leakaudit variance --retabulate`` rebuilds the table from)."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path, columns=["point", "rev", "error"])
+        meta = json.loads((pq.read_schema(path).metadata or {}).get(b"sweep", b"{}"))
+    except (pa.ArrowInvalid, OSError, KeyError, ValueError) as exc:
+        raise DataError(f"{path}: not a variance sweep table ({exc})") from None
     return table.to_pylist(), meta

@@ -76,3 +76,17 @@ def test_spearman_and_the_full_analysis():
     assert a["regressions"]["individual"]["r2"] > 0.9
     few = analyse(rows[:4], "score_mean", min_points=6)["epsilons"]["8"]
     assert few["regressions"]["individual"]["skipped"] == "fewer than 6 points"
+
+
+def test_control_check_counts_the_trained_arm_against_the_held_out_one():
+    from stages.report.variance import _control
+    from stages.variance.analysis import control_check
+
+    # the CPU default's shape: mostly ties at 0, one point above and one below its control
+    pts = [{"score_mean": s, "control_mean": c} for s, c in [(0.0, 0.0)] * 6 + [(1 / 12, 0.0), (0.0, 1 / 12)]]
+    c = control_check(pts, "score_mean")
+    assert (c["n"], c["higher"], c["lower"], c["ties"]) == (8, 1, 1, 6)
+    assert c["p"] == pytest.approx(0.75)  # P(X >= 1), X ~ Bin(2, 1/2)
+    assert "noise-level" in _control({"control": c}, "AIR")
+    assert control_check([{"score_mean": 0.1, "control_mean": None}], "score_mean")["skipped"]
+    assert control_check([{"score_mean": 0.0, "control_mean": 0.0}], "score_mean")["p"] is None

@@ -23,7 +23,7 @@ def rows(seeds=2, rng_seed=0):
             "point": f"syn-b{b}-t{t}-lr{lr}-s{s}", "rev": f"{s:040d}", "status": "completed", "epsilon": 8.0,
             "batch_size": b, "steps": t, "lr": lr, "seed": s, "utility": -2 + 0.1 * np.log(b * t * lr), "valid_loss": 2.0,
             "eps_spent": 8.0, "delta": 1e-5, "sigma": 0.5 + 0.01 * t, "sample_rate": b / 240, "measure": "air",
-            "score_mean": y, "score_max": y + 0.2, "secrets": 6, "profile": profile})
+            "score_mean": y, "score_max": y + 0.2, "secrets": 6, "control_mean": y - 0.5, "profile": profile})
     out.append({f: None for f in POINTS.names} | {"point": "syn-failed", "status": "failed", "error": "worker lost",
                                                   "epsilon": 8.0, "batch_size": 8, "steps": 8, "lr": 0.005, "seed": 9,
                                                   "measure": "air"})
@@ -57,5 +57,23 @@ def test_stage_writes_the_analysis_and_the_report_shows_it(tmp_path, monkeypatch
     sec = variance_section(tmp_path / "analysis")
     text = " ".join(sec.paragraphs)
     assert "same ε = 8" in text and "worker lost" in text and len(sec.images) == 3
+    # every trained arm above its randomised held-out control: a training effect, and the report says so
+    assert e["control"]["higher"] == 16 and e["control"]["p"] < 1e-4 and "reflect training" in text
+    assert a["statistics"]["max"]["8"]["control"]["skipped"].startswith("the control is the held-out")
     assert {t.headers[0] for t in sec.tables} >= {"statistic", "point (DVC experiment)"}
     assert variance_section(tmp_path / "nowhere") is None
+
+
+def test_point_record_takes_the_randomised_held_out_arm_as_control():
+    from stages.variance.schema import point_record
+
+    point = {"point": "p", "epsilon": 8.0, "batch_size": 8, "steps": 24, "lr": 0.005, "seed": 0}
+    mem = {"trained": {"secrets": 12, "minus_base": 1 / 12, "max_minus_base": 1.0},
+           "untrained": {"secrets": 12, "minus_base": 0.0, "max_minus_base": 0.0}}
+    run = {"privacy": {"epsilon_spent": 8.0}, "utility": {"valid_nll": 2.1},
+           "memorization": {"air": {"randomised": True, **mem}}}
+    row = point_record(point, run, "air", "completed", None, {"rev": "a" * 40})
+    assert row["score_mean"] == pytest.approx(1 / 12) and row["control_mean"] == 0.0 and row["utility"] == -2.1
+    # trained vs untrained by frequency (no coins) is confounded: no control
+    run["memorization"]["air"]["randomised"] = False
+    assert point_record(point, run, "air", "completed", None, None)["control_mean"] is None
