@@ -114,7 +114,7 @@ def run_point(point: dict, git_remote: str, dvc_remote: str, rev: str, targets: 
         apply_point(clone / "params.yaml", point)
         phase("experiment", ["dvc", "exp", "run", "--pull", "--name", point["point"], *targets], cwd=clone, env=env)
         phase("push", ["dvc", "exp", "push", "origin", point["point"]], cwd=clone)
-        exp_rev = sh(["git", "rev-parse", f"refs/exps/{rev[:2]}/{rev[2:]}/{point['point']}"], cwd=clone).strip()
+        exp_rev = sh(["git", "rev-parse", exp_ref(rev, point["point"])], cwd=clone).strip()
         get_run_logger().info("point %s: %s", point["point"], ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()))
         return {"point": point["point"], "rev": exp_rev, "seconds": time.time() - t0, "phases": phases,
                 "worker_cwd": os.getcwd(), "clone": str(clone)}
@@ -164,13 +164,19 @@ def diverged(run: dict, limit: float) -> str | None:
     return None if ok else f"diverged: validation loss {loss} > variance.sweep.diverged_loss = {limit:g}"
 
 
-def collect(repo: Path, git_remote: str, done: dict[str, dict], failed: dict[str, str], pts: list[dict],
+def exp_ref(rev: str, name: str) -> str:
+    """The full ref of experiment ``name`` on base commit ``rev`` (a bare name is ambiguous once an earlier sweep
+    on another commit used it)."""
+    return f"refs/exps/{rev[:2]}/{rev[2:]}/{name}"
+
+
+def collect(repo: Path, git_remote: str, rev: str, done: dict[str, dict], failed: dict[str, str], pts: list[dict],
             measure: str, limit: float) -> list[dict]:
     """Pull the finished experiments' refs and build one row per point from its experiment's metrics (a divergent
     run is recorded as failed, with its experiment)."""
     rows = []
     if done:
-        sh(["dvc", "exp", "pull", "--no-cache", "--force", git_remote, *done], cwd=repo)
+        sh(["dvc", "exp", "pull", "--no-cache", "--force", git_remote, *[exp_ref(rev, n) for n in done]], cwd=repo)
     for p in pts:
         name = p["point"]
         if name in done:
@@ -210,7 +216,7 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
             except BaseException as exc:  # noqa: BLE001 - any failure of a point is recorded, never fatal
                 failed[name] = " ".join(str(exc).split())[:500] or type(exc).__name__
             log.warning("point %s: FAILED after %d retries: %s", name, sp.retries, failed.get(name))
-    rows = collect(root, git_remote, done, failed, pts, vp.measure, sp.diverged_loss)
+    rows = collect(root, git_remote, rev, done, failed, pts, vp.measure, sp.diverged_loss)
     write_points(root / vp.table, rows, {"sweep": sp.name, "base_commit": rev, "params": asdict(sp)})
     md = markdown(rows, sp.name, rev)
     create_markdown_artifact(key=f"variance-{sp.name}".lower().replace("_", "-"), markdown=md,
@@ -287,7 +293,7 @@ def retabulate(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
     done = {r["point"]: {"rev": r["rev"]} for r in old if r["rev"]}
     failed = {r["point"]: r["error"] for r in old if not r["rev"]}
     git_remote = sp.git_remote or str((root / sp.work_dir / "remote.git").resolve())
-    rows = collect(root, git_remote, done, failed, pts, vp.measure, sp.diverged_loss)
+    rows = collect(root, git_remote, meta["base_commit"], done, failed, pts, vp.measure, sp.diverged_loss)
     write_points(root / vp.table, rows, meta)
     return rows
 
