@@ -35,6 +35,10 @@ def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict) -> str:
             f"empirical leakage, so ask for the configuration too{pick}.")
 
 
+def _n(k: int) -> str:
+    return f"{k} point" if k == 1 else f"{k} points"
+
+
 def _control(a: dict, measure: str) -> str | None:
     """One sentence: do the trained secrets score above the randomised held-out ones (a training effect at all)?"""
     c = a.get("control") or {}
@@ -43,7 +47,7 @@ def _control(a: dict, measure: str) -> str | None:
     test = (f"one-sided sign test p = {fmt(c['p'])}" if c["p"] is not None else "no point where they differ")
     head = (f"Control: at the {c['n']} points the trained secrets' {measure} − base averaged {fmt(c['score'])} and the "
             f"randomised held-out secrets' (never trained on, same models) {fmt(c['control'])}; the trained arm was "
-            f"higher at {c['higher']} points, lower at {c['lower']}, tied at {c['ties']} ({test}).")
+            f"higher at {_n(c['higher'])}, lower at {_n(c['lower'])}, tied at {_n(c['ties'])} ({test}).")
     if c["p"] is not None and c["p"] < 0.05:
         return head + " The scores reflect training on the secrets."
     return (head + " At this budget the scores are not distinguishable from what fine-tuning does to secrets it "
