@@ -123,12 +123,16 @@ def run_point(point: dict, git_remote: str, dvc_remote: str, rev: str, targets: 
             shutil.rmtree(clone, ignore_errors=True)
 
 
+def remotes(repo: Path, sp: SweepParams) -> tuple[str, str]:
+    """The git and DVC remotes: the params' URLs, or the local defaults under work_dir."""
+    work = (repo / sp.work_dir).resolve()
+    return sp.git_remote or str(work / "remote.git"), sp.dvc_remote or str(work / "dvc-remote")
+
+
 def setup_remotes(repo: Path, sp: SweepParams) -> tuple[str, str, str]:
     """The git and DVC remotes the workers read and write (created under work_dir when not given), the commit
     pushed to the git remote, and the cached outputs pushed to the DVC remote."""
-    work = (repo / sp.work_dir).resolve()
-    git_remote = sp.git_remote or str(work / "remote.git")
-    dvc_remote = sp.dvc_remote or str(work / "dvc-remote")
+    git_remote, dvc_remote = remotes(repo, sp)
     if not sp.git_remote and not (Path(git_remote) / "HEAD").exists():
         Path(git_remote).mkdir(parents=True, exist_ok=True)
         sh(["git", "init", "--quiet", "--bare", git_remote], cwd=repo)
@@ -238,6 +242,7 @@ def markdown(rows: list[dict], name: str, rev: str) -> str:
 
 
 def drain_prefect_workers() -> None:
+    """Send Prefect's queued logs and events (blocking, bounded)."""
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
@@ -292,8 +297,7 @@ def retabulate(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
         raise DataError(f"{vp.table}: sweep {meta.get('sweep')!r} is not variance.sweep {sp.name!r} with this grid")
     done = {r["point"]: {"rev": r["rev"]} for r in old if r["rev"]}
     failed = {r["point"]: r["error"] for r in old if not r["rev"]}
-    git_remote = sp.git_remote or str((root / sp.work_dir / "remote.git").resolve())
-    rows = collect(root, git_remote, meta["base_commit"], done, failed, pts, vp.measure, sp.diverged_loss)
+    rows = collect(root, remotes(root, sp)[0], meta["base_commit"], done, failed, pts, vp.measure, sp.diverged_loss)
     write_points(root / vp.table, rows, meta)
     return rows
 

@@ -39,16 +39,19 @@ def _n(k: int) -> str:
     return f"{k} point" if k == 1 else f"{k} points"
 
 
-def _control(a: dict, measure: str) -> str | None:
-    """One sentence: do the trained secrets score above the randomised held-out ones (a training effect at all)?"""
+def _control(a: dict, measure: str, tests: int = 1) -> str | None:
+    """One sentence: do the trained secrets score above the randomised held-out ones (a training effect at all)?
+    One sign test per target epsilon: the verdict's level 0.05 is Bonferroni-corrected over the ``tests`` of them."""
     c = a.get("control") or {}
     if not c.get("n"):
         return None
-    test = (f"one-sided sign test p = {fmt(c['p'])}" if c["p"] is not None else "no point where they differ")
+    level = 0.05 / tests
+    test = (f"one-sided sign test p = {fmt(c['p'])}" + (f", level {fmt(level)} = 0.05 / {tests} target ε" if tests > 1
+                                                        else "") if c["p"] is not None else "no point where they differ")
     head = (f"Control: at the {c['n']} points the trained secrets' {measure} − base averaged {fmt(c['score'])} and the "
             f"randomised held-out secrets' (never trained on, same models) {fmt(c['control'])}; the trained arm was "
             f"higher at {_n(c['higher'])}, lower at {_n(c['lower'])}, tied at {_n(c['ties'])} ({test}).")
-    if c["p"] is not None and c["p"] < 0.05:
+    if c["p"] is not None and c["p"] < level:
         return head + " The scores reflect training on the secrets."
     return (head + " At this budget the scores are not distinguishable from what fine-tuning does to secrets it "
             "never saw, so the spread and every comparison below are noise-level: they show the method, not a finding.")
@@ -124,7 +127,7 @@ def variance_section(variance_dir: Path | None) -> Section | None:
     pts = Table(["point (DVC experiment)", "experiment commit", "status"],
                 [[p["point"], f"`{(p['rev'] or '')[:8]}`" if p["rev"] else "–", p["status"]] for p in r["table"]])
     failed = "; ".join(f"{f['point']}: {f['error']}" for f in r["failed"]) or "none"
-    control = [c for c in (_control(primary[e], measure) for e in primary) if c]
+    control = [c for c in (_control(primary[e], measure, len(primary)) for e in primary) if c]
     return Section("Empirical privacy variance", paragraphs=[
         _explain(primary[eps0], measure, r["primary"], eps0, primary[eps0]["selection"]), *control,
         f"Sweep `{r['sweep']}` from commit `{(r['base_commit'] or '')[:8]}`: {r['completed']} of {r['points']} points "

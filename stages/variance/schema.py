@@ -82,13 +82,17 @@ def write_points(path: str | Path, rows: list[dict], meta: Mapping) -> None:
     write_table(table, path, POINTS.with_metadata(table.schema.metadata))
 
 
-def read_points(path: str | Path) -> tuple[list[dict], dict]:
-    """The rows and the sweep's metadata (name, base commit, params)."""
+def _sweep_meta(path: str | Path) -> dict:
+    """The sweep's metadata (name, base commit, params) from the table's schema."""
     import pyarrow.parquet as pq
 
+    return json.loads((pq.read_schema(path).metadata or {}).get(b"sweep", b"{}"))
+
+
+def read_points(path: str | Path) -> tuple[list[dict], dict]:
+    """The rows and the sweep's metadata (name, base commit, params)."""
     table = read_table(path, POINTS, producer="the variance sweep (leakaudit variance)")
-    meta = json.loads((pq.read_schema(path).metadata or {}).get(b"sweep", b"{}"))
-    return table.to_pylist(), meta
+    return table.to_pylist(), _sweep_meta(path)
 
 
 def read_point_refs(path: str | Path) -> tuple[list[dict], dict]:
@@ -98,7 +102,7 @@ def read_point_refs(path: str | Path) -> tuple[list[dict], dict]:
 
     try:
         table = pq.read_table(path, columns=["point", "rev", "error"])
-        meta = json.loads((pq.read_schema(path).metadata or {}).get(b"sweep", b"{}"))
+        meta = _sweep_meta(path)
     except (pa.ArrowInvalid, OSError, KeyError, ValueError) as exc:
         raise DataError(f"{path}: not a variance sweep table ({exc})") from None
     return table.to_pylist(), meta

@@ -88,5 +88,8 @@ def test_control_check_counts_the_trained_arm_against_the_held_out_one():
     assert (c["n"], c["higher"], c["lower"], c["ties"]) == (8, 1, 1, 6)
     assert c["p"] == pytest.approx(0.75)  # P(X >= 1), X ~ Bin(2, 1/2)
     assert "noise-level" in _control({"control": c}, "AIR")
+    strong = {**c, "p": 0.03}  # below 0.05, above 0.05 / 2: one target epsilon says training, two do not
+    assert "reflect training" in _control({"control": strong}, "AIR")
+    assert "noise-level" in _control({"control": strong}, "AIR", tests=2)
     assert control_check([{"score_mean": 0.1, "control_mean": None}], "score_mean")["skipped"]
     assert control_check([{"score_mean": 0.0, "control_mean": 0.0}], "score_mean")["p"] is None
