@@ -2,14 +2,15 @@
 
 For LoRA, full fine-tuning and full fine-tuning with the embeddings (``train_embeddings``), the same
 Poisson-sampled batches of the default training set (PersonaChat rows + member canaries) are trained
-without DP, with opacus DP-SGD in hooks mode (per-example gradients) and in ghost mode (ghost clipping);
+without DP, with opacus DP-SGD in hooks mode (per-example gradients), in ghost mode (ghost clipping) and in
+bk mode (book-keeping: ghost's norms, the clipped sum from the same backward pass);
 we report the mean step time after a warm-up step, the peak resident memory during each configuration
 (sampled every 5 ms from /proc/self/status) and the DP / non-DP ratios. One command measures them all;
 each configuration trains in a fresh child process, so that no peak carries into the next one.
 
     python benchmarks/dp_overhead.py [--steps 6] [--full-steps 4] [--only full] [--nproc 2]
 
-``--nproc N`` also trains the LoRA DP-ghost configuration data-parallel in N processes under torchrun
+``--nproc N`` also trains the LoRA DP-bk configuration data-parallel in N processes under torchrun
 (gloo on CPU, NCCL on GPUs; the cores split between them on CPU) and compares its tokens/s with the
 single process's.
 
@@ -55,7 +56,7 @@ class PeakRSS:
 
 
 CONFIGS = {"lora": ("lora", False), "full": ("full", False), "full+emb": ("full", True)}
-MODES = (None, "ghost", "hooks")
+MODES = (None, "ghost", "bk", "hooks")
 
 
 def measure(args, name: str, mode: str | None, steps: int, chunk: int) -> dict:
@@ -116,6 +117,8 @@ def main() -> None:
     ap.add_argument("--full-physical-batch", type=int, default=32, help="chunk size for full FT, non-DP and ghost")
     ap.add_argument("--hooks-physical-batch", type=int, default=8,
                     help="chunk size for full FT in hooks mode (its per-example gradients bound it)")
+    ap.add_argument("--bk-physical-batch", type=int, default=24,
+                    help="chunk size for full FT in bk mode (it holds every layer's output gradients of a chunk)")
     ap.add_argument("--only", nargs="*", choices=list(CONFIGS), default=list(CONFIGS))
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", help="also write the results here")
@@ -133,8 +136,8 @@ def main() -> None:
         name, mode = args.one
         mode = None if mode == "non-DP" else mode
         lora = name == "lora"
-        chunk = (args.ctx["ft"].physical_batch_size if lora else
-                 args.hooks_physical_batch if mode == "hooks" else args.full_physical_batch)
+        chunk = (args.ctx["ft"].physical_batch_size if lora else args.hooks_physical_batch if mode == "hooks" else
+                 args.bk_physical_batch if mode == "bk" else args.full_physical_batch)
         res = measure(args, name, mode, args.steps if lora else args.full_steps, chunk)
         return Path(args.json).write_text(json.dumps(res))
     ft = args.ctx["ft"]
@@ -152,10 +155,10 @@ def main() -> None:
         print(f"| {r['config']} | {r['mode']} | {r['trainable'] / 1e6:.2f}M | {r['chunk']} | {r['step_s']:.2f} | "
               f"{r['step_s'] / base['step_s']:.2f} | {r['peak_mb']:.0f} | {r['peak_mb'] / base['peak_mb']:.2f} |")
     if args.nproc > 1 and "lora" in args.only:
-        one = next(r for r in results if r["config"] == "lora" and r["mode"] == "ghost")
+        one = next(r for r in results if r["config"] == "lora" and r["mode"] == "bk")
         many = data_parallel(args)
         results.append(many)
-        print(f"\nLoRA DP-ghost data-parallel: {args.nproc} processes {many['tokens_per_s']:.0f} tokens/s "
+        print(f"\nLoRA DP-bk data-parallel: {args.nproc} processes {many['tokens_per_s']:.0f} tokens/s "
               f"(step {many['step_s']:.2f} s) vs 1 process {one['tokens_per_s']:.0f} tokens/s "
               f"(step {one['step_s']:.2f} s): {many['tokens_per_s'] / one['tokens_per_s']:.2f}x")
     if args.json:
@@ -173,13 +176,14 @@ def child(args, name: str, mode: str | None) -> dict:
         cmd = [sys.executable, __file__, "--one", name, mode or "non-DP", "--params", args.params, "--steps",
                str(args.steps), "--full-steps", str(args.full_steps), "--full-physical-batch",
                str(args.full_physical_batch), "--hooks-physical-batch", str(args.hooks_physical_batch),
+               "--bk-physical-batch", str(args.bk_physical_batch),
                "--device", args.device, "--json", str(out)]
         subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
         return json.loads(out.read_text())
 
 
 def data_parallel(args) -> dict:
-    """The LoRA DP-ghost configuration in ``args.nproc`` processes under torchrun; rank 0's measurement."""
+    """The LoRA DP-bk configuration in ``args.nproc`` processes under torchrun; rank 0's measurement."""
     import os
     import subprocess
     import tempfile
@@ -202,7 +206,7 @@ def worker(args) -> None:
     rank, world_size, device = distributed.init(args.device)
     args.device = str(device)
     try:
-        res = measure(args, "lora", "ghost", args.steps, args.ctx["ft"].physical_batch_size)
+        res = measure(args, "lora", "bk", args.steps, args.ctx["ft"].physical_batch_size)
         if rank == 0:
             Path(args.json).write_text(json.dumps({**res, "world_size": world_size}))
     finally:

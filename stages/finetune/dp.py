@@ -47,7 +47,8 @@ class Private:
     accountant: object
     noise: torch.Generator
     privacy: dict
-    mode: str  # ghost | hooks
+    mode: str  # ghost | bk | hooks
+    ledger: object = None  # bookkeeping.Ledger in bk mode
 
 
 def unsupported_for_ghost(model: torch.nn.Module) -> list[str]:
@@ -59,14 +60,18 @@ def unsupported_for_ghost(model: torch.nn.Module) -> list[str]:
 
 
 def resolve_mode(model: torch.nn.Module, mode: str) -> str:
-    """``auto``: ghost when the base model's own weights train (full fine-tuning, train_embeddings), where
-    per-example gradients are the size of the model; hooks when only small adapters train (LoRA, prompt,
-    prefix, own rows), where they are small and hooks needs one backward pass to ghost clipping's two."""
+    """``auto``: book-keeping (``bk``: one backward pass, no per-example gradient; benchmarks/dp_overhead.py
+    measured it fastest for LoRA and full fine-tuning) where every trainable module has opacus' norm sampler
+    and a closed-form clipped sum; ghost where only the norm samplers exist; hooks otherwise."""
     if mode != "auto":
         return mode
-    lm = getattr(model, "lm", model)
-    own = any(p.requires_grad and "lora_" not in n for n, p in lm.named_parameters())
-    return "ghost" if own else "hooks"
+    from .bookkeeping import unsupported
+    from .grad_samplers import register_for
+
+    register_for(model)  # RMSNorm's samplers, before asking which modules have one
+    if not unsupported_for_ghost(model):
+        return "ghost" if unsupported(model) else "bk"
+    return "hooks"
 
 
 def wrap_model(model, dp, distributed: bool):
@@ -77,6 +82,7 @@ def wrap_model(model, dp, distributed: bool):
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.validators import ModuleValidator
 
+    from .bookkeeping import unsupported as unsupported_bk
     from .grad_samplers import register_for
 
     register_for(model)  # exact per-example grads and norms for RMSNorm weights (full fine-tuning)
@@ -84,11 +90,15 @@ def wrap_model(model, dp, distributed: bool):
     if errors:
         raise ValueError(f"model is not DP-compatible: {errors[0]}")
     inner = DPDDP(model) if distributed else model
-    if dp.grad_sample_mode == "ghost":
+    if dp.grad_sample_mode in ("ghost", "bk"):
         missing = unsupported_for_ghost(model)
         if missing:
             raise ConfigError(f"finetune.dp.grad_sample_mode: ghost clipping has no norm sampler for {missing[0]}; "
                               "use 'hooks'")
+        missing = unsupported_bk(model) if dp.grad_sample_mode == "bk" else []
+        if missing:
+            raise ConfigError(f"finetune.dp.grad_sample_mode: book-keeping has no clipped-sum form for {missing[0]}; "
+                              "use 'ghost'")
         # "sum": the norm pass backpropagates the summed loss, so output gradients are already per example
         # (no rescaling by the chunk size); the optimizer still divides the clipped sum by the expected batch
         return GradSampleModuleFastGradientClipping(inner, batch_first=True, loss_reduction="sum",
@@ -105,6 +115,8 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
     clips its share of the Poisson batch, rank 0 alone adds the noise, the sum is all-reduced; the rate q,
     sigma and the accountant are those of the single-process run."""
     from opacus.accountants import create_accountant
+
+    from .bookkeeping import Ledger
     from opacus.optimizers import (
         DistributedDPOptimizer,
         DistributedDPOptimizerFastGradientClipping,
@@ -118,7 +130,7 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
     dp = dataclasses.replace(dp, grad_sample_mode=resolve_mode(model, dp.grad_sample_mode))
     net = wrap_model(model, dp, world_size > 1)
     noise = torch.Generator(device=device).manual_seed(seed + 1)
-    ghost = dp.grad_sample_mode == "ghost"
+    ghost = dp.grad_sample_mode in ("ghost", "bk")  # bk: ghost's norm pass and optimizer, one backward pass
     cls = {(False, False): DPOptimizer, (True, False): DPOptimizerFastGradientClipping,
            (False, True): DistributedDPOptimizer,
            (True, True): DistributedDPOptimizerFastGradientClipping}[(ghost, world_size > 1)]
@@ -132,7 +144,8 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
                "max_grad_norm": dp.max_grad_norm, "accountant": dp.accountant, "sample_rate": sample_rate,
                "steps": steps, "expected_batch_size": expected, "optimizer": f"DP-{optimizer_name}",
                "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size}
-    return Private(net, opt, accountant, noise, privacy, dp.grad_sample_mode)
+    ledger = Ledger(net) if dp.grad_sample_mode == "bk" else None
+    return Private(net, opt, accountant, noise, privacy, dp.grad_sample_mode, ledger)
 
 
 def spent(private: Private) -> dict:

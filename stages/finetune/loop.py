@@ -9,7 +9,7 @@ DP (``dp.py``): the model is wrapped by opacus for per-example clipping, the opt
 DPOptimizer and its accountant (PRV or RDP) is stepped by the optimizer's hook once per logical step with
 sample rate q. A logical batch is processed in chunks (opacus' virtual steps, ``signal_skip_step``);
 clipping is per example, noise is added once per logical step, and the sum is divided by the expected
-batch size q*n. Two ways to clip (``finetune.dp.grad_sample_mode``):
+batch size q*n. Three ways to clip (``finetune.dp.grad_sample_mode``):
 
 * ``hooks``: opacus' GradSampleModule materialises every per-example gradient of a chunk;
 * ``ghost``: opacus' ghost clipping computes only per-example gradient norms (from each layer's
@@ -17,6 +17,8 @@ batch size q*n. Two ways to clip (``finetune.dp.grad_sample_mode``):
   gradient is the clipped sum without any per-example gradient in memory. The norm pass stops at the
   decoder's input embeddings (``ghost_backward``): it needs output gradients, not weight gradients, so
   it computes none of the Linear layers' weight gradients, which the second pass computes once.
+* ``bk``: book-keeping (``bookkeeping.py``): ghost clipping's norm pass, then the clipped sum formed from
+  the activations and output gradients that pass already had, instead of a second backward pass.
 
 Data-parallel (``world_size`` > 1, under torchrun): every rank draws the same Poisson batch from the same
 seeded generator and trains its share (every world_size-th sampled example), so the logical batch is the
@@ -110,22 +112,33 @@ def norm_pass_targets(model) -> list[torch.Tensor]:
     return [p for p in model.parameters() if p.requires_grad and id(p) not in linear]
 
 
-def ghost_backward(net, losses: torch.Tensor, targets: list[torch.Tensor]) -> None:
+def ghost_backward(net, losses: torch.Tensor, targets: list[torch.Tensor], ledger=None) -> None:
     """opacus' ghost clipping for one chunk: per-example gradient norms by a first backward pass through the
     norm samplers, then the backward pass of sum_i c_i * loss_i with c_i = min(1, C / norm_i) (hooks off),
     which leaves the clipped sum in ``.grad``. As opacus' DPTensorFastGradientClipping.backward, except the
-    first pass asks autograd only for what the norm samplers need (``norm_pass_targets``)."""
+    first pass asks autograd only for what the norm samplers need (``norm_pass_targets``).
+
+    With a ``ledger`` (book-keeping, ``bookkeeping.py``) the norm pass also records each layer's activations
+    and output gradients, and the clipped sum is formed from them: no second pass."""
     params = net.trainable_parameters
     for p in params:
         p.__dict__.pop("_norm_sample", None)
     inner = unwrap(net)
     first = [inner.last_input] + targets if inner.last_input is not None else targets
-    torch.autograd.grad(losses.sum(), first, retain_graph=True, allow_unused=True)
+    if ledger is not None:
+        ledger.recording = True
+    try:
+        torch.autograd.grad(losses.sum(), first, retain_graph=ledger is None, allow_unused=True)
+    finally:
+        if ledger is not None:
+            ledger.recording = False
     inner.last_input = None
     missing = [n for n, p in net.named_parameters() if p.requires_grad and not hasattr(p, "_norm_sample")]
     if missing:
         raise RuntimeError(f"ghost clipping: no per-example norm for {missing[0]} (its layer saw no gradient)")
     coef = net.get_clipping_coef().to(losses.device)
+    if ledger is not None:
+        return ledger.settle(coef)
     net.disable_hooks()
     try:
         (coef * losses).sum().backward()
@@ -134,12 +147,12 @@ def ghost_backward(net, losses: torch.Tensor, targets: list[torch.Tensor]) -> No
 
 
 def dp_step(net, opt, params, examples, parts, pad_id: int, device, mode: str = "hooks",
-            targets: list | None = None) -> list[torch.Tensor]:
+            targets: list | None = None, ledger=None) -> list[torch.Tensor]:
     """One logical DP step over its physical chunks: per-example clipping, noise once at the last chunk."""
     losses = []
     if not parts:  # empty Poisson batch: the step still adds noise
         for p in params:
-            if mode == "ghost":
+            if mode in ("ghost", "bk"):
                 p.grad = torch.zeros_like(p)
             else:
                 p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
@@ -149,8 +162,8 @@ def dp_step(net, opt, params, examples, parts, pad_id: int, device, mode: str = 
         batch = collate([examples[i] for i in part], pad_id, device)
         with autocast(device):
             ls = per_sample_losses(net, batch)
-        if mode == "ghost":
-            ghost_backward(net, ls, targets)
+        if mode in ("ghost", "bk"):
+            ghost_backward(net, ls, targets, ledger)
         else:
             ls.mean().backward()  # opacus 'mean' rescales by the chunk size -> per-example grads
         opt.signal_skip_step(do_skip=j < len(parts) - 1)
@@ -236,8 +249,9 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
             torch.distributed.broadcast(p.data, 0)
     noise, accountant = (private.noise, private.accountant) if private else (None, None)
     mode = private.mode if private else None
-    targets = norm_pass_targets(model) if mode == "ghost" else None
-    model.keep_input = mode == "ghost"
+    targets = norm_pass_targets(model) if mode in ("ghost", "bk") else None
+    ledger = private.ledger if private else None
+    model.keep_input = mode in ("ghost", "bk")
     state = checkpoint.load() if checkpoint else None
     log, start = restore(state, model, opt, rng, noise, accountant) if state is not None else ([], 0)
     net.train()
@@ -250,7 +264,7 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
             idx = np.flatnonzero(rng.random(n) < q)  # Poisson sampling, plus this step's scheduled examples
             idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)]) if schedule else idx
             parts = chunks(idx[rank::world_size], lengths, physical_batch_size)
-            losses = (dp_step(net, opt, params, examples, parts, pad_id, device, mode, targets) if private else
+            losses = (dp_step(net, opt, params, examples, parts, pad_id, device, mode, targets, ledger) if private else
                       plain_step(net, opt, params, examples, parts, pad_id, device, expected, clip_norm, world_size))
             rec = {"step": step + 1, "batch": int(len(idx)), "tokens": int(sum(lengths[i] for i in idx)),
                    "loss": step_loss(losses, world_size),

@@ -33,10 +33,11 @@ class DPParams:
     max_grad_norm: float
     accountant: Literal["prv", "rdp"]
     #: ghost: opacus ghost clipping (per-example gradient norms from activations and output gradients, then a
-    #: second backward pass of the clipped loss; no per-example gradient is materialised) | hooks: opacus
-    #: per-example gradients (GradSampleModule), the reference the ghost mode is tested against |
-    #: auto: ghost when the base model's own weights train (full, train_embeddings), hooks for small adapters
-    grad_sample_mode: Literal["auto", "ghost", "hooks"]
+    #: second backward pass of the clipped loss; no per-example gradient is materialised) | bk: book-keeping
+    #: (ghost's norm pass, then the clipped sum from that pass's activations and output gradients: one backward
+    #: pass, more memory than ghost) | hooks: opacus per-example gradients (GradSampleModule), the reference
+    #: both are tested against | auto: bk where every trainable module is supported, else ghost, else hooks
+    grad_sample_mode: Literal["auto", "ghost", "bk", "hooks"]
 
     def problems(self):
         return (

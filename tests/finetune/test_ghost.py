@@ -1,5 +1,6 @@
-"""Ghost clipping against opacus' per-example gradients (hooks) on a tiny Llama, for every paradigm: one DP
-step with noise off gives the same clipped, summed gradient; with noise the accountant's epsilon is the same."""
+"""Ghost clipping and book-keeping (bk) against opacus' per-example gradients (hooks) on a tiny Llama, for every
+paradigm: one DP step with noise off gives the same clipped, summed gradient; with noise the accountant's epsilon
+is the same."""
 import numpy as np
 import pytest
 import torch
@@ -36,17 +37,18 @@ def one_step(tiny_base, mode: str, clip: float, noise: bool, paradigm: str, embe
     if not noise:
         private.optimizer.noise_multiplier = 0.0
     parts = chunks(np.arange(8), [len(e) for e in exs], 3)
-    m.keep_input = mode == "ghost"
+    m.keep_input = mode in ("ghost", "bk")
     private.net.train()
     dp_step(private.net, private.optimizer, params, exs, parts, tok.pad_token_id, CPU, mode,
-            norm_pass_targets(m) if mode == "ghost" else None)
+            norm_pass_targets(m) if mode in ("ghost", "bk") else None, private.ledger)
     return {n: before[n] - p.detach() for n, p in m.named_parameters() if p.requires_grad}, m, exs, tok
 
 
+@pytest.mark.parametrize("mode", ["ghost", "bk"])
 @pytest.mark.parametrize("paradigm,embeddings", PARADIGMS)
-def test_ghost_and_hooks_give_the_same_clipped_sum(tiny_base, paradigm, embeddings):
+def test_ghost_and_hooks_give_the_same_clipped_sum(tiny_base, paradigm, embeddings, mode):
     for clip in (1e-2, 1e3):  # every example clipped / none clipped
-        ghost, *_ = one_step(tiny_base, "ghost", clip, False, paradigm, embeddings)
+        ghost, *_ = one_step(tiny_base, mode, clip, False, paradigm, embeddings)
         hooks, *_ = one_step(tiny_base, "hooks", clip, False, paradigm, embeddings)
         assert ghost.keys() == hooks.keys()
         if embeddings:
@@ -58,7 +60,7 @@ def test_ghost_and_hooks_give_the_same_clipped_sum(tiny_base, paradigm, embeddin
         assert total > 0
 
 
-@pytest.mark.parametrize("mode", ["ghost", "hooks"])
+@pytest.mark.parametrize("mode", ["ghost", "bk", "hooks"])
 @pytest.mark.parametrize("paradigm,embeddings", [("lora", False), ("full", True)])
 def test_unclipped_dp_gradient_is_the_plain_gradient(tiny_base, mode, paradigm, embeddings):
     """With clipping that never binds and no noise, the DP step is the plain gradient of the summed loss over
@@ -76,16 +78,16 @@ def test_unclipped_dp_gradient_is_the_plain_gradient(tiny_base, mode, paradigm, 
 
 def test_noisy_ghost_and_hooks_runs_spend_the_same_epsilon(tiny_base):
     out = {}
-    for mode in ("ghost", "hooks"):
+    for mode in ("ghost", "bk", "hooks"):
         torch.manual_seed(0)
         m, tok = tiny_model(tiny_base)
         res = train(m, _examples(m), steps=3, batch_size=4, physical_batch_size=3, lr=1e-2, weight_decay=0.0,
                     clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
                     dp=dp_params(enabled=True, epsilon=4.0, delta=1e-5, grad_sample_mode=mode))
         out[mode] = res.privacy
-    assert out["ghost"]["grad_sample_mode"] == "ghost" and out["hooks"]["grad_sample_mode"] == "hooks"
+    assert [out[k]["grad_sample_mode"] for k in out] == list(out)
     for key in ("epsilon_spent", "noise_multiplier", "accounted_steps", "profile"):
-        assert out["ghost"][key] == out["hooks"][key], key
+        assert out["ghost"][key] == out["hooks"][key] == out["bk"][key], key
 
 
 def test_ghost_refuses_a_module_without_norm_sampler(tiny_base):
@@ -99,12 +101,36 @@ def test_ghost_refuses_a_module_without_norm_sampler(tiny_base):
                      sample_rate=0.5, steps=1, n=8, population=8, seed=0, optimizer_name="sgd", device=CPU)
 
 
-@pytest.mark.parametrize("paradigm,embeddings,mode", [("lora", False, "hooks"), ("prompt", False, "hooks"),
-                                                      ("full", False, "ghost"), ("lora", True, "ghost")])
-def test_auto_mode_picks_ghost_where_the_base_weights_train(tiny_base, paradigm, embeddings, mode):
+@pytest.mark.parametrize("paradigm,embeddings", [("lora", False), ("prompt", False), ("full", False), ("lora", True)])
+def test_auto_mode_picks_bookkeeping_where_every_module_has_a_closed_form(tiny_base, paradigm, embeddings):
     from stages.finetune.dp import resolve_mode
 
     torch.manual_seed(0)
     m, _ = tiny_model(tiny_base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
-    assert resolve_mode(m, "auto") == mode
+    assert resolve_mode(m, "auto") == "bk"
     assert resolve_mode(m, "hooks") == "hooks" and resolve_mode(m, "ghost") == "ghost"
+
+
+class Scale(torch.nn.Module):
+    """A layer with a norm sampler (registered below) but no book-keeping form."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(2))
+
+
+def test_bookkeeping_refuses_a_module_without_a_clipped_sum_form_and_auto_falls_back(tiny_base):
+    from opacus.grad_sample import register_norm_sampler
+
+    from stages.finetune.dp import resolve_mode
+
+    register_norm_sampler(Scale)(lambda layer, a, g: {layer.weight: g.reshape(len(g), -1).norm(dim=-1)})
+    torch.manual_seed(0)
+    m, tok = tiny_model(tiny_base)
+    m.extra = Scale()
+    assert resolve_mode(m, "auto") == "ghost"
+    params = [p for p in m.parameters() if p.requires_grad]
+    with pytest.raises(ConfigError, match=r"finetune.dp.grad_sample_mode: book-keeping has no clipped-sum form for "
+                                          r"extra \(Scale\); use 'ghost'"):
+        make_private(m, torch.optim.SGD(params, lr=1.0), dp_params(enabled=True, grad_sample_mode="bk"),
+                     sample_rate=0.5, steps=1, n=8, population=8, seed=0, optimizer_name="sgd", device=CPU)

@@ -1,0 +1,95 @@
+"""Book-keeping clipping (Bu et al., 2023): ghost clipping's per-example norms and the clipped sum from ONE
+backward pass.
+
+opacus' ghost clipping (``ghost``) runs two backward passes: a norm pass, whose hooks give each layer's
+activations a and output gradients g to opacus' norm samplers, then a second full backward pass of
+sum_i c_i * loss_i to get the clipped sum. The second pass recomputes every output gradient only to form,
+per layer, sum_i c_i * grad_i(W), which is a closed form in the (a, g) the norm pass already had: for a
+Linear layer sum_i c_i g_i^T a_i, for an embedding an index-add of c_i g_i, for RMSNorm sum_i c_i g_i * n(a_i).
+``bk`` keeps (a, g) from the norm pass (opacus still computes the norms, with its own samplers, so the
+clipping coefficients are opacus') and forms those sums directly: no second pass, no per-example gradient.
+It costs the memory of every trainable layer's output gradients for one chunk, which ghost frees as it
+goes. opacus does not ship it (as of 1.6), hence this module; ``tests/finetune/test_ghost.py`` checks it
+against opacus' hooks mode for every paradigm.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .grad_samplers import is_rms_norm
+
+
+def _linear(layer: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict:
+    a, g = a.reshape(-1, a.shape[-1]).float(), g.reshape(-1, g.shape[-1]).float()
+    out = {}
+    if layer.weight.requires_grad:
+        out[layer.weight] = g.T @ a
+    if layer.bias is not None and layer.bias.requires_grad:
+        out[layer.bias] = g.sum(0)
+    return out
+
+
+def _embedding(layer: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict:
+    if not layer.weight.requires_grad:
+        return {}
+    w = layer.weight
+    grad = torch.zeros(w.shape, device=w.device, dtype=torch.float32)
+    grad.index_add_(0, ids.reshape(-1), g.reshape(-1, g.shape[-1]).float())
+    if layer.padding_idx is not None:
+        grad[layer.padding_idx] = 0
+    return {w: grad}
+
+
+def _rms_norm(layer: nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict:
+    if not layer.weight.requires_grad:
+        return {}
+    xf = x.float()
+    normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + layer.variance_epsilon)).to(x.dtype).float()
+    return {layer.weight: (g.float() * normed).reshape(-1, normed.shape[-1]).sum(0)}
+
+
+def weighted_grads(module: nn.Module) -> Callable | None:
+    """The closed-form clipped-sum function for ``module``'s type, or None when there is none."""
+    if isinstance(module, nn.Linear):
+        return _linear
+    if isinstance(module, nn.Embedding):
+        return _embedding
+    if is_rms_norm(module):
+        return _rms_norm
+    return None
+
+
+def unsupported(model: nn.Module) -> list[str]:
+    """Modules with trainable weights of their own that book-keeping has no closed form for."""
+    return [f"{name or 'model'} ({type(m).__name__})" for name, m in model.named_modules()
+            if any(p.requires_grad for p in m.parameters(recurse=False)) and weighted_grads(m) is None]
+
+
+class Ledger:
+    """Installed on an opacus ``GradSampleModuleFastGradientClipping``: its norm samplers, looked up on the
+    instance, are wrapped so that each call also records (module, activations, output gradients)."""
+
+    def __init__(self, net) -> None:
+        self.entries: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+        self.recording = False
+        base = type(net).NORM_SAMPLERS
+        net.NORM_SAMPLERS = {t: self._wrap(fn) for t, fn in base.items()}
+
+    def _wrap(self, fn):
+        def sampler(module, activations, backprops):
+            if self.recording:
+                self.entries.append((module, activations[0], backprops))
+            return fn(module, activations, backprops)
+        return sampler
+
+    def settle(self, coef: torch.Tensor) -> None:
+        """Add sum_i coef_i * grad_i(p) to ``p.grad`` for every recorded layer's trainable parameters."""
+        for module, a, g in self.entries:
+            c = coef.to(device=g.device, dtype=torch.float32).reshape(-1, *([1] * (g.dim() - 1)))
+            for p, grad in weighted_grads(module)(module, a, g.float() * c).items():
+                grad = grad.to(p.dtype)
+                p.grad = grad if p.grad is None else p.grad + grad
+        self.entries.clear()
