@@ -86,10 +86,14 @@ class Ledger:
         return sampler
 
     def settle(self, coef: torch.Tensor) -> None:
-        """Add sum_i coef_i * grad_i(p) to ``p.grad`` for every recorded layer's trainable parameters."""
-        for module, a, g in self.entries:
+        """Add sum_i coef_i * grad_i(p) to ``p.grad`` for every recorded layer's trainable parameters. Each
+        layer's record is dropped as soon as it is used, so the gradients being formed do not stack on the
+        whole ledger. (Not scaled in place: two layers' output gradients may share storage, e.g. slices of one.)"""
+        while self.entries:
+            module, a, g = self.entries.pop()
             c = coef.to(device=g.device, dtype=torch.float32).reshape(-1, *([1] * (g.dim() - 1)))
-            for p, grad in weighted_grads(module)(module, a, g.float() * c).items():
+            g = g.float() * c
+            for p, grad in weighted_grads(module)(module, a, g).items():
                 grad = grad.to(p.dtype)
-                p.grad = grad if p.grad is None else p.grad + grad
-        self.entries.clear()
+                p.grad = grad if p.grad is None else p.grad.add_(grad)
+            del module, a, g
