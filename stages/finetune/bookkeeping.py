@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .grad_samplers import is_rms_norm
+from .grad_samplers import is_rms_norm, rms_norm_grad_sample
 
 
 def _linear(layer: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict:
@@ -46,9 +46,7 @@ def _embedding(layer: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict:
 def _rms_norm(layer: nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict:
     if not layer.weight.requires_grad:
         return {}
-    xf = x.float()
-    normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + layer.variance_epsilon)).to(x.dtype).float()
-    return {layer.weight: (g.float() * normed).reshape(-1, normed.shape[-1]).sum(0)}
+    return {p: gs.float().sum(0) for p, gs in rms_norm_grad_sample(layer, [x], g).items()}  # (B, d) -> (d,)
 
 
 def weighted_grads(module: nn.Module) -> Callable | None:

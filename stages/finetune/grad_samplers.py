@@ -17,7 +17,7 @@ from torch import nn
 _REGISTERED: set[type] = set()
 
 
-def _rms_norm_sampler(layer: nn.Module, activations: list[torch.Tensor], backprops: torch.Tensor):
+def rms_norm_grad_sample(layer: nn.Module, activations: list[torch.Tensor], backprops: torch.Tensor):
     x = activations[0].float()
     normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + layer.variance_epsilon)
     normed = normed.to(activations[0].dtype).float()
@@ -26,8 +26,8 @@ def _rms_norm_sampler(layer: nn.Module, activations: list[torch.Tensor], backpro
 
 
 def _rms_norm_norm_sampler(layer: nn.Module, activations: list[torch.Tensor], backprops: torch.Tensor):
-    return {p: gs.reshape(len(gs), -1).norm(2, dim=-1) for p, gs in _rms_norm_sampler(layer, activations,
-                                                                                         backprops).items()}
+    grads = rms_norm_grad_sample(layer, activations, backprops)
+    return {p: gs.reshape(len(gs), -1).norm(2, dim=-1) for p, gs in grads.items()}
 
 
 def is_rms_norm(module: nn.Module) -> bool:
@@ -44,7 +44,7 @@ def register_for(model: nn.Module) -> list[str]:
     for m in model.modules():
         t = type(m)
         if t not in _REGISTERED and is_rms_norm(m) and m.weight.requires_grad:
-            register_grad_sampler(t)(_rms_norm_sampler)
+            register_grad_sampler(t)(rms_norm_grad_sample)
             register_norm_sampler(t)(_rms_norm_norm_sampler)
             _REGISTERED.add(t)
             added.append(t.__name__)
