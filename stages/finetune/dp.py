@@ -12,6 +12,9 @@ import torch
 
 from ..core.errors import ConfigError
 
+#: the modes that clip through opacus' ghost norm pass and its fast-gradient-clipping optimizers
+NORM_PASS_MODES = ("ghost", "bk")
+
 
 @functools.lru_cache(maxsize=64)
 def calibrate_sigma(epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str) -> float:
@@ -90,7 +93,7 @@ def wrap_model(model, dp, distributed: bool):
     if errors:
         raise ValueError(f"model is not DP-compatible: {errors[0]}")
     inner = DPDDP(model) if distributed else model
-    if dp.grad_sample_mode in ("ghost", "bk"):
+    if dp.grad_sample_mode in NORM_PASS_MODES:
         missing = unsupported_for_ghost(model)
         if missing:
             raise ConfigError(f"finetune.dp.grad_sample_mode: ghost clipping has no norm sampler for {missing[0]}; "
@@ -115,8 +118,6 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
     clips its share of the Poisson batch, rank 0 alone adds the noise, the sum is all-reduced; the rate q,
     sigma and the accountant are those of the single-process run."""
     from opacus.accountants import create_accountant
-
-    from .bookkeeping import Ledger
     from opacus.optimizers import (
         DistributedDPOptimizer,
         DistributedDPOptimizerFastGradientClipping,
@@ -124,13 +125,15 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
         DPOptimizerFastGradientClipping,
     )
 
+    from .bookkeeping import Ledger
+
     expected = sample_rate * n
     delta = dp.delta if dp.delta is not None else population ** -1.1
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
     dp = dataclasses.replace(dp, grad_sample_mode=resolve_mode(model, dp.grad_sample_mode))
     net = wrap_model(model, dp, world_size > 1)
     noise = torch.Generator(device=device).manual_seed(seed + 1)
-    ghost = dp.grad_sample_mode in ("ghost", "bk")  # bk: ghost's norm pass and optimizer, one backward pass
+    ghost = dp.grad_sample_mode in NORM_PASS_MODES
     cls = {(False, False): DPOptimizer, (True, False): DPOptimizerFastGradientClipping,
            (False, True): DistributedDPOptimizer,
            (True, True): DistributedDPOptimizerFastGradientClipping}[(ghost, world_size > 1)]

@@ -43,7 +43,7 @@ from ..lm.batching import chunks, collate
 from ..lm.examples import Example
 from ..lm.scoring import autocast, per_example_sums, token_logprobs
 from .checkpoint import Checkpointer, restore, snapshot
-from .dp import make_private, spent
+from .dp import NORM_PASS_MODES, make_private, spent
 
 
 @dataclass
@@ -152,7 +152,7 @@ def dp_step(net, opt, params, examples, parts, pad_id: int, device, mode: str = 
     losses = []
     if not parts:  # empty Poisson batch: the step still adds noise
         for p in params:
-            if mode in ("ghost", "bk"):
+            if mode in NORM_PASS_MODES:
                 p.grad = torch.zeros_like(p)
             else:
                 p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
@@ -162,7 +162,7 @@ def dp_step(net, opt, params, examples, parts, pad_id: int, device, mode: str = 
         batch = collate([examples[i] for i in part], pad_id, device)
         with autocast(device):
             ls = per_sample_losses(net, batch)
-        if mode in ("ghost", "bk"):
+        if mode in NORM_PASS_MODES:
             ghost_backward(net, ls, targets, ledger)
         else:
             ls.mean().backward()  # opacus 'mean' rescales by the chunk size -> per-example grads
@@ -249,9 +249,9 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
             torch.distributed.broadcast(p.data, 0)
     noise, accountant = (private.noise, private.accountant) if private else (None, None)
     mode = private.mode if private else None
-    targets = norm_pass_targets(model) if mode in ("ghost", "bk") else None
+    targets = norm_pass_targets(model) if mode in NORM_PASS_MODES else None
     ledger = private.ledger if private else None
-    model.keep_input = mode in ("ghost", "bk")
+    model.keep_input = mode in NORM_PASS_MODES
     state = checkpoint.load() if checkpoint else None
     log, start = restore(state, model, opt, rng, noise, accountant) if state is not None else ([], 0)
     net.train()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from stages.core.errors import ConfigError
-from stages.finetune.dp import make_private
+from stages.finetune.dp import NORM_PASS_MODES, make_private
 from stages.finetune.loop import dp_step, norm_pass_targets, per_sample_losses, train
 from stages.lm.batching import chunks, collate
 from stages.lm.examples import canary_examples
@@ -37,10 +37,10 @@ def one_step(tiny_base, mode: str, clip: float, noise: bool, paradigm: str, embe
     if not noise:
         private.optimizer.noise_multiplier = 0.0
     parts = chunks(np.arange(8), [len(e) for e in exs], 3)
-    m.keep_input = mode in ("ghost", "bk")
+    m.keep_input = mode in NORM_PASS_MODES
     private.net.train()
     dp_step(private.net, private.optimizer, params, exs, parts, tok.pad_token_id, CPU, mode,
-            norm_pass_targets(m) if mode in ("ghost", "bk") else None, private.ledger)
+            norm_pass_targets(m) if mode in NORM_PASS_MODES else None, private.ledger)
     return {n: before[n] - p.detach() for n, p in m.named_parameters() if p.requires_grad}, m, exs, tok
 
 
