@@ -109,10 +109,18 @@ def wrap_model(model, dp, distributed: bool):
     return GradSampleModule(inner, batch_first=True, loss_reduction="mean")
 
 
-def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int, population: int, seed: int,
+def public_divisor(sample_rate: float, population: int, world_size: int = 1) -> float:
+    """What a DP step divides the noisy clipped sum by: the expected batch q * population of the fixed candidate
+    pool (every example that could have been drawn in, members or not), per rank. A public constant: it never
+    depends on the data (q * n of the pool actually drawn from would reveal n, which the accountant does not
+    cover; DP-SGD's step size would scale with it)."""
+    return max(1, int(round(sample_rate * population))) / world_size
+
+
+def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, population: int, seed: int,
                  optimizer_name: str, device, world_size: int = 1) -> Private:
     """Wrap ``model``/``optimizer`` for DP-SGD (or DP-Adam) at (dp.epsilon, delta) with delta = dp.delta or
-    population^-1.1 (``n``: the examples actually in the pool, so q * n is the expected batch).
+    population^-1.1; the noisy clipped sum is divided by ``public_divisor`` (q * population, never q * n).
 
     ``world_size`` > 1: data-parallel over torch.distributed (opacus' distributed optimizers): each rank
     clips its share of the Poisson batch, rank 0 alone adds the noise, the sum is all-reduced; the rate q,
@@ -127,7 +135,6 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
 
     from .bookkeeping import Ledger
 
-    expected = sample_rate * n
     delta = dp.delta if dp.delta is not None else population ** -1.1
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
     dp = dataclasses.replace(dp, grad_sample_mode=resolve_mode(model, dp.grad_sample_mode))
@@ -137,15 +144,17 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, n: int
     cls = {(False, False): DPOptimizer, (True, False): DPOptimizerFastGradientClipping,
            (False, True): DistributedDPOptimizer,
            (True, True): DistributedDPOptimizerFastGradientClipping}[(ghost, world_size > 1)]
-    # the clipped sum is divided by the expected batch: per rank, as opacus' distributed optimizers then
+    # the clipped sum is divided by the public expected batch: per rank, as opacus' distributed optimizers then
     # average the ranks' (sum / expected share) over the world
+    divisor = public_divisor(sample_rate, population, world_size)
     opt = cls(optimizer, noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm,
-              expected_batch_size=max(1, int(round(expected))) / world_size, loss_reduction="mean", generator=noise)
+              expected_batch_size=divisor, loss_reduction="mean", generator=noise)
     accountant = create_accountant(mechanism=dp.accountant)
     opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=sample_rate))
     privacy = {"dp": True, "target_epsilon": dp.epsilon, "delta": delta, "noise_multiplier": sigma,
                "max_grad_norm": dp.max_grad_norm, "accountant": dp.accountant, "sample_rate": sample_rate,
-               "steps": steps, "expected_batch_size": expected, "optimizer": f"DP-{optimizer_name}",
+               "steps": steps, "expected_batch_size": sample_rate * population,
+               "divisor": divisor * world_size, "optimizer": f"DP-{optimizer_name}",
                "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size}
     ledger = Ledger(net) if dp.grad_sample_mode == "bk" else None
     return Private(net, opt, accountant, noise, privacy, dp.grad_sample_mode, ledger)

@@ -9,7 +9,7 @@ DP (``dp.py``): the model is wrapped by opacus for per-example clipping, the opt
 DPOptimizer and its accountant (PRV or RDP) is stepped by the optimizer's hook once per logical step with
 sample rate q. A logical batch is processed in chunks (opacus' virtual steps, ``signal_skip_step``);
 clipping is per example, noise is added once per logical step, and the sum is divided by the expected
-batch size q*n. Three ways to clip (``finetune.dp.grad_sample_mode``):
+batch size q * population of the fixed candidate pool (a public constant; ``dp.public_divisor``). Three ways to clip (``finetune.dp.grad_sample_mode``):
 
 * ``hooks``: opacus' GradSampleModule materialises every per-example gradient of a chunk;
 * ``ghost``: opacus' ghost clipping computes only per-example gradient norms (from each layer's
@@ -173,15 +173,15 @@ def dp_step(net, opt, params, examples, parts, pad_id: int, device, mode: str = 
     return losses
 
 
-def plain_step(net, opt, params, examples, parts, pad_id: int, device, expected: float,
+def plain_step(net, opt, params, examples, parts, pad_id: int, device, divisor: float,
                clip_norm: float, world_size: int = 1) -> list[torch.Tensor]:
-    """One logical non-private step: the summed loss over the expected batch size, global-norm clipped."""
+    """One logical non-private step: the summed loss over the public expected batch size, global-norm clipped."""
     losses = []
     for part in parts:
         batch = collate([examples[i] for i in part], pad_id, device)
         with autocast(device):
             ls = per_sample_losses(net, batch)
-        (ls.sum() / expected).backward()
+        (ls.sum() / divisor).backward()
         losses.append(ls.detach())
     if world_size > 1:  # each rank holds its share's sum / the global expected batch: sum over ranks
         for p in params:
@@ -231,7 +231,7 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     rank, world_size = world()
     n = len(examples)
     q = poisson_rate(population or n, batch_size, sample_rate)
-    expected = q * n
+    divisor = q * (population or n)  # public: the candidate pool's expected batch, never the drawn pool's
     rng = np.random.default_rng(seed)
     private_run = dp is not None and dp.enabled
     if scheduled and private_run:
@@ -241,7 +241,7 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     lengths = [len(e) for e in examples]
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, weight_decay, momentum)
-    private = make_private(model, opt, dp, sample_rate=q, steps=steps, n=n, population=population or n, seed=seed,
+    private = make_private(model, opt, dp, sample_rate=q, steps=steps, population=population or n, seed=seed,
                            optimizer_name=optimizer, device=device, world_size=world_size) if private_run else None
     net, opt = (private.net, private.optimizer) if private else (model, opt)
     if world_size > 1 and not private:  # under DP opacus' DPDDP does this
@@ -265,7 +265,7 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
             idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)]) if schedule else idx
             parts = chunks(idx[rank::world_size], lengths, physical_batch_size)
             losses = (dp_step(net, opt, params, examples, parts, pad_id, device, mode, targets, ledger) if private else
-                      plain_step(net, opt, params, examples, parts, pad_id, device, expected, clip_norm, world_size))
+                      plain_step(net, opt, params, examples, parts, pad_id, device, divisor, clip_norm, world_size))
             rec = {"step": step + 1, "batch": int(len(idx)), "tokens": int(sum(lengths[i] for i in idx)),
                    "loss": step_loss(losses, world_size),
                    "seconds": round(time.time() - ts, 3)}
@@ -279,7 +279,7 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
         model.keep_input = False
     if checkpoint and rank == 0:
         checkpoint.clear()
-    return TrainResult(steps=steps, sample_rate=q, expected_batch_size=expected, n_examples=n,
+    return TrainResult(steps=steps, sample_rate=q, expected_batch_size=q * n, n_examples=n,
                        seconds=time.time() - t0, privacy=spent(private) if private else {"dp": False}, log=log,
                        resumed_from=start)
 

@@ -18,6 +18,7 @@ from .examples import Example
 
 
 def autocast(device):
+    """bf16 (fp16 without bf16) autocast on CUDA for training; scoring never uses it."""
     if device.type == "cuda":
         dt = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dt)
@@ -45,9 +46,9 @@ def token_logprobs(model, examples: Sequence[Example], pad_id: int, batch_size: 
     parts = chunks(range(len(examples)), lengths, batch_size)
     for part in tqdm(parts, desc=desc, disable=desc is None, leave=False):
         batch = collate([examples[i] for i in part], pad_id, device)
-        with autocast(device):
-            hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
-            logits = model.logits_at(hidden, new_logits, batch["rows"], batch["cols"]).float()
+        # fp32 on every device: bf16 moves the log-probability of unlikely tokens (where secrets live) by nats
+        hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
+        logits = model.logits_at(hidden, new_logits, batch["rows"], batch["cols"]).float()
         lp = logits.log_softmax(-1).gather(-1, batch["targets"].unsqueeze(-1)).squeeze(-1).cpu().numpy()
         top = (logits.argmax(-1) == batch["targets"]).cpu().numpy()
         rows = batch["rows"].cpu().numpy()

@@ -32,7 +32,7 @@ def one_step(tiny_base, mode: str, clip: float, noise: bool, paradigm: str, embe
     before = {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
     params = [p for p in m.parameters() if p.requires_grad]
     dp = dp_params(enabled=True, epsilon=8.0, delta=1e-5, grad_sample_mode=mode, max_grad_norm=clip)
-    private = make_private(m, torch.optim.SGD(params, lr=1.0), dp, sample_rate=0.5, steps=1, n=8, population=8,
+    private = make_private(m, torch.optim.SGD(params, lr=1.0), dp, sample_rate=0.5, steps=1, population=8,
                            seed=0, optimizer_name="sgd", device=CPU)
     if not noise:
         private.optimizer.noise_multiplier = 0.0
@@ -98,7 +98,7 @@ def test_ghost_refuses_a_module_without_norm_sampler(tiny_base):
     with pytest.raises(ConfigError, match=r"finetune.dp.grad_sample_mode: ghost clipping has no norm sampler for "
                                           r"extra \(Bilinear\); use 'hooks'"):
         make_private(m, torch.optim.SGD(params, lr=1.0), dp_params(enabled=True, grad_sample_mode="ghost"),
-                     sample_rate=0.5, steps=1, n=8, population=8, seed=0, optimizer_name="sgd", device=CPU)
+                     sample_rate=0.5, steps=1, population=8, seed=0, optimizer_name="sgd", device=CPU)
 
 
 @pytest.mark.parametrize("paradigm,embeddings", [("lora", False), ("prompt", False), ("full", False), ("lora", True)])
@@ -133,4 +133,4 @@ def test_bookkeeping_refuses_a_module_without_a_clipped_sum_form_and_auto_falls_
     with pytest.raises(ConfigError, match=r"finetune.dp.grad_sample_mode: book-keeping has no clipped-sum form for "
                                           r"extra \(Scale\); use 'ghost'"):
         make_private(m, torch.optim.SGD(params, lr=1.0), dp_params(enabled=True, grad_sample_mode="bk"),
-                     sample_rate=0.5, steps=1, n=8, population=8, seed=0, optimizer_name="sgd", device=CPU)
+                     sample_rate=0.5, steps=1, population=8, seed=0, optimizer_name="sgd", device=CPU)

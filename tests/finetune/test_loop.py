@@ -5,7 +5,7 @@ import torch
 
 from stages.core.errors import ConfigError
 from stages.finetune.checkpoint import Checkpointer
-from stages.finetune.dp import calibrate_sigma
+from stages.finetune.dp import calibrate_sigma, public_divisor
 from stages.finetune.loop import train
 from stages.finetune.params import DPParams, FinetuneParams
 from stages.lm.examples import canary_examples
@@ -261,3 +261,19 @@ def test_rate_and_delta_come_from_the_candidate_pool_not_the_membership_draw(mod
     assert a.privacy["delta"] == b.privacy["delta"] == pytest.approx(40 ** -1.1)
     assert a.privacy["noise_multiplier"] == b.privacy["noise_multiplier"]
     assert a.expected_batch_size == pytest.approx(10 / 40 * n0)  # what the pool actually yields per step
+    # DP-SGD divides by a public constant: the candidate pool's expected batch, the same for both neighbours
+    assert a.privacy["divisor"] == b.privacy["divisor"] == 10
+
+
+def test_neighbouring_pools_get_the_same_dp_sgd_divisor(tiny_base):
+    """Two pools that differ in one example: DP-SGD divides the noisy clipped sum by the same public number."""
+    rows = _canaries(seed=3)
+    divisors = []
+    for n in (20, 21):
+        m, tok = tiny_model(tiny_base)
+        res = train(m, canary_examples(rows[:n], "sft"), steps=1, batch_size=10, physical_batch_size=8, lr=1e-3,
+                    weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id, optimizer="sgd",
+                    dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), population=40)
+        divisors.append(res.privacy["divisor"])
+    assert divisors == [10, 10]
+    assert public_divisor(0.25, 40) == 10 and public_divisor(0.25, 40, world_size=2) == 5
