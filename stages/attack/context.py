@@ -41,6 +41,8 @@ class Item:
     user: str | None = None
     reference: np.ndarray | None = None  # reference log-probs if already known (canaries)
     repetitions: int = 0  # formatted canaries: times inserted
+    candidates: np.ndarray | None = None  # canaries: the secret tokens of the kind (the contrast scores' field)
+    secret_tokens: int = 0  # canaries: labelled tokens that are the secret (the last ones)
 
 
 def example_key(e: Example) -> str:
@@ -62,6 +64,7 @@ class AttackContext:
         self._reference = None
         self._items: dict[str, list[Item]] = {}
         self._cache: dict[tuple[str, str], np.ndarray] = {}
+        self._contrast: dict[tuple[str, str], np.ndarray] = {}  # (model, item key) -> contrast_at rows
         self.fingerprints: dict[str, str] = {}
 
     # ------------------------------------------------------------------ models
@@ -113,6 +116,10 @@ class AttackContext:
         if need == "reference":
             ok = (self.where.base_model / "config.json").is_file()
             return None if ok else f"no base model at {self.where.base_model}"
+        if need == "initial_rows":  # the whitebox score reads vocabulary secrets' starting rows off the frozen head
+            return None if not self.info["trainable"]["train_embeddings"] else (
+                f"run {self.run} trained the output head (finetune.train_embeddings), so the rows its secrets "
+                "started from are not in the model")
         if need.startswith("secrets:"):
             return self._has_secrets(need.split(":", 1)[1])
         return f"unknown requirement {need!r}"
@@ -140,12 +147,14 @@ class AttackContext:
         _, canaries = read_canaries(self.where.canaries)
         out = []
         for kind, rows in canaries.items():
+            field = np.unique(np.concatenate([np.asarray(r["secret_ids"], dtype=np.int64) for r in rows]))
             for r, e in zip(rows, canary_examples(rows, objective)):
                 ref = np.asarray(r["base_token_logprobs"], dtype=np.float32)
                 n = int((e.labels != -100).sum())
                 shown = r["secret_ids"] if objective == "sft" else r["prefix_ids"] + r["secret_ids"]
                 out.append(Item(r["canary_id"], kind, r["member"], e, tok.decode(shown),
-                                reference=ref[-n:] if len(ref) else None))
+                                reference=ref[-n:] if len(ref) else None, candidates=field,
+                                secret_tokens=len(r["secret_ids"])))
         return out
 
     @functools.cached_property
@@ -183,18 +192,31 @@ class AttackContext:
 
     # ------------------------------------------------------------------ log-probabilities
     def _score(self, which: str, items: list[Item]) -> list[np.ndarray]:
+        """Log-probabilities of the items' labelled tokens under one model, each example computed once; canary
+        items get their contrast rows (``lm.scoring.contrast_at``) from the same forward pass."""
         model = self.target_model if which == "target" else self.reference_model
         keys = [example_key(it.example) for it in items]
-        todo = {}
+        todo: dict[str, Item] = {}
         for k, it in zip(keys, items):
             if (which, k) not in self._cache and k not in todo:
-                todo[k] = it.example
+                todo[k] = it
         if todo:
-            lps = token_logprobs(model, list(todo.values()), self.tokenizer.pad_token_id, self.params.batch_size,
-                                 desc=f"{which} log-probs")
-            for k, lp in zip(todo, lps):
+            cands = [it.candidates for it in todo.values()]
+            lps, extra = token_logprobs(model, [it.example for it in todo.values()], self.tokenizer.pad_token_id,
+                                        self.params.batch_size, desc=f"{which} log-probs", candidates=cands)
+            for k, lp, x in zip(todo, lps, extra):
                 self._cache[(which, k)] = lp
+                if x is not None:
+                    self._contrast[(which, k)] = x
         return [self._cache[(which, k)] for k in keys]
+
+    def contrast(self, which: str, items: list[Item]) -> list[np.ndarray]:
+        """Per canary item, the ``CONTRAST_FIELDS`` rows of its secret positions under ``which`` model."""
+        keys = [example_key(it.example) for it in items]
+        if any((which, k) not in self._contrast for k in keys):
+            self._cache = {key: v for key, v in self._cache.items() if key[0] != which or key[1] not in set(keys)}
+            self._score(which, items)
+        return [self._contrast[(which, k)][-it.secret_tokens:] for k, it in zip(keys, items)]
 
     def target(self, items: list[Item]) -> list[np.ndarray]:
         return self._score("target", items)

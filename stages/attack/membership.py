@@ -102,3 +102,56 @@ def user_inference(ctx, params) -> pa.Table:
     group = {it.user: it.group for it in items}  # "users" or "canary_users"
     users = list(scores)
     return _table(users, [group[u] for u in users], [member[u] for u in users], [scores[u] for u in users])
+
+
+# ----------------------------------------------------------------------------- contrast scores (canaries)
+# A canary's loss mostly ranks where it started (its random prefix sets the new token's initial log-probability,
+# sd ~1.2 nats on SmolLM2), not how training moved it. These scores read the secret token against the other
+# candidate tokens of its kind (every secret token of that kind's canaries) at the same position, so the part
+# of the logit that every candidate shares (the softmax normaliser, the hidden state's common direction) cancels.
+def contrast_scores(rows: Sequence[np.ndarray], field: str = "contrast") -> np.ndarray:
+    """Mean over the secret positions of a ``lm.scoring.CONTRAST_FIELDS`` reduction (rows: ``ctx.contrast``)."""
+    if field == "contrast":
+        return np.array([float(r[:, 0].mean()) for r in rows])
+    if field == "z":
+        return np.array([float(np.mean(r[:, 0] / np.maximum(r[:, 1], 1e-12))) for r in rows])
+    if field == "whitebox":
+        return np.array([float(np.mean((r[:, 0] - r[:, 3]) / np.maximum(r[:, 2], 1e-12))) for r in rows])
+    raise ValueError(f"unknown contrast field {field!r}")
+
+
+def _canary_items(ctx):
+    items = ctx.items("canaries")
+    return items, [it.item_id for it in items], [it.group for it in items], [it.member for it in items]
+
+
+@register_attack("contrast", "membership", ("canaries",),
+                 "black-box: the secret's logit minus the mean logit of its kind's other secret tokens at the same "
+                 "position (a difference of log-probabilities)")
+def contrast(ctx, params) -> pa.Table:
+    items, ids, groups, members = _canary_items(ctx)
+    return _table(ids, groups, members, contrast_scores(ctx.contrast("target", items)))
+
+
+@register_attack("contrast_z", "membership", ("canaries",),
+                 "black-box: contrast divided by the spread (sd) of the other candidates' logits at that position")
+def contrast_z(ctx, params) -> pa.Table:
+    items, ids, groups, members = _canary_items(ctx)
+    return _table(ids, groups, members, contrast_scores(ctx.contrast("target", items), "z"))
+
+
+@register_attack("contrast_ref", "membership", ("canaries", "reference"),
+                 "black-box, two models: contrast under the fine-tuned model minus the same contrast under the "
+                 "initial model (base weights, added rows at their initialisation)")
+def contrast_ref(ctx, params) -> pa.Table:
+    items, ids, groups, members = _canary_items(ctx)
+    return _table(ids, groups, members, contrast_scores(ctx.contrast("target", items))
+                  - contrast_scores(ctx.contrast("reference", items)))
+
+
+@register_attack("whitebox", "membership", ("canaries", "initial_rows"),
+                 "white-box (reads weights and hidden states): the change of the secret's own output row since "
+                 "initialisation, minus its kind's mean change, projected on the unit hidden state at its position")
+def whitebox(ctx, params) -> pa.Table:
+    items, ids, groups, members = _canary_items(ctx)
+    return _table(ids, groups, members, contrast_scores(ctx.contrast("target", items), "whitebox"))

@@ -7,6 +7,18 @@ from ..core.params import check
 
 
 @dataclass(frozen=True)
+class GuessRule:
+    """A run's own pre-registered guessing rule (audit.primary.runs.<run>)."""
+
+    k_pos: int
+    k_neg: int
+
+    def problems(self):
+        return (check(self.k_pos >= 0 and self.k_neg >= 0, "k_pos", "counts must be >= 0", (self.k_pos, self.k_neg))
+                + check(self.k_pos + self.k_neg > 0, "k_pos", "k_pos + k_neg must be > 0", self.k_pos + self.k_neg))
+
+
+@dataclass(frozen=True)
 class PrimaryParams:
     """The one pre-registered test of every run with canaries: its bounds are the run's headline epsilon-hat.
     To be fixed before any score is seen (the bound assumes it); everything else the audit computes is exploratory."""
@@ -19,6 +31,14 @@ class PrimaryParams:
     k_pos: int
     k_neg: int
     confidences: tuple[float, ...]
+    #: runs with their own guessing rule (same attack, kind and confidences), e.g. a non-DP run whose canaries
+    #: separate completely: 100 guesses can prove at most 3.47 at 95%, 500 + 500 far more
+    runs: dict[str, GuessRule]
+
+    def rule(self, run: str) -> tuple[int, int]:
+        """(k_pos, k_neg) pre-registered for ``run``."""
+        r = self.runs.get(run)
+        return (r.k_pos, r.k_neg) if r else (self.k_pos, self.k_neg)
 
     def problems(self):
         return (
@@ -39,6 +59,8 @@ class ExploratoryParams:
 
     k_pos: tuple[int, ...]
     k_neg: tuple[int, ...]
+    #: kind -> groups of attacks known to rank that kind's canaries identically (one test each group)
+    same_ranking: dict[str, tuple[tuple[str, ...], ...]]
 
     def problems(self):
         return (check(len(self.k_pos) > 0 and len(self.k_neg) > 0, "k_pos", "k_pos and k_neg need a value each",

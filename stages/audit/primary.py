@@ -6,8 +6,9 @@
   next to the accountant's epsilon, the last-iterate epsilon and the simulated ideal audit of the same test
   (``ceiling.py``).
 * The exploratory family is every membership attack x canary kind x (k_pos, k_neg) of ``audit.exploratory``.
-  Attacks that rank a kind's canaries identically (e.g. zlib and min-k on one-token secrets rank exactly like
-  loss) give the same guesses for every k, so they are one test, reported once with the others named. Each
+  Attacks that rank a kind's canaries identically (e.g. min-k on one-token secrets ranks exactly like loss) give
+  the same guesses for every k, so they are one test, reported once with the others named; which attacks do is
+  declared in params (``audit.exploratory.same_ranking``), never inferred from the scores, and checked. Each
   of the N distinct tests is run at confidence 1 - (1 - c) / N (Bonferroni), so even the largest of them
   holds at confidence c; no uncorrected maximum is ever reported.
 """
@@ -55,6 +56,29 @@ def identical_rankings(by_attack: dict[str, tuple[np.ndarray, np.ndarray, np.nda
     return [names for _, names in classes]
 
 
+def declared_classes(kind: str, by_attack: dict, declared: dict[str, tuple[tuple[str, ...], ...]]) -> list[list[str]]:
+    """The kind's attacks grouped as params declare (audit.exploratory.same_ranking; attacks not declared stand
+    alone), in attack order. The family size must not depend on the scores, so groups are declared, not found;
+    a declared group whose scores do not rank the canaries identically is an error, not a silent regrouping."""
+    classes: list[list[str]] = []
+    where: dict[str, list[str]] = {}
+    for group in declared.get(kind, ()):
+        present = [a for a in group if a in by_attack]
+        for a in present:
+            where[a] = present
+    for attack in by_attack:
+        if attack in where:
+            if where[attack][0] == attack or where[attack][0] not in by_attack:
+                classes.append(where[attack])
+        else:
+            classes.append([attack])
+    for names in classes:
+        if len(names) > 1 and len(identical_rankings({a: by_attack[a] for a in names})) > 1:
+            raise ConfigError(f"audit.exploratory.same_ranking.{kind}: {names} do not rank the {kind} canaries "
+                              "identically (declare only attacks that must, e.g. loss and min_k on one-token secrets)")
+    return classes
+
+
 def bounds(m: int, r: int, v: int, delta: float, confidences, gdp: bool = True) -> dict:
     """eps_lb_<c> (Steinke) and, with ``gdp``, gdp_eps_lb_<c> / gdp_mu_lb_<c> (Gaussian trade-off) of (m, r, v)."""
     out = {}
@@ -78,8 +102,9 @@ def primary_test(canaries: Canaries, params, delta: float, run: str) -> dict | N
         raise ConfigError(f"audit.primary.attack: {p.attack!r} was not run on run {run} "
                           f"(its membership attacks: {sorted(canaries[p.kind])})")
     _, s, y = canaries[p.kind][p.attack]
-    m, r, v = guesses(s, y, p.k_pos, p.k_neg)
-    k_pos, k_neg = clip_guesses(p.k_pos, p.k_neg, m)
+    rule = p.rule(run)
+    m, r, v = guesses(s, y, *rule)
+    k_pos, k_neg = clip_guesses(*rule, m)
     return {"attack": p.attack, "kind": p.kind, "m": m, "k_pos": k_pos, "k_neg": k_neg, "r": r, "v": v,
             "delta": delta, "precision": v / r if r else None,
             **bounds(m, r, v, delta, p.confidences)}
@@ -111,7 +136,7 @@ def exploratory_family(canaries: Canaries, params, delta: float) -> dict | None:
     tests, identical = [], []
     for kind in sorted(canaries):
         data = aligned(canaries[kind])
-        for names in identical_rankings(canaries[kind]):
+        for names in declared_classes(kind, canaries[kind], params.exploratory.same_ranking):
             if len(names) > 1:
                 identical.append({"kind": kind, "attacks": names})
             _, s, y = data[names[0]]

@@ -25,12 +25,16 @@ def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict
     lengths = {u: r["length"] for u, r in load_canary_users(where.canaries).items()}
     results = {run: audit_run(where.scores_dir(run), params, lengths) for run in runs}
     primary = params.primary
-    registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences)}
+    registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences),
+                  "runs": {r: dataclasses.asdict(g) for r, g in primary.runs.items()}}
     metrics: Metrics = {
         "schema_version": METRICS_VERSION,
         "audit_params": {"primary": registered,
                          "primary_sha256": hashlib.sha256(json.dumps(registered, sort_keys=True).encode()).hexdigest(),
-                         "exploratory": {k: list(v) for k, v in dataclasses.asdict(params.exploratory).items()},
+                         "exploratory": {"k_pos": list(params.exploratory.k_pos),
+                                         "k_neg": list(params.exploratory.k_neg),
+                                         "same_ranking": {k: [list(g) for g in v]
+                                                          for k, v in params.exploratory.same_ranking.items()}},
                          "ceiling": {"trials": params.ceiling.trials, "seed": params.ceiling.seed},
                          "delta": params.delta, "fallback_delta": params.fallback_delta,
                          "bootstrap": params.bootstrap},

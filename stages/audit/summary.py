@@ -7,6 +7,7 @@ import numpy as np
 
 from ..attack.schema import FAMILY_SCHEMAS, read_attack_json, read_attack_table, read_record
 from .exposure import summarize
+from .response import canary_response
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
 from .roc import bootstrap_mean_ci, roc_curve, roc_metrics
 from .schema import NON_CANARY_GROUPS, RunMetrics
@@ -120,6 +121,10 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
     result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
         else primary
     result["audit_exploratory"] = exploratory_family(canaries, params, delta)
+    if canaries:
+        result["canary_response"] = canary_response(canaries, params.primary.kind, info["canary_inclusions"],
+                                                    info["privacy"], params.bootstrap, params.seed)
+        result["canary_gradients"] = info["canary_gradients"]
     return result, roc
 
 

@@ -43,6 +43,7 @@ from ..lm.batching import chunks, collate
 from ..lm.examples import Example
 from ..lm.scoring import autocast, per_example_sums, token_logprobs
 from .checkpoint import Checkpointer, restore, snapshot
+from .diagnostics import inclusion_counts
 from .dp import NORM_PASS_MODES, make_private, spent
 
 
@@ -56,6 +57,8 @@ class TrainResult:
     privacy: dict = field(default_factory=dict)
     log: list = field(default_factory=list)
     resumed_from: int = 0
+    #: steps that sampled each example (the pool, then the scheduled ones): diagnostics.inclusion_counts
+    inclusions: np.ndarray | None = None
 
 
 def unwrap(model):
@@ -281,7 +284,7 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
         checkpoint.clear()
     return TrainResult(steps=steps, sample_rate=q, expected_batch_size=q * n, n_examples=n,
                        seconds=time.time() - t0, privacy=spent(private) if private else {"dp": False}, log=log,
-                       resumed_from=start)
+                       resumed_from=start, inclusions=inclusion_counts(n, q, steps, seed, schedule, len(examples)))
 
 
 def mean_nll(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64) -> dict:

@@ -71,6 +71,17 @@ class DistributedParams:
 
 
 @dataclass(frozen=True)
+class DiagnosticsParams:
+    """Auditor-side diagnostics of a DP run with canaries (stages/finetune/diagnostics.py)."""
+
+    #: canaries per kind whose per-example gradient (norm, share in own rows) is measured at the initial model
+    gradient_canaries: int
+
+    def problems(self):
+        return check(self.gradient_canaries >= 0, "gradient_canaries", "must be >= 0", self.gradient_canaries)
+
+
+@dataclass(frozen=True)
 class FinetuneParams:
     out_dir: str
     #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
@@ -122,6 +133,7 @@ class FinetuneParams:
     #: save a resumable checkpoint every k steps (0 = never); a rerun with the same inputs resumes
     checkpoint_every: int
     checkpoint_dir: str
+    diagnostics: DiagnosticsParams
 
     def problems(self):
         return (

@@ -9,6 +9,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from ..canaries.schema import load_canary_users, read_canaries, read_formatted
 from ..core.artifacts import Locations
 from ..core.io import read_json, write_json
@@ -18,6 +20,7 @@ from ..lm.loading import pick_device
 from ..lm.trainable import build_model, save_model
 from ..secrets.schema import read_secrets
 from .checkpoint import Checkpointer, examples_fingerprint
+from .diagnostics import canary_gradients
 from .loop import TrainResult, mean_nll, train, world
 from .params import FinetuneParams
 from .schema import RUN_VERSION, RunRecord, TextSetup, text_examples_of, training_text, write_run
@@ -33,6 +36,8 @@ class Inputs:
     evals: list[Example]  # rows of its evaluation split (utility)
     members: dict[str, list[dict]]  # kind -> member canaries
     canaries: list[Example]  # the member canaries as examples
+    canary_ids: list[str]  # their ids, in the same order
+    canary_kinds: list[str]  # their kinds, in the same order
     formatted: list[Example]  # inserted secret-sharer canaries, each repeated its number of times
     scheduled: list[Example]  # canaries on a fixed schedule (canary_insertion: repetitions), else []
     canary_users: dict[str, dict]
@@ -85,10 +90,13 @@ def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list
     evals = text_examples_of(where.processed, spec.eval_split, tok, setup, ft.eval_rows, ft.seed + 1, cusers)
     members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()} if ft.canaries else {}
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
+    canary_ids = [r["canary_id"] for k in members for r in members[k]]
+    canary_kinds = [k for k in members for _ in members[k]]
     formatted = formatted_examples(read_formatted(where.canaries), tok) if ft.canaries else []
     scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
     candidates = sum(len(rows) for rows in canaries.values()) if ft.canaries else 0
-    return Inputs(text, evals, members, canary_ex, formatted, scheduled, cusers, candidates, control)
+    return Inputs(text, evals, members, canary_ex, canary_ids, canary_kinds, formatted, scheduled, cusers, candidates,
+                  control)
 
 
 def checkpointer(run: str, ft: FinetuneParams, inputs: Inputs) -> Checkpointer | None:
@@ -107,8 +115,17 @@ def write_log(path: Path, records: list[dict]) -> None:
             fh.write(json.dumps(rec) + "\n")
 
 
+def member_inclusions(inputs: Inputs, result: TrainResult) -> dict[str, int]:
+    """Member canary id -> steps that sampled it (Poisson draws, or its fixed schedule)."""
+    if not inputs.canary_ids:
+        return {}
+    counts = result.inclusions
+    first = len(inputs.pool) if inputs.scheduled else len(inputs.text) + len(inputs.formatted)
+    return {cid: int(counts[first + i]) for i, cid in enumerate(inputs.canary_ids)}
+
+
 def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result: TrainResult, model, device,
-               where: Locations, utility: dict, privacy: dict) -> RunRecord:
+               where: Locations, utility: dict, privacy: dict, gradients: dict | None) -> RunRecord:
     return {
         "version": RUN_VERSION,
         "run": run,
@@ -140,6 +157,8 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "final_loss": result.log[-1]["loss"] if result.log else None,
         "valid": {"rows": len(inputs.evals), **utility},
         "privacy": privacy,
+        "canary_inclusions": member_inclusions(inputs, result),
+        "canary_gradients": gradients,
     }
 
 
@@ -152,6 +171,11 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
     model, tok = build_model(where.base_model, ft.trainable(meta), device)
     inputs = gather_inputs(ft, where, canaries, tok)
     log.info("run %s: %d text rows + %d member canaries on %s", run, len(inputs.text), len(inputs.canaries), device)
+    gradients = None
+    if ft.dp.enabled and inputs.canaries and ft.diagnostics.gradient_canaries:
+        with torch.random.fork_rng(devices=[]):  # a diagnostic: the training's random stream stays as it was
+            gradients = canary_gradients(model, inputs.canaries, inputs.canary_kinds, tok.pad_token_id,
+                                         ft.dp.max_grad_norm, ft.diagnostics.gradient_canaries, ft.seed)
     result = train(
         model, inputs.pool, steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size,
         lr=ft.lr, weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed,
@@ -169,7 +193,7 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
     privacy = result.privacy if result.privacy["dp"] else {
         "dp": False, "epsilon_spent": float("inf"), "sample_rate": result.sample_rate, "steps": result.steps}
     write_json(out_dir / "privacy.json", privacy)
-    record = run_record(run, ft, meta, inputs, result, model, device, where, utility, privacy)
+    record = run_record(run, ft, meta, inputs, result, model, device, where, utility, privacy, gradients)
     write_run(out_dir / "run.json", record)
     log.info("run %s: %d steps in %.0f s, valid ppl %.2f, epsilon %s", run, result.steps, result.seconds,
              utility["perplexity"] or float("nan"), privacy.get("epsilon_spent"))

@@ -23,8 +23,9 @@ from ..core.io import read_json, write_json
 from ..datasets import get_dataset, read_split, sample
 from ..lm.examples import Example, text_examples
 
-RUN_VERSION = 4  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
-#                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed
+RUN_VERSION = 5  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
+#                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed;
+#                 5: canary_inclusions, canary_gradients, privacy.divisor
 RUN_FILE = "run.json"
 
 
@@ -59,7 +60,11 @@ class RunRecord(TypedDict):
     resumed_from_step: int
     final_loss: float | None
     valid: dict[str, Any]  # rows, tokens, nll, perplexity
-    privacy: dict[str, Any]  # dp, epsilon_spent, delta, noise_multiplier, sample_rate, steps, ...
+    privacy: dict[str, Any]  # dp, epsilon_spent, delta, noise_multiplier, sample_rate, steps, divisor, ...
+    #: auditor-side records (they name member canaries; finetune.diagnostics): member canary id -> steps that
+    #: sampled it, and the canaries' gradient diagnostics per kind (DP runs; None otherwise)
+    canary_inclusions: dict[str, int]
+    canary_gradients: dict[str, Any] | None
 
 
 def write_run(path: Path, record: RunRecord) -> None:

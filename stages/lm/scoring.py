@@ -31,11 +31,15 @@ def per_example_sums(values: torch.Tensor, owner: torch.Tensor, n: int) -> torch
 
 @torch.no_grad()
 def token_logprobs(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64,
-                   desc: str | None = None, greedy: bool = False):
+                   desc: str | None = None, greedy: bool = False, candidates: Sequence | None = None):
     """log p(label_t | ids_<t) for every labelled position of every example (float32 arrays).
 
     With ``greedy=True`` also returns, per example, whether every labelled token is the argmax
     next token (i.e. greedy decoding from the unlabelled prefix reproduces the labels verbatim).
+
+    With ``candidates`` (per example: an id array, or None) also returns, from the same forward pass, per example
+    a ``Contrast`` of its last labelled positions (as many as it has labelled tokens among the candidates' kind:
+    the secret) against the other candidate tokens at the same position (``contrast_at``).
     """
     device = next(model.parameters()).device
     was_training = model.training
@@ -43,11 +47,13 @@ def token_logprobs(model, examples: Sequence[Example], pad_id: int, batch_size: 
     lengths = [len(e) for e in examples]
     out: list[np.ndarray | None] = [None] * len(examples)
     hits: list[bool] = [False] * len(examples)
+    extra: list[np.ndarray | None] = [None] * len(examples)
     parts = chunks(range(len(examples)), lengths, batch_size)
     for part in tqdm(parts, desc=desc, disable=desc is None, leave=False):
         batch = collate([examples[i] for i in part], pad_id, device)
         # fp32 on every device: bf16 moves the log-probability of unlikely tokens (where secrets live) by nats
         hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
+        at = hidden[batch["rows"], batch["cols"]]
         logits = model.logits_at(hidden, new_logits, batch["rows"], batch["cols"]).float()
         lp = logits.log_softmax(-1).gather(-1, batch["targets"].unsqueeze(-1)).squeeze(-1).cpu().numpy()
         top = (logits.argmax(-1) == batch["targets"]).cpu().numpy()
@@ -55,5 +61,42 @@ def token_logprobs(model, examples: Sequence[Example], pad_id: int, batch_size: 
         for j, i in enumerate(part):
             out[i] = lp[rows == j]
             hits[i] = bool(top[rows == j].all())
+            if candidates is not None and candidates[i] is not None:
+                sel = torch.as_tensor(np.flatnonzero(rows == j), device=device)
+                extra[i] = contrast_at(model, logits[sel], at[sel].float(), batch["targets"][sel], candidates[i])
     model.train(was_training)
+    if candidates is not None:
+        return out, extra
     return (out, hits) if greedy else out
+
+
+#: columns of ``contrast_at``'s rows
+CONTRAST_FIELDS = ("contrast", "spread", "hidden_norm", "init_contrast")
+
+
+def contrast_at(model, logits: torch.Tensor, hidden: torch.Tensor, targets: torch.Tensor, cands) -> np.ndarray:
+    """Per labelled position (rows of ``logits``/``hidden``), an array of ``CONTRAST_FIELDS``:
+
+    * contrast: the target token's logit minus the mean logit of the other candidate tokens (a difference of
+      log-probabilities: black-box readable);
+    * spread: the standard deviation of the other candidates' logits at that position (black-box);
+    * hidden_norm: the norm of the hidden state there (white-box);
+    * init_contrast: the same contrast at this hidden state under the output rows the model started from
+      (white-box): 0 for new tokens (their rows start equal), the frozen base head's rows for vocabulary tokens.
+    """
+    cands = torch.as_tensor(np.asarray(cands, dtype=np.int64), device=logits.device)
+    out = np.zeros((len(targets), len(CONTRAST_FIELDS)), dtype=np.float64)
+    vocab = model.base_vocab
+    for r in range(len(targets)):
+        t = targets[r]
+        others = cands[cands != t]
+        if len(others) == 0:
+            continue
+        z = logits[r, others]
+        out[r, 0] = float(logits[r, t] - z.mean())
+        out[r, 1] = float(z.std()) if len(others) > 1 else 0.0
+        out[r, 2] = float(hidden[r].norm())
+        if int(t) < vocab and bool((others < vocab).all()):  # every row started as the base head's
+            w = model.head.weight
+            out[r, 3] = float(hidden[r] @ (w[t].float() - w[others].float().mean(0)))
+    return out

@@ -149,3 +149,38 @@ def test_attacks_name_what_a_run_lacks(tmp_path, attack, dataset, canaries, need
     assert "no base model at" in ctx.has("reference")
     with pytest.raises(ConfigError, match="unknown attack 'lira'"):
         ATTACKS.get("lira", key="attack.attacks[0]")
+
+
+def _contrast_setup(secret_rows: bool):
+    """20 canaries (random prefix, one secret token each: a new token, or a vocabulary token with its own rows),
+    the even ones members; (untrained model, trained model, canary examples, candidate ids, members)."""
+    from stages.attack.membership import contrast_scores
+
+    rng = np.random.default_rng(3)
+    secrets = (V + np.arange(20)) if not secret_rows else rng.choice(np.arange(5, V), 20, replace=False)
+    exs = [make_example(rng.integers(1, V, 6).tolist(), [int(s)], "sft", "canary:k") for s in secrets]
+    members = np.arange(20) % 2 == 0
+    models = []
+    for trained in (False, True):
+        torch.manual_seed(0)
+        lm = make_tiny_lm(V, 0)
+        m = CanaryLM(lm, num_new=0 if secret_rows else 20, secret_rows=secrets.tolist() if secret_rows else ())
+        if trained:
+            train(m, [e for e, y in zip(exs, members) if y], steps=40, batch_size=10, physical_batch_size=16, lr=5e-2,
+                  weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=0)
+        models.append(m.eval())
+    return models, exs, [np.sort(secrets)] * len(exs), members, contrast_scores
+
+
+@pytest.mark.parametrize("secret_rows", [False, True])
+def test_contrast_scores_start_at_zero_and_read_training(secret_rows):
+    (untrained, trained), exs, cands, members, contrast_scores = _contrast_setup(secret_rows)
+    _, rows0 = token_logprobs(untrained, exs, 0, candidates=cands)
+    # rows that start equal (new tokens) or from the frozen head (vocabulary secrets): nothing to read before training
+    assert np.allclose(contrast_scores(rows0, "whitebox"), 0.0, atol=1e-5)
+    if not secret_rows:
+        assert np.allclose(contrast_scores(rows0), 0.0, atol=1e-5)
+    lps, rows = token_logprobs(trained, exs, 0, candidates=cands)
+    assert np.allclose(np.concatenate(lps), np.concatenate(token_logprobs(trained, exs, 0)))  # same pass, same lps
+    for field in ("contrast", "z", "whitebox"):
+        assert auroc(contrast_scores(rows, field), members) > 0.9, field

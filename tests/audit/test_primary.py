@@ -36,15 +36,19 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
               "n_examples": 1400, "n_population": 2150, "train_seconds": 1.0, "privacy": privacy,
               "params": {"dataset": "personachat", "secret_rows": True}, "valid": {"nll": 3.0, "perplexity": 20.0},
               "trainable": {"paradigm": "lora", "lora_r": 8, "lora_targets": ["q_proj"], "virtual_tokens": 16,
-                            "num_new_tokens": 1000, "secret_rows": [5, 6]}, "trainable_parameters": 1234}
+                            "num_new_tokens": 1000, "secret_rows": [5, 6]}, "trainable_parameters": 1234,
+              "canary_inclusions": {f"new_token-{i}": int(i % 4) for i in range(M) if members["new_token"][i]},
+              "canary_gradients": None}
     write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r", "run_record": record,
                               "attacks": {"loss": "membership", "ref_ratio": "membership", "zlib": "membership"},
                               "model_fingerprints": {}})
     return members, loss, ref
 
 
-def _params(**primary):
-    return params(AuditParams, "audit", bootstrap=10, primary=primary, ceiling={"trials": 200})
+def _params(same=None, **primary):
+    same = {"new_token": [["loss", "zlib"]], "random": [["loss", "zlib"]]} if same is None else same
+    return params(AuditParams, "audit", bootstrap=10, primary=primary, ceiling={"trials": 200},
+                  exploratory={"same_ranking": same})
 
 
 def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
@@ -62,7 +66,7 @@ def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
     assert head["gdp_eps_lb_95"] is not None and "last_iterate_epsilon" not in head  # no ceiling without DP
 
     fam = res["audit_exploratory"]
-    # zlib ranks like loss on both kinds: one test; classes = {loss(=zlib), ref_ratio} x 2 kinds, grid of p.grid
+    # zlib is declared to rank like loss on both kinds: one test; classes = {loss(=zlib), ref_ratio} x 2 kinds
     assert {(i["kind"], tuple(i["attacks"])) for i in fam["identical_rankings"]} == {
         ("new_token", ("loss", "zlib")), ("random", ("loss", "zlib"))}
     assert fam["family_size"] == 4 * len(p.grid) == len(fam["tests"])
@@ -104,3 +108,33 @@ def test_canary_users_are_summarised_per_substring_length():
     assert (out["1"]["members"], out["1"]["non_members"], out["1"]["auroc"]) == (2, 2, 1.0)
     assert out["5"]["auroc"] == pytest.approx(0.75) and len(out["5"]["auroc_ci95"]) == 2
     assert out["25"] == {"members": 2, "non_members": 0, "auroc": None}
+
+
+def test_rankings_are_declared_not_inferred(tmp_path):
+    """Undeclared, zlib is its own test even though it ranks like loss; declaring loss ~ ref_ratio is refused."""
+    _write(tmp_path, dp=False)
+    p = _params(same={"new_token": [], "random": []})
+    fam = audit_run(tmp_path, p, {})[0]["audit_exploratory"]
+    assert fam["identical_rankings"] == [] and fam["family_size"] == 6 * len(p.grid)
+    with pytest.raises(ConfigError, match=r"audit.exploratory.same_ranking.new_token: \['loss', 'ref_ratio'\]"):
+        audit_run(tmp_path, _params(same={"new_token": [["loss", "ref_ratio"]]}), {})
+
+
+def test_per_run_rule_and_canary_response(tmp_path):
+    """A run's own (k_pos, k_neg); the response bins canaries by inclusions, the ideal line only under DP."""
+    members, loss, _ = _write(tmp_path, dp=True)
+    p = params(AuditParams, "audit", bootstrap=10, ceiling={"trials": 200},
+               primary={"attack": "loss", "kind": "new_token", "k_pos": 100, "k_neg": 0,
+                        "runs": {"r": {"k_pos": 300, "k_neg": 200}}},
+               exploratory={"same_ranking": {"new_token": [], "random": []}})
+    res, _ = audit_run(tmp_path, p, {})
+    head = res["audit_primary"]
+    assert (head["k_pos"], head["k_neg"], head["r"]) == (300, 200, 500)
+    assert head["v"] == guesses(loss["new_token"], members["new_token"], 300, 200)[2]
+    resp = res["canary_response"]["attacks"]["loss"]
+    y = members["new_token"]
+    counts = {b: resp["bins"][b]["canaries"] for b in ("0", "1", "2", "3+")}
+    assert counts["0"] == (~y).sum() + sum(1 for i in range(M) if y[i] and i % 4 == 0)
+    assert counts["3+"] == sum(1 for i in range(M) if y[i] and i % 4 == 3)
+    assert resp["bins"]["0"]["ideal_z"] == 0 and resp["bins"]["2"]["ideal_z"] == pytest.approx(2 / (80 ** 0.5 * 0.57))
+    assert abs(resp["bins"]["0"]["mean_z"]) < 0.1  # the null bin sits at zero by construction
