@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.params import check
 
@@ -105,6 +106,43 @@ class CeilingParams:
 
 
 @dataclass(frozen=True)
+class StudyParams:
+    """The audit design study (flows/audit_study.py -> reports/audit_study/): the auditor's choices (score x
+    guessing rule, evaluated on every trained model) x the default DP run's (q, T) at the same compute, on
+    development seeds; the chosen design is then committed (audit.primary, runs.<run>) and confirmed on fresh seeds.
+    Read by the flow, not by the audit stage."""
+
+    #: the DP run studied and the canary kind its designs score
+    run: str
+    kind: str
+    #: membership scores compared (each a canary attack) and guessing rules [k_pos, k_neg]
+    scores: tuple[str, ...]
+    rules: tuple[tuple[int, int], ...]
+    #: name -> {batch_size, steps}: the run's (q, T) at the same expected exposures q*T
+    profiles: dict[str, dict[str, int]]
+    #: a seed s sets canaries.seed and finetune.seed (canary draw, membership coins, text sample, training noise)
+    development_seeds: tuple[int, ...]
+    confirmation_seeds: tuple[int, ...]
+    #: the attacks each study experiment runs (the scores above; nothing else is read)
+    attacks: tuple[str, ...]
+    #: recipe sensitivity at the committed profile (descriptive, one seed): name -> overrides of runs.<run>
+    recipes: dict[str, Any]
+    recipe_seed: int
+    out_dir: str
+
+    def problems(self):
+        return (check(len(self.scores) > 0, "scores", "needs at least one score", self.scores)
+                + check(all(len(r) == 2 and r[0] >= 0 and r[1] >= 0 and sum(r) > 0 for r in self.rules), "rules",
+                        "each rule is [k_pos, k_neg] with k_pos + k_neg > 0", self.rules)
+                + check(all(set(p) == {"batch_size", "steps"} for p in self.profiles.values()), "profiles",
+                        "each profile sets batch_size and steps", self.profiles)
+                + check(not set(self.development_seeds) & set(self.confirmation_seeds), "confirmation_seeds",
+                        "must not reuse a development seed", self.confirmation_seeds)
+                + check(set(self.scores) <= set(self.attacks), "attacks", "must include every score",
+                        self.attacks))
+
+
+@dataclass(frozen=True)
 class SanityCheckParams:
     enabled: bool
     #: family-wise level: each KS test runs at alpha / (kinds x statistics)
@@ -140,6 +178,7 @@ class AuditParams:
     fprs: tuple[float, ...]
     bootstrap: int
     seed: int
+    study: StudyParams
 
     @property
     def confidences(self) -> tuple[float, ...]:

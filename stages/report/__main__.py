@@ -19,8 +19,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, extra=[("--lock", {"default": "dvc.lock"})])
     params = load(ReportParams, "report", args.params, raw)
     variance = section_of(raw, "variance.out_dir")
+    study = section_of(raw, "audit.study.out_dir")
     lineage = build_report(params.title, locations(raw, args.params), Path(args.lock), Path(params.out_dir),
-                           variance_dir=Path(variance) if variance else None)
+                           variance_dir=Path(variance) if variance else None,
+                           study_dir=Path(study) if study else None)
     log.info("report: %d numbers with lineage -> %s/report.md, %s/index.html", len(lineage), params.out_dir,
              params.out_dir)
 

@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ..attack.schema import read_record
-from ..audit.schema import NON_CANARY_GROUPS, Metrics, bound_keys, fpr_keys, read_metrics, read_roc
+from ..audit.schema import NON_CANARY_GROUPS, THREAT, Metrics, bound_keys, fpr_keys, read_metrics, read_roc
 from ..core import lineage as lin
 from ..core.artifacts import Locations
 from ..core.io import atomic_file, read_json, read_table, write_json
@@ -16,6 +16,7 @@ from ..secrets.schema import SECRETS
 from .data_docs import build_data_docs
 from .headline import headline_html, headline_markdown, headline_metrics, headlines, lineage_html, lineage_markdown, lineage_rows
 from .plots import ceiling_plot, exposure_plot, exposure_points, privacy_plot, region_points, roc_plot, roc_points
+from .audit_why import response_section, study_section
 from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
 from .variance import variance_section
 
@@ -32,6 +33,7 @@ class Inputs:
     lineage: dict = field(default_factory=dict)  # metrics.json path -> lineage entry (number_lineage)
     bases: dict = field(default_factory=dict)  # run -> its run record's base_model (source.json)
     variance_dir: Path | None = None  # the variance stage's analysis (analysis.json, plots/)
+    study_dir: Path | None = None  # the audit design study (reports/audit_study/, flows/audit_study.py)
 
     @property
     def runs(self) -> dict:
@@ -156,7 +158,7 @@ def _pair(p: dict, prefix: str, bounds: list[str]) -> str:
 def audit_section(inp: Inputs) -> Section:
     bounds = inp.bounds
     label = " / ".join(_bound_label(b) for b in bounds)
-    at = Table(["run", "accountant ε (δ)", "primary test", "audit δ", "m (members)", "right of guesses",
+    at = Table(["run", "accountant ε (δ)", "primary test", "threat model", "audit δ", "m (members)", "right of guesses",
                 f"{label} assumption-free (Steinke)", f"{label} Gaussian-DP assumed (μ-GDP)"])
     for run, r in inp.runs.items():
         p = r.get("audit_primary")
@@ -167,7 +169,7 @@ def audit_section(inp: Inputs) -> Section:
                 if pv.get("dp") else "∞ (no DP)")
         members = r["attacks"].get(p["attack"], {}).get(p["kind"], {}).get("members")
         at.rows.append([run, acct, f"{p['attack']} on {p['kind']}, k₊={p['k_pos']}, k₋={p['k_neg']}",
-                        f"{p['delta']:.2g}", f"{p['m']} ({members})", f"{p['v']} of {p['r']}",
+                        THREAT.get(p["attack"], "?"), f"{p['delta']:.2g}", f"{p['m']} ({members})", f"{p['v']} of {p['r']}",
                         _pair(p, "", bounds), _pair(p, "gdp_", bounds)])
     if not at.rows:
         return Section("Audit: the pre-registered test", paragraphs=["No run has canaries: nothing to audit."])
@@ -217,8 +219,9 @@ def ceiling_section(inp: Inputs) -> Section | None:
         "Bin(T, q) + N(0, Tσ²), a non-member's N(0, Tσ²) — gives a **heuristic** ε (only the final model is "
         "released, gradients along one fixed direction; the accountant covers every intermediate model, so it is "
         "never smaller). Simulating the pre-registered test (same m, k₊, k₋, δ, confidence) on canaries that follow "
-        "that model gives the ideal ε̂; efficiency = measured ÷ ideal median says how much of the attainable "
-        "evidence the real canaries produced. More exposures per canary (q·T) raise the ceiling; the planned rows "
+        "that model gives the ideal ε̂: the median of a heuristic simulation for an ideal white-box statistic, a "
+        "reference point, not a limit (a valid audit can exceed it). Efficiency = measured ÷ ideal median says how "
+        "much of that evidence the real canaries produced. More exposures per canary (q·T) raise the ceiling; the planned rows "
         "are regimes not run here (σ from the accountant) — see README, GPU preset."])
 
 
@@ -595,14 +598,16 @@ def lineage_section(inp: Inputs) -> Section:
 
 
 #: the report's sections, in order; a section with nothing to show returns None and is left out
-SECTIONS = (headline_section, summary_section, audit_section, ceiling_section, exploratory_section, mia_section, blind_section,
+SECTIONS = (headline_section, summary_section, audit_section, ceiling_section,
+            lambda inp: response_section(inp.runs), lambda inp: study_section(inp.study_dir),
+            exploratory_section, mia_section, blind_section,
             canary_designs_section, sweeps_section, lambda inp: variance_section(inp.variance_dir), exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,
             headline_lineage_section, lineage_section)
 
 
 def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path("."),
-                 variance_dir: Path | None = None) -> dict:
+                 variance_dir: Path | None = None, study_dir: Path | None = None) -> dict:
     """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
@@ -611,7 +616,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     inp = Inputs(metrics, read_roc(where.roc), where, lock, git, verified, out_dir / "plots", out_dir,
                  number_lineage(metrics, lock, git, verified),
                  {r: read_record(where.scores_dir(r))["run_record"].get("base_model", {}) for r in metrics["runs"]},
-                 variance_dir)
+                 variance_dir, study_dir)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

@@ -1,0 +1,213 @@
+"""Prefect flow of the audit design study: one DVC experiment per (seed, profile) of the DP run, each evaluated
+for every design (score x guessing rule, ``audit.study``), rows appended to reports/audit_study/study.json.
+
+    python -m flows.audit_study --phase development    # seeds audit.study.development_seeds x every profile
+    python -m flows.audit_study --phase confirmation   # seeds audit.study.confirmation_seeds at the committed
+                                                       # profile and design (params.yaml committed, rows final)
+    python -m flows.audit_study --phase recipes        # recipe sensitivity at the committed profile (descriptive)
+
+A seed s sets ``canaries.seed`` and ``finetune.seed`` (canary draw, membership coins, text sample, training noise).
+Each experiment drops the other runs, runs only the study's attacks and reproduces up to ``audit``; DVC's cache
+keeps what points share (upstream stages, and the canaries of a seed across profiles). The flow only orchestrates:
+the rows come from ``stages.audit.study``. Confirmation refuses to run while params.yaml differs from the commit
+(the design must be committed first) and never rewrites an existing confirmation row.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+
+if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
+    from flows.settings import apply_offline_defaults
+
+    apply_offline_defaults()
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows.sweep import _dvc, committed_metrics, queue_status
+from stages.audit.params import AuditParams
+from stages.audit.study import FIELDS, study_rows, summarise
+from stages.core.errors import ConfigError
+from stages.core.params import load, read_params
+from stages.finetune.params import load_finetune
+
+STUDY_FILE = "study.json"
+
+
+def exp_name(phase: str, seed: int, label: str) -> str:
+    return f"study-{phase[:3]}-s{seed}-{label}".replace(".", "p").replace("_", "-")
+
+
+def point_sets(study, seed: int, run_overrides: dict, others: list[str]) -> list[str]:
+    """The -S overrides of one study experiment."""
+    sets = [f"~runs.{r}" for r in others]
+    sets += [f"attack.attacks=[{','.join(study.attacks)}]", f"canaries.seed={seed}", f"finetune.seed={seed}"]
+    for key, value in flat(run_overrides, f"runs.{study.run}"):
+        sets.append(f"{key}={value}")
+    return sets
+
+
+def flat(d: dict, prefix: str):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from flat(v, f"{prefix}.{k}")
+        else:
+            yield f"{prefix}.{k}", v
+
+
+def committed_profile(study, raw: dict) -> str:
+    """The profile whose (batch_size, steps) the committed run uses."""
+    ft = load_finetune(study.run, raw=raw)
+    for name, p in study.profiles.items():
+        if (p["batch_size"], p["steps"]) == (ft.batch_size, ft.steps):
+            return name
+    raise ConfigError(f"runs.{study.run}: batch_size {ft.batch_size}, steps {ft.steps} match no audit.study.profiles")
+
+
+def plan(phase: str, study, raw: dict) -> dict[str, dict]:
+    """experiment name -> {seed, profile, recipe, sets}."""
+    others = [r for r in raw["runs"] if r != study.run]
+    points = {}
+    if phase == "development":
+        for seed in study.development_seeds:
+            for name, prof in study.profiles.items():
+                points[exp_name(phase, seed, name)] = {"seed": seed, "profile": name, "recipe": None,
+                                                       "sets": point_sets(study, seed, prof, others)}
+    elif phase == "confirmation":
+        name = committed_profile(study, raw)
+        for seed in study.confirmation_seeds:
+            points[exp_name(phase, seed, name)] = {"seed": seed, "profile": name, "recipe": None,
+                                                   "sets": point_sets(study, seed, {}, others)}
+    elif phase == "recipes":
+        name = committed_profile(study, raw)
+        for recipe, over in study.recipes.items():
+            points[exp_name(phase, study.recipe_seed, recipe)] = {
+                "seed": study.recipe_seed, "profile": name, "recipe": recipe,
+                "sets": point_sets(study, study.recipe_seed, over, others)}
+    else:
+        raise ConfigError(f"--phase: unknown phase {phase!r} (development, confirmation, recipes)")
+    return points
+
+
+def read_study(out: Path) -> list[dict]:
+    f = out / STUDY_FILE
+    return json.loads(f.read_text())["rows"] if f.is_file() else []
+
+
+def write_study(out: Path, rows: list[dict], primary: dict) -> None:
+    """study.json (rows and per-design summaries) and study.md, atomically."""
+    from stages.report.render import Table, fmt, md_table
+
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarise([r for r in rows if r["phase"] != "recipes"])
+    data = {"fields": list(FIELDS), "committed_primary": primary, "rows": rows, "summary": summary}
+    t = Table(["phase", "profile", "design", "threat model", "seeds", "median ε̂95", "median GDP ε̂95",
+               "ideal median", "median / ideal", "largest ε̂95", "accountant ε", "valid ppl"])
+    for s in summary:
+        t.rows.append([s["phase"], s["profile"], s["design"], s["threat_model"], len(s["seeds"]),
+                       fmt(s["median_eps_lb_95"]), fmt(s["median_gdp_eps_lb_95"]), fmt(s["median_ideal"]),
+                       fmt(s["median_over_ideal"]), fmt(s["max_eps_lb_95"]), fmt(s["accountant_epsilon"]),
+                       fmt(s["median_valid_perplexity"])])
+    rt = Table(["phase", "seed", "profile", "recipe", "design", "r", "v", "ε̂95", "GDP ε̂95", "ideal median",
+                "percentile in ideal", "efficiency", "valid ppl", "experiment"])
+    for r in rows:
+        rt.rows.append([r["phase"], r["seed"], r["profile"], r.get("recipe") or "–", r["design"], r["r"], r["v"],
+                        fmt(r["eps_lb_95"]), fmt(r["gdp_eps_lb_95"]), fmt(r["ideal_eps_lb_95_median"]),
+                        fmt(r["ideal_percentile"]), fmt(r["efficiency_95"]), fmt(r["valid_perplexity"]),
+                        r["experiment"]])
+    md = ("# Audit design study\n\nEvery bound is at 95%, uncorrected: development rows are looks that informed the "
+          "choice, confirmation rows test the committed design on seeds no earlier experiment used. The ideal is the "
+          "median of a heuristic simulation (linear last-iterate model, an ideal white-box statistic) at each run's "
+          "own q, T, sigma; a valid audit can exceed it. Recipe rows are descriptive.\n\n"
+          f"Committed primary: {primary}\n\n## Summary\n\n" + md_table(t) + "\n\n## Rows\n\n" + md_table(rt) + "\n")
+    for name, text in ((STUDY_FILE, json.dumps(data, indent=1, sort_keys=False)), ("study.md", md)):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(out / name)
+
+
+@task(name="queue-study-point", cache_policy=NO_CACHE, persist_result=False)
+def queue_point(name: str, sets: list[str], repo: str) -> str:
+    _dvc(["exp", "run", "--queue", "-n", name, *[a for s in sets for a in ("-S", s)], "audit"], repo)
+    return name
+
+
+@task(name="run-study-queue", cache_policy=NO_CACHE, persist_result=False, retries=0)
+def run_study_queue(repo: str) -> None:
+    _dvc(["exp", "run", "--run-all", "--jobs", "1"], repo)
+
+
+def experiment_revs(repo: str, baseline: str, names: list[str]) -> dict[str, str]:
+    revs = {}
+    for entry in json.loads(_dvc(["exp", "show", "--json", "--rev", baseline], repo)):
+        for exp in entry.get("experiments") or []:
+            for rev in exp.get("revs") or []:
+                if rev.get("name") in names:
+                    revs[rev["name"]] = rev["rev"]
+    return revs
+
+
+@flow(name="leakage-audit-design-study", persist_result=False)
+def audit_study(phase: str, repo: str = ".", collect_only: str | None = None) -> list[dict]:
+    repo = str(Path(repo).resolve())
+    log = get_run_logger()
+    raw = read_params(Path(repo) / "params.yaml")
+    params = load(AuditParams, "audit", Path(repo) / "params.yaml", raw)
+    study = params.study
+    out = Path(repo) / study.out_dir
+    rows = read_study(out)
+    points = plan(phase, study, raw)
+    if phase == "confirmation":
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "params.yaml"], cwd=repo).returncode
+        if dirty:
+            raise ConfigError("params.yaml: commit the chosen design before any confirmation run")
+        done = {r["seed"] for r in rows if r["phase"] == "confirmation"}
+        if done & {p["seed"] for p in points.values()}:
+            raise ConfigError(f"{out / STUDY_FILE}: confirmation seeds {sorted(done)} already have rows; "
+                              "they are never rerun or edited")
+    baseline = collect_only or subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                                              text=True, check=True).stdout.strip()
+    if not collect_only:
+        for name, p in points.items():
+            queue_point(name, p["sets"], repo)
+            log.info("queued %s: %s", name, " ".join(p["sets"]))
+        run_study_queue(repo)
+    status = queue_status(repo)
+    failed = {n: status[n] for n in points if status.get(n, "Success") != "Success"}
+    if failed:
+        raise RuntimeError("study experiments not finished: " + ", ".join(f"{n} ({s})" for n, s in failed.items()))
+    revs = experiment_revs(repo, baseline, list(points))
+    read = committed_metrics(repo)
+    new = []
+    for name, p in points.items():
+        metrics = read(revs[name])
+        for row in study_rows(metrics, study, seed=p["seed"], phase=phase, profile=p["profile"], experiment=name,
+                              rev=revs[name], trials=params.ceiling.trials, ceiling_seed=params.ceiling.seed):
+            if phase == "recipes":
+                if (row["score"], row["k_pos"], row["k_neg"]) != (params.primary.attack, *params.primary.rule(
+                        study.run)):
+                    continue
+                row["recipe"] = p["recipe"]
+            new.append(row)
+    keep = [r for r in rows if not (r["phase"] == phase and r["experiment"] in points and phase != "confirmation")]
+    primary = {"attack": params.primary.attack, "kind": params.primary.kind,
+               "k_pos": params.primary.rule(study.run)[0], "k_neg": params.primary.rule(study.run)[1]}
+    write_study(out, keep + new, primary)
+    log.info("%s: %d rows for %d experiments -> %s", phase, len(new), len(points), out / STUDY_FILE)
+    return new
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--phase", required=True, choices=["development", "confirmation", "recipes"])
+    ap.add_argument("--repo", default=".")
+    ap.add_argument("--collect-only", metavar="COMMIT", help="tabulate this phase's experiments derived from COMMIT")
+    args = ap.parse_args(argv)
+    audit_study(phase=args.phase, repo=args.repo, collect_only=args.collect_only)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Rows of the audit design study (reports/audit_study/study.json), from one experiment's metrics.
+
+A design is an auditor's choice that needs no new fine-tune: a canary score (an attack) and a guessing rule
+(k_pos highest "in", k_neg lowest "out"). Every design is evaluated on every trained model of the study from the
+(m, r, v) counts the audit stage wrote for it (``runs.<run>.audit_exploratory.tests``), each bound *uncorrected*:
+a development row is one of many looks (it informs the choice, it is no claim), and a confirmation row is the
+committed design on a fresh seed, the one test that seed's run makes. Next to each: the ideal audit of the same
+rule at the run's own q, T, sigma (a heuristic simulation, ``ceiling.ideal_audit``), the percentile of the measured
+bound among the ideal's trials, and efficiency = measured / ideal median.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .ceiling import ideal_counts, trial_bounds
+from .gdp import gdp_epsilon_lower_bound
+from .one_run import epsilon_lower_bound
+from .schema import THREAT
+
+#: study.json row fields, in order
+FIELDS = ("design", "score", "threat_model", "k_pos", "k_neg", "seed", "phase", "profile", "experiment", "rev",
+          "run", "sample_rate", "steps", "noise_multiplier", "accountant_epsilon", "delta", "m", "r", "v",
+          "eps_lb_95", "gdp_eps_lb_95", "ideal_eps_lb_95_median", "ideal_gdp_eps_lb_95_median", "ideal_percentile",
+          "efficiency_95", "gdp_efficiency_95", "valid_perplexity")
+
+
+def design_name(score: str, k_pos: int, k_neg: int) -> str:
+    return f"{score} k+{k_pos} k-{k_neg}"
+
+
+def find_test(family: dict, attack: str, kind: str, k_pos: int, k_neg: int) -> dict:
+    """The exploratory test of (attack or an attack declared to rank like it, kind, k_pos, k_neg)."""
+    for t in family["tests"]:
+        if (attack == t["attack"] or attack in t["same_ranking"]) and (t["kind"], t["k_pos"], t["k_neg"]) == (
+                kind, k_pos, k_neg):
+            return t
+    raise KeyError(f"no exploratory test {attack}/{kind} k_pos={k_pos} k_neg={k_neg} "
+                   "(audit.exploratory must include the study's rules)")
+
+
+@functools.lru_cache(maxsize=256)
+def _ideal(q: float, steps: int, sigma: float, m: int, k_pos: int, k_neg: int, delta: float, trials: int,
+           seed: int) -> tuple[np.ndarray, np.ndarray]:
+    counts = ideal_counts(q, steps, sigma, m=m, k_pos=k_pos, k_neg=k_neg, trials=trials, seed=seed)
+    return trial_bounds(counts, delta, 0.95), trial_bounds(counts, delta, 0.95, gdp=True)
+
+
+def study_rows(metrics: dict, study, *, seed: int, phase: str, profile: str, experiment: str, rev: str,
+               trials: int, ceiling_seed: int) -> list[dict]:
+    """One row per design (study.scores x study.rules) of ``study.run`` in one experiment's metrics.json."""
+    res = metrics["runs"][study.run]
+    privacy = res["privacy"]
+    q, T, sigma, delta = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"], privacy["delta"]
+    rows = []
+    for score in study.scores:
+        for k_pos, k_neg in study.rules:
+            t = find_test(res["audit_exploratory"], score, study.kind, k_pos, k_neg)
+            m, r, v = t["m"], t["r"], t["v"]
+            eps = epsilon_lower_bound(m, r, v, delta, 0.95) if r else 0.0
+            gdp = gdp_epsilon_lower_bound(m, r, v, delta, 0.95) if r else 0.0
+            ideal, ideal_gdp = _ideal(q, T, sigma, m, t["k_pos"], t["k_neg"], delta, trials, ceiling_seed)
+            med, med_gdp = float(np.median(ideal)), float(np.median(ideal_gdp))
+            rows.append({
+                "design": design_name(score, k_pos, k_neg), "score": score, "threat_model": THREAT.get(score, "?"),
+                "k_pos": k_pos, "k_neg": k_neg, "seed": seed, "phase": phase, "profile": profile,
+                "experiment": experiment, "rev": rev, "run": study.run, "sample_rate": q, "steps": T,
+                "noise_multiplier": sigma, "accountant_epsilon": privacy["epsilon_spent"], "delta": delta,
+                "m": m, "r": r, "v": v, "eps_lb_95": eps, "gdp_eps_lb_95": gdp,
+                "ideal_eps_lb_95_median": med, "ideal_gdp_eps_lb_95_median": med_gdp,
+                "ideal_percentile": float(100 * np.mean(ideal < eps) + 50 * np.mean(ideal == eps)),
+                "efficiency_95": eps / med if med > 0 else None,
+                "gdp_efficiency_95": gdp / med_gdp if med_gdp > 0 else None,
+                "valid_perplexity": res["utility"]["valid_perplexity"]})
+    return rows
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    """Per (phase, profile, design): seeds, median eps_lb_95, median ideal, median efficiency, largest eps_lb_95,
+    the accountant's epsilon and median validation perplexity."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["phase"], r["profile"], r["design"]), []).append(r)
+    out = []
+    for (phase, profile, design), g in groups.items():
+        eps = [r["eps_lb_95"] for r in g]
+        ideal = [r["ideal_eps_lb_95_median"] for r in g]
+        out.append({"phase": phase, "profile": profile, "design": design, "threat_model": g[0]["threat_model"],
+                    "seeds": sorted(r["seed"] for r in g), "median_eps_lb_95": float(np.median(eps)),
+                    "median_gdp_eps_lb_95": float(np.median([r["gdp_eps_lb_95"] for r in g])),
+                    "median_ideal": float(np.median(ideal)),
+                    "median_over_ideal": float(np.median(eps) / np.median(ideal)) if np.median(ideal) > 0 else None,
+                    "max_eps_lb_95": float(max(eps)), "accountant_epsilon": float(max(r["accountant_epsilon"] for r in g)),
+                    "median_valid_perplexity": float(np.median([r["valid_perplexity"] for r in g]))})
+    return out
