@@ -67,13 +67,15 @@ def committed_profile(study, raw: dict) -> str:
     raise ConfigError(f"runs.{study.run}: batch_size {ft.batch_size}, steps {ft.steps} match no audit.study.profiles")
 
 
-def plan(phase: str, study, raw: dict) -> dict[str, dict]:
-    """experiment name -> {seed, profile, recipe, sets}."""
+def plan(phase: str, study, raw: dict, profiles: list[str] | None = None) -> dict[str, dict]:
+    """experiment name -> {seed, profile, recipe, sets} (development: only ``profiles`` when given)."""
     others = [r for r in raw["runs"] if r != study.run]
     points = {}
     if phase == "development":
         for seed in study.development_seeds:
             for name, prof in study.profiles.items():
+                if profiles and name not in profiles:
+                    continue
                 points[exp_name(phase, seed, name)] = {"seed": seed, "profile": name, "recipe": None,
                                                        "sets": point_sets(study, seed, prof, others)}
     elif phase == "confirmation":
@@ -151,7 +153,8 @@ def experiment_revs(repo: str, baseline: str, names: list[str]) -> dict[str, str
 
 
 @flow(name="leakage-audit-design-study", persist_result=False)
-def audit_study(phase: str, repo: str = ".", collect_only: str | None = None) -> list[dict]:
+def audit_study(phase: str, repo: str = ".", collect_only: str | None = None,
+                profiles: list[str] | None = None) -> list[dict]:
     repo = str(Path(repo).resolve())
     log = get_run_logger()
     raw = read_params(Path(repo) / "params.yaml")
@@ -159,7 +162,7 @@ def audit_study(phase: str, repo: str = ".", collect_only: str | None = None) ->
     study = params.study
     out = Path(repo) / study.out_dir
     rows = read_study(out)
-    points = plan(phase, study, raw)
+    points = plan(phase, study, raw, profiles)
     if phase == "confirmation":
         dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "params.yaml"], cwd=repo).returncode
         if dirty:
@@ -205,8 +208,9 @@ def main(argv=None) -> None:
     ap.add_argument("--phase", required=True, choices=["development", "confirmation", "recipes"])
     ap.add_argument("--repo", default=".")
     ap.add_argument("--collect-only", metavar="COMMIT", help="tabulate this phase's experiments derived from COMMIT")
+    ap.add_argument("--profile", action="append", dest="profiles", help="development: only this profile (repeatable)")
     args = ap.parse_args(argv)
-    audit_study(phase=args.phase, repo=args.repo, collect_only=args.collect_only)
+    audit_study(phase=args.phase, repo=args.repo, collect_only=args.collect_only, profiles=args.profiles)
 
 
 if __name__ == "__main__":

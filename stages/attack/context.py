@@ -64,7 +64,7 @@ class AttackContext:
         self._reference = None
         self._items: dict[str, list[Item]] = {}
         self._cache: dict[tuple[str, str], np.ndarray] = {}
-        self._contrast: dict[tuple[str, str], np.ndarray] = {}  # (model, item key) -> contrast_at rows
+        self._contrast: dict[tuple[str, str], tuple] = {}  # (model, item key) -> (contrast_at rows, unit hidden)
         self.fingerprints: dict[str, str] = {}
 
     # ------------------------------------------------------------------ models
@@ -210,13 +210,15 @@ class AttackContext:
                     self._contrast[(which, k)] = x
         return [self._cache[(which, k)] for k in keys]
 
-    def contrast(self, which: str, items: list[Item]) -> list[np.ndarray]:
-        """Per canary item, the ``CONTRAST_FIELDS`` rows of its secret positions under ``which`` model."""
+    def contrast(self, which: str, items: list[Item], hidden: bool = False) -> list:
+        """Per canary item, the ``CONTRAST_FIELDS`` rows of its secret positions under ``which`` model (with
+        ``hidden``: the unit hidden states there instead)."""
         keys = [example_key(it.example) for it in items]
         if any((which, k) not in self._contrast for k in keys):
-            self._cache = {key: v for key, v in self._cache.items() if key[0] != which or key[1] not in set(keys)}
+            drop = set(keys)
+            self._cache = {key: v for key, v in self._cache.items() if key[0] != which or key[1] not in drop}
             self._score(which, items)
-        return [self._contrast[(which, k)][-it.secret_tokens:] for k, it in zip(keys, items)]
+        return [self._contrast[(which, k)][int(hidden)][-it.secret_tokens:] for k, it in zip(keys, items)]
 
     def target(self, items: list[Item]) -> list[np.ndarray]:
         return self._score("target", items)

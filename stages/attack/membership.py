@@ -115,7 +115,7 @@ def contrast_scores(rows: Sequence[np.ndarray], field: str = "contrast") -> np.n
         return np.array([float(r[:, 0].mean()) for r in rows])
     if field == "z":
         return np.array([float(np.mean(r[:, 0] / np.maximum(r[:, 1], 1e-12))) for r in rows])
-    if field == "whitebox":
+    if field == "final_whitebox":  # the same projection on the fine-tuned model's own hidden state (a weaker proxy)
         return np.array([float(np.mean((r[:, 0] - r[:, 3]) / np.maximum(r[:, 2], 1e-12))) for r in rows])
     raise ValueError(f"unknown contrast field {field!r}")
 
@@ -149,9 +149,38 @@ def contrast_ref(ctx, params) -> pa.Table:
                   - contrast_scores(ctx.contrast("reference", items)))
 
 
-@register_attack("whitebox", "membership", ("canaries", "initial_rows"),
+@register_attack("whitebox", "membership", ("canaries", "reference", "initial_rows"),
                  "white-box (reads weights and hidden states): the change of the secret's own output row since "
-                 "initialisation, minus its kind's mean change, projected on the unit hidden state at its position")
+                 "initialisation, minus its kind's mean change, projected on the unit hidden state at its position "
+                 "under the initial model (the direction its clipped gradient pointed when training began)")
 def whitebox(ctx, params) -> pa.Table:
     items, ids, groups, members = _canary_items(ctx)
-    return _table(ids, groups, members, contrast_scores(ctx.contrast("target", items), "whitebox"))
+    return _table(ids, groups, members, whitebox_scores(ctx, items))
+
+
+def whitebox_scores(ctx, items) -> np.ndarray:
+    """Per canary: mean over its secret positions of (dW_s - mean_j dW_j) . h0 / |h0|, dW = trained minus initial
+    output row, j over the kind's other secret tokens; h0 from the initial model's pass (``ctx.contrast``)."""
+    import torch
+
+    from ..lm.scoring import output_rows
+
+    hidden = ctx.contrast("reference", items, hidden=True)
+    target, reference = ctx.target_model, ctx.reference_model
+    delta: dict[int, tuple] = {}  # id of the kind's candidate array -> (ids, dW rows, their sum)
+    out = []
+    with torch.no_grad():
+        for it, h0 in zip(items, hidden):
+            key = id(it.candidates)
+            if key not in delta:
+                d = output_rows(target, it.candidates) - output_rows(reference, it.candidates)
+                delta[key] = ({int(t): n for n, t in enumerate(it.candidates)}, d, d.sum(0))
+            pos, d, total = delta[key]
+            secret = it.example.ids[it.example.labels != -100][-it.secret_tokens:]
+            vals = []
+            for t, h in zip(secret.tolist(), h0):
+                own = d[pos[t]]
+                rest = (total - own) / max(len(pos) - 1, 1)
+                vals.append(float((own - rest) @ torch.as_tensor(h, dtype=own.dtype, device=own.device)))
+            out.append(float(np.mean(vals)))
+    return np.asarray(out)

@@ -38,8 +38,8 @@ def token_logprobs(model, examples: Sequence[Example], pad_id: int, batch_size: 
     next token (i.e. greedy decoding from the unlabelled prefix reproduces the labels verbatim).
 
     With ``candidates`` (per example: an id array, or None) also returns, from the same forward pass, per example
-    a ``Contrast`` of its last labelled positions (as many as it has labelled tokens among the candidates' kind:
-    the secret) against the other candidate tokens at the same position (``contrast_at``).
+    (``contrast_at`` rows of every labelled position against the other candidate tokens there, the unit hidden
+    states at those positions).
     """
     device = next(model.parameters()).device
     was_training = model.training
@@ -63,7 +63,9 @@ def token_logprobs(model, examples: Sequence[Example], pad_id: int, batch_size: 
             hits[i] = bool(top[rows == j].all())
             if candidates is not None and candidates[i] is not None:
                 sel = torch.as_tensor(np.flatnonzero(rows == j), device=device)
-                extra[i] = contrast_at(model, logits[sel], at[sel].float(), batch["targets"][sel], candidates[i])
+                h = at[sel].float()
+                extra[i] = (contrast_at(model, logits[sel], h, batch["targets"][sel], candidates[i]),
+                            (h / h.norm(dim=-1, keepdim=True).clamp(min=1e-12)).cpu().numpy())
     model.train(was_training)
     if candidates is not None:
         return out, extra
@@ -99,4 +101,19 @@ def contrast_at(model, logits: torch.Tensor, hidden: torch.Tensor, targets: torc
         if int(t) < vocab and bool((others < vocab).all()):  # every row started as the base head's
             w = model.head.weight
             out[r, 3] = float(hidden[r] @ (w[t].float() - w[others].float().mean(0)))
+    return out
+
+
+@torch.no_grad()
+def output_rows(model, ids) -> torch.Tensor:
+    """The output rows the model scores ``ids`` with (new-token rows, own secret rows, else the base head's), fp32."""
+    ids = torch.as_tensor(np.asarray(ids, dtype=np.int64), device=model.head.weight.device)
+    out = model.head.weight[ids.clamp(max=model.base_vocab - 1)].float().clone()
+    if model.num_rows:
+        row = model.row_index[ids.clamp(max=model.base_vocab - 1)].masked_fill(ids >= model.base_vocab, -1)
+        has = row >= 0
+        out[has] = model.row_head.weight[row[has]].float()
+    if model.num_new:
+        new = ids >= model.base_vocab
+        out[new] = model.new_head.weight[ids[new] - model.base_vocab].float()
     return out

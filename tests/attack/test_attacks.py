@@ -21,7 +21,7 @@ from stages.finetune.loop import train
 from stages.lm.canary_lm import CanaryLM
 from stages.lm.examples import make_example
 from stages.lm.generate import generate
-from stages.lm.scoring import token_logprobs
+from stages.lm.scoring import output_rows, token_logprobs
 from support import make_tiny_lm, params, project_raw
 
 V = 200
@@ -175,12 +175,22 @@ def _contrast_setup(secret_rows: bool):
 @pytest.mark.parametrize("secret_rows", [False, True])
 def test_contrast_scores_start_at_zero_and_read_training(secret_rows):
     (untrained, trained), exs, cands, members, contrast_scores = _contrast_setup(secret_rows)
-    _, rows0 = token_logprobs(untrained, exs, 0, candidates=cands)
+    _, extra0 = token_logprobs(untrained, exs, 0, candidates=cands)
+    rows0 = [x[0] for x in extra0]
     # rows that start equal (new tokens) or from the frozen head (vocabulary secrets): nothing to read before training
-    assert np.allclose(contrast_scores(rows0, "whitebox"), 0.0, atol=1e-5)
+    assert np.allclose(contrast_scores(rows0, "final_whitebox"), 0.0, atol=1e-5)
     if not secret_rows:
         assert np.allclose(contrast_scores(rows0), 0.0, atol=1e-5)
-    lps, rows = token_logprobs(trained, exs, 0, candidates=cands)
+    lps, extra = token_logprobs(trained, exs, 0, candidates=cands)
+    rows = [x[0] for x in extra]
     assert np.allclose(np.concatenate(lps), np.concatenate(token_logprobs(trained, exs, 0)))  # same pass, same lps
-    for field in ("contrast", "z", "whitebox"):
+    for field in ("contrast", "z", "final_whitebox"):
         assert auroc(contrast_scores(rows, field), members) > 0.9, field
+    # the white-box score: own row's change projected on the initial model's unit hidden state
+    h0 = [x[1] for x in extra0]
+    assert all(np.allclose(np.linalg.norm(h, axis=1), 1.0, atol=1e-5) for h in h0)
+    d = (output_rows(trained, cands[0]) - output_rows(untrained, cands[0])).numpy()
+    pos = {int(t): n for n, t in enumerate(cands[0])}
+    wb = [float((d[pos[int(e.ids[-1])]] - (d.sum(0) - d[pos[int(e.ids[-1])]]) / (len(d) - 1)) @ h[-1])
+          for e, h in zip(exs, h0)]
+    assert auroc(np.array(wb), members) > 0.9
