@@ -46,7 +46,7 @@ def point_sets(study, seed: int, run_overrides: dict, others: list[str]) -> list
     sets = [f"~runs.{r}" for r in others]
     sets += [f"attack.attacks=[{','.join(study.attacks)}]", f"canaries.seed={seed}", f"finetune.seed={seed}"]
     for key, value in flat(run_overrides, f"runs.{study.run}"):
-        sets.append(f"{key}={value}")
+        sets.append(f"++{key}={value}")  # add or override: the run entry may not set it yet
     return sets
 
 

@@ -59,5 +59,5 @@ def test_plan_moves_every_seed_and_drops_the_other_runs():
     assert {p["seed"] for p in conf.values()} == set(study.confirmation_seeds)
     assert not {p["seed"] for p in conf.values()} & set(study.development_seeds)
     rec = plan("recipes", study, raw)
-    assert any(f"runs.{study.run}.dp.max_grad_norm=0.1" in p["sets"] for p in rec.values())
+    assert any(f"++runs.{study.run}.dp.max_grad_norm=0.1" in p["sets"] for p in rec.values())
     assert np.all([p["recipe"] for p in rec.values()])
