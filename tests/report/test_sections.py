@@ -35,3 +35,35 @@ def test_kinds_sentence_is_true_to_the_parameterisation():
     assert "differ only in how the secret is chosen" in fair and "990 vocabulary tokens" in fair and "LoRA r=8" in fair
     unfair = _kinds_sentence({"nondp": {**t, "secret_rows": False, "secret_token_rows": 0}})
     assert "Not a like-for-like comparison" in unfair and "differ only" not in unfair
+
+
+def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_path):
+    import json
+
+    from stages.report.audit_why import response_section, study_section
+
+    bins = {b: {"canaries": n, "mean_z": z, "ci95": [z - .1, z + .1], "ideal_z": iz}
+            for b, n, z, iz in (("0", 550, 0.0, 0.0), ("1", 150, 0.2, 0.39), ("2", 150, 0.5, 0.78), ("3+", 150, 0.8, 1.3))}
+    runs = {"dp": {"canary_response": {"kind": "new_token", "bins": ["0", "1", "2", "3+"], "ideal_model": "linear",
+                                       "attacks": {"whitebox": {"bins": bins, "z_per_inclusion": 0.27,
+                                                                "ideal_z_per_inclusion": 0.39}}},
+                   "canary_gradients": {"new_token": {"canaries": 32, "clip_norm": 1.0, "norm_median": 51.0,
+                                                      "norm_p10": 45.0, "norm_p90": 57.0, "clipped_share": 1.0,
+                                                      "own_rows_share_median": 0.99, "own_rows_share_p10": 0.91}}},
+            "nondp": {}}
+    md = to_markdown("t", [response_section(runs)], Path("."))
+    assert "whitebox: mean z [95% CI]" in md and "ideal canary z (linear model)" in md
+    assert "| dp | 3+ | 150 | 0.800 [0.700, 0.900] | 1.300 |" in md.replace("0.8 ", "0.800 ")
+    assert "51.0" in md and "own rows" in md
+    assert study_section(tmp_path) is None  # no study yet: no section
+    row = {"phase": "recipes", "recipe": "dp_sgd", "profile": "p", "design": "whitebox k+100 k-0", "v": 80, "r": 100,
+           "eps_lb_95": 0.9, "ideal_eps_lb_95_median": 1.3, "efficiency_95": 0.69, "valid_perplexity": 30.0}
+    summary = [{"phase": "confirmation", "profile": "p", "design": "whitebox k+100 k-0", "threat_model": "white-box",
+                "seeds": [100, 101], "median_eps_lb_95": 1.1, "median_gdp_eps_lb_95": 1.5, "median_ideal": 1.3,
+                "median_over_ideal": 0.85, "max_eps_lb_95": 1.2, "accountant_epsilon": 8.0,
+                "median_valid_perplexity": 30.0}]
+    (tmp_path / "study.json").write_text(json.dumps({"rows": [row], "summary": summary, "committed_primary": {
+        "attack": "whitebox", "kind": "new_token", "k_pos": 100, "k_neg": 0}}))
+    md = to_markdown("t", [study_section(tmp_path)], Path("."))
+    assert "recipe (descriptive, one seed)" in md and "dp_sgd" in md and "white-box weights" in md
+    assert "confirmation" in md and "0.85" in md
