@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..audit.schema import THREAT
 from .render import ci, fmt
 
 
@@ -58,12 +59,18 @@ def _audit_figures(run: str, r: dict, bounds: list[str]) -> list[Figure]:
     labels = " / ".join(b.rsplit("_", 1)[-1] + "%" for b in bounds)
     figs.append(Figure(f"audit ε̂ ({labels})", " / ".join(fmt(p.get(b), 2) for b in bounds),
                        f"{pre}.audit_primary.{bounds[0]}",
-                       f"{p['attack']} on {p['kind']} canaries, {p['v']} of {p['r']} guesses right; assumption-free",
-                       f"audit_{bounds[0]}"))
+                       f"{p['attack']} on {p['kind']} canaries ({THREAT.get(p['attack'], '?')}), {p['v']} of "
+                       f"{p['r']} guesses right; assumption-free", f"audit_{bounds[0]}"))
+    if p.get(f"gdp_{bounds[0]}") is not None:
+        figs.append(Figure(f"audit ε̂, Gaussian-DP assumed ({labels})",
+                           " / ".join(fmt(p.get(f"gdp_{b}"), 2) for b in bounds), f"{pre}.audit_primary.gdp_{bounds[0]}",
+                           "the same guesses, resting on a Gaussian trade-off curve (f-DP in one run)",
+                           f"audit_gdp_{bounds[0]}"))
     ideal = f"ideal_{bounds[0]}_median"
     if p.get(ideal) is not None:
         figs.append(Figure(f"attainable ε̂ ({bounds[0].rsplit('_', 1)[-1]}%, ideal canaries)", fmt(p[ideal], 2),
-                           f"{pre}.audit_primary.{ideal}", "heuristic last-iterate model, median of simulated audits",
+                           f"{pre}.audit_primary.{ideal}", "median of simulated audits of an ideal white-box canary "
+                           "(heuristic linear model; a valid audit can exceed it)",
                            f"attainable_{bounds[0]}"))
     return figs
 
