@@ -82,7 +82,7 @@ def tiny_params(model_dir: Path) -> dict:
                            "users": ["loss", "user_inference", "vmr", "blind"], "tofu": ["loss", "air", "blind"]}
     p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
     p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
-    p["audit"]["primary"].update(k_pos=5, k_neg=5)
+    p["audit"]["primary"].update(attack="loss", k_pos=5, k_neg=5, runs={})
     p["audit"]["exploratory"].update(k_pos=[5, 10], k_neg=[0, 5])
     p["audit"]["ceiling"]["trials"] = 200
     p["audit"]["bootstrap"] = 20

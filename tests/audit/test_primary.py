@@ -47,7 +47,7 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
 
 def _params(same=None, **primary):
     same = {"new_token": [["loss", "zlib"]], "random": [["loss", "zlib"]]} if same is None else same
-    return params(AuditParams, "audit", bootstrap=10, primary=primary, ceiling={"trials": 200},
+    return params(AuditParams, "audit", bootstrap=10, primary={"attack": "loss", **primary}, ceiling={"trials": 200},
                   exploratory={"same_ranking": same})
 
 
