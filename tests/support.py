@@ -67,7 +67,7 @@ def tiny_params(model_dir: Path) -> dict:
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["model"]["name_or_path"] = str(model_dir)
     p["canaries"].update(num_canaries=60, prefix_length=4)
-    p["canaries"]["checks"] = {"member_share_min": 0.3, "member_share_max": 0.7}
+    p["canaries"]["checks"] = {"member_share_alpha": 1.0e-6}
     p["finetune"].update(steps=3, batch_size=8, physical_batch_size=8, max_text_rows=16, eval_rows=8, max_length=32)
     p["runs"] = {"nondp": {}, "dp": {"dp": {"enabled": True, "epsilon": 8.0}},
                  "users": {"dataset": "enron_users", "canaries": False, "objective": "nwp", "max_text_rows": 24,

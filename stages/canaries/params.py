@@ -15,8 +15,13 @@ def _dataset(name: str, key: str, users: bool = False) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class CanaryChecks:
-    member_share_min: float
-    member_share_max: float
+    #: false-alarm rate of the member-share guard: a two-sided binomial test of the share of members against
+    #: ``member_prob`` at this kind's m (a fixed band would refuse fair coins at a rate that depends on m)
+    member_share_alpha: float
+
+    def problems(self):
+        return check(0 < self.member_share_alpha < 0.5, "member_share_alpha", "must be in (0, 0.5)",
+                     self.member_share_alpha)
 
 
 @dataclass(frozen=True)

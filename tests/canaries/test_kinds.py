@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from stages.canaries.build import base_next_token, build_canaries
+from stages.canaries.checks import member_share_band
 from stages.canaries.formatted import build_formatted
 from stages.canaries.kinds import CANARY_KINDS, Corpus, KindContext, Vocab, build_kind
 from stages.canaries.params import CanaryParams, FormattedParams
@@ -50,13 +51,29 @@ def test_unknown_kind_error_names_key():
         CANARY_KINDS.get("bogus", key="canaries.kinds[1]")
 
 
-def test_gx_suite_fails_on_shifted_membership(tmp_path):
-    # member_prob 0.9 -> member share far outside [0.45, 0.55]: the GX suite must fail the stage
-    p = canary_params(num_canaries=200, member_prob=0.9, kinds=["random"],
-                           checks={"member_share_min": 0.45, "member_share_max": 0.55})
+def test_gx_suite_fails_when_membership_does_not_follow_the_coin(tmp_path, monkeypatch):
+    # a bug that makes 90% of the canaries members while params say 0.5: the binomial guard must fail the stage
+    import stages.canaries.build as build
+
+    real = build.canary_suite
+    monkeypatch.setattr(build, "canary_suite", lambda kind, rows, params: real(
+        kind, [{**r, "member": i % 10 != 0} for i, r in enumerate(rows)], params))
+    p = canary_params(num_canaries=200, kinds=["random"], checks={"member_share_alpha": 1e-6})
     with pytest.raises(DataError, match=r"GX suite 'canaries_random' failed: expect_column_mean_to_be_between\(member"):
         build_canaries(p, VOCAB, tmp_path)
     assert not (tmp_path / "random.parquet").exists()
+
+
+def test_member_share_band_refuses_fair_coins_at_its_stated_rate():
+    from scipy.stats import binom
+
+    lo, hi = member_share_band(1000, 0.5, 1e-6)
+    assert lo <= 0.446 <= hi  # confirmation seed 104's fair draw, refused by the old fixed [0.45, 0.55]
+    false_alarm = binom.cdf(lo * 1000 - 1, 1000, 0.5) + binom.sf(hi * 1000, 1000, 0.5)
+    assert false_alarm <= 1e-6
+    assert binom.sf(hi * 1000, 1000, 0.6) > 0.9  # power against a coin of bias 0.6
+    lo9, hi9 = member_share_band(200, 0.9, 1e-6)
+    assert lo9 < 0.9 < hi9  # the band is centred on the configured member_prob, not on 0.5
 
 
 def test_gx_suite_passes_and_reports(tmp_path):
