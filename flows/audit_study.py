@@ -147,14 +147,14 @@ def experiment_revs(repo: str, baseline: str, names: list[str]) -> dict[str, str
     for entry in json.loads(_dvc(["exp", "show", "--json", "--rev", baseline], repo)):
         for exp in entry.get("experiments") or []:
             for rev in exp.get("revs") or []:
-                if rev.get("name") in names:
+                if rev.get("name") in names and not rev.get("error"):  # a failed run is listed with its error
                     revs[rev["name"]] = rev["rev"]
     return revs
 
 
 @flow(name="leakage-audit-design-study", persist_result=False)
 def audit_study(phase: str, repo: str = ".", collect_only: str | None = None,
-                profiles: list[str] | None = None) -> list[dict]:
+                profiles: list[str] | None = None, resume: str | None = None) -> list[dict]:
     repo = str(Path(repo).resolve())
     log = get_run_logger()
     raw = read_params(Path(repo) / "params.yaml")
@@ -173,16 +173,21 @@ def audit_study(phase: str, repo: str = ".", collect_only: str | None = None,
                               "they are never rerun or edited")
     baseline = collect_only or subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                                               text=True, check=True).stdout.strip()
+    # resume: points that finished as experiments of an earlier commit are read from there, the rest run at HEAD
+    earlier = experiment_revs(repo, resume, list(points)) if resume else {}
+    todo = [n for n in points if n not in earlier]
+    if earlier:
+        log.info("from %s: %s; to run: %s", resume[:8], ", ".join(earlier), ", ".join(todo) or "none")
     if not collect_only:
-        for name, p in points.items():
-            queue_point(name, p["sets"], repo)
-            log.info("queued %s: %s", name, " ".join(p["sets"]))
+        for name in todo:
+            queue_point(name, points[name]["sets"], repo)
+            log.info("queued %s: %s", name, " ".join(points[name]["sets"]))
         run_study_queue(repo)
     status = queue_status(repo)
-    failed = {n: status[n] for n in points if status.get(n, "Success") != "Success"}
+    failed = {n: status[n] for n in todo if status.get(n, "Success") != "Success"}
     if failed:
         raise RuntimeError("study experiments not finished: " + ", ".join(f"{n} ({s})" for n, s in failed.items()))
-    revs = experiment_revs(repo, baseline, list(points))
+    revs = {**earlier, **experiment_revs(repo, baseline, todo)}
     read = committed_metrics(repo)
     new = []
     for name, p in points.items():
@@ -209,8 +214,11 @@ def main(argv=None) -> None:
     ap.add_argument("--repo", default=".")
     ap.add_argument("--collect-only", metavar="COMMIT", help="tabulate this phase's experiments derived from COMMIT")
     ap.add_argument("--profile", action="append", dest="profiles", help="development: only this profile (repeatable)")
+    ap.add_argument("--resume", metavar="COMMIT", help="read the points that finished as experiments of COMMIT from "
+                    "there and run only the others (at HEAD)")
     args = ap.parse_args(argv)
-    audit_study(phase=args.phase, repo=args.repo, collect_only=args.collect_only, profiles=args.profiles)
+    audit_study(phase=args.phase, repo=args.repo, collect_only=args.collect_only, profiles=args.profiles,
+                resume=args.resume)
 
 
 if __name__ == "__main__":
