@@ -6,7 +6,7 @@ stage commands of dvc.yaml run one after the other at that commit's own params.y
 back to back (stages depend on each other, so they cannot alternate); run it with nothing else on the machine.
 Prints one JSON object: seconds per stage and commit, totals and the ratio new / old.
 
-    python benchmarks/repro_time.py OLD_COMMIT NEW_COMMIT [--stages finetune attack audit report] [--only NAME ...]
+    python benchmarks/repro_time.py OLD_COMMIT [NEW_COMMIT] [--stages finetune attack audit report] [--only NAME ...]
 """
 from __future__ import annotations
 
@@ -75,18 +75,19 @@ def run_commit(root: Path, commit: str, scratch: Path, families: list[str],
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("old")
-    ap.add_argument("new")
+    ap.add_argument("commits", nargs="+", help="OLD [NEW]: one commit alone is timed alone")
     ap.add_argument("--stages", nargs="+", default=["finetune", "attack", "audit", "report"])
     ap.add_argument("--only", nargs="+", help="only these stage names (e.g. finetune@dp_eps8 audit), in dvc.yaml order")
     a = ap.parse_args()
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
                                check=True).stdout.strip())
     with tempfile.TemporaryDirectory() as scratch:
-        res = {c: run_commit(root, c, Path(scratch), a.stages, a.only) for c in (a.old, a.new)}
+        res = {c: run_commit(root, c, Path(scratch), a.stages, a.only) for c in a.commits}
     totals = {c: round(sum(s.values()), 1) for c, s in res.items()}
-    print(json.dumps({"seconds": res, "total_seconds": totals,
-                      "new_over_old": round(totals[a.new] / totals[a.old], 3)}, indent=1))
+    out = {"seconds": res, "total_seconds": totals}
+    if len(a.commits) == 2:
+        out["new_over_old"] = round(totals[a.commits[1]] / totals[a.commits[0]], 3)
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
