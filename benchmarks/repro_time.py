@@ -42,8 +42,8 @@ def stage_commands(tree: Path, families: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def base_model_dir(root: Path) -> list[str]:
-    return [yaml.safe_load((root / "params.yaml").read_text())["model"]["out"]]
+def base_model_dir(root: Path) -> str:
+    return yaml.safe_load((root / "params.yaml").read_text())["model"]["out"]
 
 
 def run_commit(root: Path, commit: str, scratch: Path, families: list[str],
@@ -52,11 +52,9 @@ def run_commit(root: Path, commit: str, scratch: Path, families: list[str],
     subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=root, check=True,
                    capture_output=True)
     try:
-        for rel in UPSTREAM + base_model_dir(root):
-            src = root / rel
-            if src.exists():
-                (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copytree(src, tree / rel, dirs_exist_ok=True) if src.is_dir() else shutil.copy2(src, tree / rel)
+        for rel in [*UPSTREAM, base_model_dir(root)]:
+            if (root / rel).is_dir():
+                shutil.copytree(root / rel, tree / rel, dirs_exist_ok=True)
         seconds = {}
         for name, cmd in stage_commands(tree, families):
             if only and name not in only:
