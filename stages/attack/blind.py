@@ -15,6 +15,7 @@ ever reported).
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Sequence
 
@@ -87,6 +88,16 @@ def feature_differences(texts: Sequence[str], members: Sequence[bool]) -> list[d
     return sorted(out, key=lambda r: -abs(r["d"]))
 
 
+def pool_fingerprint(item_ids: Sequence[str], texts: Sequence[str], members: Sequence[bool]) -> str:
+    """A pool's identity: sha1 over its (item id, member, sha1 of the text) rows in id order. Two runs that score
+    the same rows with the same labels (nondp and dp_eps8 share their text pool) get the same fingerprint, so the
+    shift check tests that pool once. Only hashes leave: no text can be read back from it."""
+    h = hashlib.sha1()
+    for i, m, t in sorted(zip(item_ids, members, texts)):
+        h.update(f"{i}\t{int(bool(m))}\t{hashlib.sha1(t.encode()).hexdigest()}\n".encode())
+    return h.hexdigest()
+
+
 def pools(ctx) -> dict[str, tuple[list[str], list[str], list[bool]]]:
     """The run's non-randomised pools: group -> (item ids, texts, members). Text rows as scored; users as the
     concatenation of each real (non-canary) user's attacker samples."""
@@ -113,6 +124,7 @@ def blind(ctx, params) -> tuple[pa.Table, dict]:
     for group, (item_ids, texts, member) in pools(ctx).items():
         s = blind_scores(texts, member, params.blind.folds, params.blind.seed)
         about[group] = {"items": len(texts), "scored": s is not None, "folds": params.blind.folds,
+                        "pool": pool_fingerprint(item_ids, texts, member),
                         "differences": feature_differences(texts, member)}
         if s is not None:
             ids += item_ids

@@ -167,12 +167,21 @@ class AttackContext:
         members, _ = training_text(self.where.processed, setup, tok, self.canary_users, secrets)
         n = len(members) if self.params.text_items is None else min(self.params.text_items, len(members))
         members = members[:n]
-        heldout = text_examples_of(self.where.processed, "test", tok, setup, n, setup.seed + 7, self.canary_users)
+        heldout = text_examples_of(self.where.processed, self.nonmember_split, tok, setup, n, setup.seed + 7,
+                                   self.canary_users)
         out = []
         for tag, exs, member in (("member", members, True), ("heldout", heldout, False)):
             for i, e in enumerate(exs):
                 out.append(Item(f"text-{tag}-{i:05d}", "text", member, e, tok.decode(e.ids[e.labels != -100])))
         return out
+
+    @property
+    def nonmember_split(self) -> str:
+        """Where the text pool's non-members come from. User-level data: the held-out users' rows (``heldout``),
+        so members (held-in users' trained rows) and non-members are both decided by the seeded user coin, each
+        side from users of its own set; a ``test`` split would mix in held-in users' other rows. Otherwise the
+        dataset's test split."""
+        return "heldout" if self.dataset.users and "heldout" in self.dataset.splits else "test"
 
     def _build_formatted(self) -> list[Item]:
         """Every candidate of every format, scored on the whole sentence (exposure ranks them)."""

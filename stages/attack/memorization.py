@@ -24,7 +24,9 @@ from .schema import MEMORIZATION
 
 
 def select_secrets(ctx, params, kinds: tuple[str, ...]) -> tuple[list[dict], list[bool]]:
-    """The secrets of the kinds scored, trained ones first, then as many held-out ones as a control (capped).
+    """The secrets of the kinds scored: at most ``max_secrets`` trained ones and as many held-out ones as a control,
+    each arm a seeded random draw (``generation.arm_seed``) from its secrets, never the file's order (the secrets
+    file is sorted by frequency, so "the first n" would make the control the most frequent secrets).
     With the run's randomised control (finetune.secret_control) the arms are its coins; without it, whether
     the run's training rows contained each secret (frequency-confounded: the report says so)."""
     secrets = [s for s in read_secrets(ctx.where.secrets, ctx.dataset.secrets) if s["kind"] in kinds]
@@ -35,10 +37,20 @@ def select_secrets(ctx, params, kinds: tuple[str, ...]) -> tuple[list[dict], lis
         trained = [arm[s["secret_id"]] for s in secrets]
     else:
         trained = ctx.dataset.trained_secrets(trained_rows(ctx.where.processed, ctx.setup, ctx.canary_users), secrets)
-    idx_t = [i for i, t in enumerate(trained) if t][: params.generation.max_secrets]
-    idx_u = [i for i, t in enumerate(trained) if not t][: max(len(idx_t), 1) if idx_t else params.generation.max_secrets]
+    cap = params.generation.max_secrets
+    idx_t, idx_u = draw_arms(trained, cap, params.generation.arm_seed)
     keep = idx_t + idx_u
     return [secrets[i] for i in keep], [trained[i] for i in keep]
+
+
+def draw_arms(trained: list[bool], cap: int, seed: int) -> tuple[list[int], list[int]]:
+    """Indices of the trained arm (at most ``cap``) and of the control arm (as many as the trained arm, at least
+    one; ``cap`` without trained secrets), each a seeded uniform draw without replacement, in index order."""
+    rng = np.random.default_rng(seed)
+    pick = lambda idx, n: sorted(rng.choice(idx, size=min(n, len(idx)), replace=False).tolist()) if idx else []  # noqa: E731
+    idx_t = pick([i for i, t in enumerate(trained) if t], cap)
+    idx_u = pick([i for i, t in enumerate(trained) if not t], max(len(idx_t), 1) if idx_t else cap)
+    return idx_t, idx_u
 
 
 def sampled_rates(model, tok, prompts: list[list[int]], max_new: list[int], targets: list[str], match, gen_params,

@@ -19,6 +19,9 @@ class GenerationParams:
     #: at most this many trained secrets (plus as many untrained ones as a control)
     max_secrets: int
     seed: int
+    #: which secrets of each arm are scored when an arm holds more than max_secrets: a seeded draw (never the
+    #: secrets file's order, which is by frequency)
+    arm_seed: int
 
     def problems(self):
         return (check(self.samples > 0, "samples", "must be > 0", self.samples)

@@ -154,11 +154,18 @@ class SanityCheckParams:
 
 @dataclass(frozen=True)
 class ShiftCheckParams:
-    #: family-wise level over the non-randomised pools: each blind baseline is tested at alpha / pools
+    #: family-wise level over the distinct non-randomised pools: each blind baseline is tested at alpha / pools
     alpha: float
+    #: the guard's stated power: the smallest blind AUROC it flags with this probability at each pool's size
+    power: float
+    #: simulated pools per AUROC on the grid (binormal scores, the check's own test); seeded
+    power_trials: int
+    power_seed: int
 
     def problems(self):
-        return check(0 < self.alpha < 1, "alpha", "must be in (0, 1)", self.alpha)
+        return (check(0 < self.alpha < 1, "alpha", "must be in (0, 1)", self.alpha)
+                + check(0 < self.power < 1, "power", "must be in (0, 1)", self.power)
+                + check(self.power_trials >= 100, "power_trials", "must be >= 100", self.power_trials))
 
 
 @dataclass(frozen=True)
@@ -177,6 +184,8 @@ class AuditParams:
     shift_check: ShiftCheckParams
     fprs: tuple[float, ...]
     bootstrap: int
+    #: fewer members or non-members than this: no bootstrap interval, an exact permutation p-value instead
+    min_per_side: int
     seed: int
     study: StudyParams
 
@@ -196,4 +205,5 @@ class AuditParams:
             + check(len(self.fprs) > 0 and all(0 < f < 1 for f in self.fprs), "fprs",
                     "needs at least one, each in (0, 1)", self.fprs)
             + check(self.bootstrap >= 0, "bootstrap", "must be >= 0", self.bootstrap)
+            + check(self.min_per_side >= 2, "min_per_side", "must be >= 2", self.min_per_side)
         )

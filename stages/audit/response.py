@@ -33,8 +33,9 @@ def ideal_z(bin_: str, sample_rate: float, steps: int, noise_multiplier: float) 
 
 
 def canary_response(canaries: dict, kind: str, inclusions: dict[str, int], privacy: dict, bootstrap: int,
-                    seed: int) -> dict | None:
-    """Per attack that scored ``kind``: per inclusion bin, canaries, mean z [95% bootstrap], and the ideal z (DP)."""
+                    seed: int, min_count: int) -> dict | None:
+    """Per attack that scored ``kind``: per inclusion bin, canaries, mean z [95% bootstrap; none for a bin of fewer
+    than ``min_count`` canaries], and the ideal z (DP)."""
     if kind not in canaries:
         return None
     dp = bool(privacy.get("dp"))
@@ -50,7 +51,8 @@ def canary_response(canaries: dict, kind: str, inclusions: dict[str, int], priva
             sel = counts >= 3 if b == "3+" else counts == int(b)
             vals = z[sel]
             rows[b] = {"canaries": int(sel.sum()), "mean_z": float(vals.mean()) if len(vals) else None,
-                       "ci95": list(bootstrap_mean_ci(vals, bootstrap, seed)) if len(vals) > 1 else None,
+                       "ci95": list(ci) if (ci := bootstrap_mean_ci(vals, bootstrap, seed, min_count=min_count))
+                       else None,
                        "ideal_z": ideal_z(b, privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"])
                        if dp else None}
         slope = np.polyfit(counts[y], z[y], 1)[0] if len(set(counts[y].tolist())) > 1 else float("nan")

@@ -3,7 +3,9 @@
 TPR at FPR x is the largest TPR over score thresholds whose empirical FPR is <= x (no
 interpolation), so with 500 non-members "FPR 0.1%" admits zero false positives. AUROC is the
 Mann-Whitney statistic with ties counted 1/2. Bootstrap: members and non-members are resampled with
-replacement separately (sizes fixed), percentile intervals.
+replacement separately (sizes fixed), percentile intervals. Below ``min_per_side`` members or non-members no
+interval is formed (a percentile bootstrap of 3 against 1 prints [1.000, 1.000]): the exact one-sided
+Mann-Whitney p-value of "AUROC > 0.5" is given instead (every relabelling of the items equally likely).
 """
 from __future__ import annotations
 
@@ -67,23 +69,71 @@ def bootstrap_ci(scores, members, stat: Callable[[np.ndarray, np.ndarray], float
     return float(lo), float(hi)
 
 
-def roc_metrics(scores, members, fprs: Sequence[float], n_boot: int, seed: int) -> dict:
+def too_small(members, min_per_side: int) -> bool:
+    """Fewer than ``min_per_side`` members or non-members: no bootstrap interval is formed."""
+    y = np.asarray(members, dtype=bool)
+    return min(int(y.sum()), int((~y).sum())) < min_per_side
+
+
+def auroc_p_value(scores, members, exact: bool) -> float:
+    """One-sided p-value of "members score no higher than non-members" (AUROC <= 0.5) by the Mann-Whitney U test
+    (scipy): its exact permutation distribution (``exact``; exact where scores do not tie) or the tie-corrected
+    normal approximation."""
+    from scipy.stats import mannwhitneyu
+
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(members, dtype=bool)
+    return float(mannwhitneyu(s[y], s[~y], alternative="greater", method="exact" if exact else "asymptotic").pvalue)
+
+
+def roc_metrics(scores, members, fprs: Sequence[float], n_boot: int, seed: int, min_per_side: int) -> dict:
+    """AUROC and TPR at each FPR with 95% stratified bootstrap intervals; below ``min_per_side`` on a side, no
+    intervals (None) and the exact p-value of AUROC > 0.5 instead (``auroc_p_exact``)."""
+    small = too_small(members, min_per_side)
     out = {"members": int(np.sum(members)), "non_members": int(len(members) - np.sum(members)),
-           "auroc": auroc(scores, members), "auroc_ci95": bootstrap_ci(scores, members, auroc, n_boot, seed),
+           "auroc": auroc(scores, members),
+           "auroc_ci95": None if small else bootstrap_ci(scores, members, auroc, n_boot, seed),
            "tpr_at_fpr": {}}
+    if small:
+        out["auroc_p_exact"] = auroc_p_value(scores, members, exact=True)
     for f in fprs:
         key = f"{f:g}"
         out["tpr_at_fpr"][key] = {
             "value": tpr_at_fpr(scores, members, f),
-            "ci95": bootstrap_ci(scores, members, lambda s, y, f=f: tpr_at_fpr(s, y, f), n_boot, seed),
+            "ci95": None if small else bootstrap_ci(scores, members, lambda s, y, f=f: tpr_at_fpr(s, y, f), n_boot,
+                                                    seed),
         }
     return out
 
 
-def bootstrap_mean_ci(values, n: int, seed: int, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of the mean over ``n`` resamples of ``values``."""
+def paired_auroc_difference(a, b, members, n_boot: int, seed: int, min_per_side: int) -> dict:
+    """AUROC(a) - AUROC(b) of two scores of the same items, with a 95% paired bootstrap interval: each
+    stratified resample of the items (members and non-members separately) scores both, so their correlation
+    stays in the interval. None for the interval below ``min_per_side`` on a side."""
+    x, z = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    y = np.asarray(members, dtype=bool)
+    out = {"value": auroc(x, y) - auroc(z, y), "ci95": None}
+    if too_small(y, min_per_side) or n_boot <= 0:
+        return out
+    pos, neg = np.flatnonzero(y), np.flatnonzero(~y)
+    rng = np.random.default_rng(seed)
+    lab = np.r_[np.ones(len(pos), bool), np.zeros(len(neg), bool)]
+    vals = np.empty(n_boot)
+    for i in range(n_boot):
+        idx = np.r_[pos[rng.integers(0, len(pos), len(pos))], neg[rng.integers(0, len(neg), len(neg))]]
+        vals[i] = auroc(x[idx], lab) - auroc(z[idx], lab)
+    lo, hi = np.nanpercentile(vals, [2.5, 97.5])
+    out["ci95"] = (float(lo), float(hi))
+    return out
+
+
+def bootstrap_mean_ci(values, n: int, seed: int, level: float = 0.95, min_count: int = 1) -> tuple[float, float] | None:
+    """Percentile interval of the mean over ``n`` resamples of ``values``; None for fewer than ``min_count``
+    values (no interval is formed on so few)."""
     v = np.asarray(values, dtype=np.float64)
-    if n <= 0 or len(v) == 0:
+    if len(v) < max(min_count, 1):
+        return None
+    if n <= 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, len(v), (n, len(v)))].mean(axis=1)

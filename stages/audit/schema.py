@@ -20,8 +20,9 @@ from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json, write_table
 
 # 2: audit_primary / audit_exploratory / planned; 3: blind, shift_check, sanity_check, trainable, canary_users_by_length;
-# 4: canary_response, canary_gradients, audit_params.primary.runs
-METRICS_VERSION = 4
+# 4: canary_response, canary_gradients, audit_params.primary.runs; 5: intervals None below audit.min_per_side (exact
+# p instead), minus_blind, blind pools by fingerprint with verdict and power (shift_check.pools)
+METRICS_VERSION = 5
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;
@@ -74,8 +75,15 @@ class GroupMetrics(TypedDict, total=False):
     members: int
     non_members: int
     auroc: float
-    auroc_ci95: list[float]
+    auroc_ci95: list[float] | None  # None: fewer than audit.min_per_side on a side (no interval formed)
+    auroc_p_exact: float  # only then: exact one-sided permutation p-value of AUROC > 0.5
     tpr_at_fpr: dict[str, Interval]  # key: f"{fpr:g}", e.g. "0.01"
+    minus_blind: dict[str, Any]  # non-randomised pools: AUROC - blind AUROC on the same items, paired 95% interval
+
+
+#: the shift check's verdict per distinct pool (stages/audit/shift.py) and how the report words it
+VERDICTS = {"shift": "INVALID MIA: distribution shift", "too_weak": "guard too weak at this size",
+            "no_shift": "no shift detected"}
 
 
 class RunMetrics(TypedDict, total=False):

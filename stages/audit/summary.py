@@ -9,7 +9,7 @@ from ..attack.schema import FAMILY_SCHEMAS, read_attack_json, read_attack_table,
 from .exposure import summarize
 from .response import canary_response
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
-from .roc import bootstrap_mean_ci, roc_curve, roc_metrics
+from .roc import bootstrap_mean_ci, paired_auroc_difference, roc_curve, roc_metrics
 from .schema import NON_CANARY_GROUPS, RunMetrics
 from .shift import blind_pool
 
@@ -23,7 +23,8 @@ def audit_delta(params, privacy: dict) -> float:
 
 def audit_table(groups, params) -> dict:
     """ROC metrics (AUROC, TPR at the fixed FPRs, bootstrap intervals) per item group (``groups_of``)."""
-    return {group: roc_metrics(s, y, params.fprs, params.bootstrap, params.seed) for group, s, y, _ in groups}
+    return {group: roc_metrics(s, y, params.fprs, params.bootstrap, params.seed, params.min_per_side)
+            for group, s, y, _ in groups}
 
 
 def groups_of(table) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
@@ -44,7 +45,8 @@ def canary_groups(canaries: Canaries, attack: str, groups) -> None:
 
 def by_length(groups, lengths: dict[str, int], params) -> dict[str, dict]:
     """Canary users' ROC metrics per shared-substring length (stratified bootstrap over held-in and held-out
-    users); a length whose scored users are all on one side gets counts only."""
+    users; below ``min_per_side`` on a side the exact p-value instead); a length whose scored users are all on one
+    side gets counts only."""
     out: dict[str, dict] = {}
     for group, s, y, ids in groups:
         if group != "canary_users":
@@ -53,9 +55,33 @@ def by_length(groups, lengths: dict[str, int], params) -> dict[str, dict]:
         for n in sorted(set(length.tolist())):
             sel = length == n
             both = 0 < y[sel].sum() < sel.sum()
-            out[str(n)] = roc_metrics(s[sel], y[sel], params.fprs, params.bootstrap, params.seed) if both else \
+            out[str(n)] = roc_metrics(s[sel], y[sel], params.fprs, params.bootstrap, params.seed,
+                                      params.min_per_side) if both else \
                 {"members": int(y[sel].sum()), "non_members": int((~y[sel]).sum()), "auroc": None}
     return out
+
+
+def blind_scores(scores_dir: Path, record: dict) -> dict[str, dict[str, tuple[float, bool]]]:
+    """The blind baseline's out-of-fold scores per pool: group -> item id -> (score, member); empty without it."""
+    if record["attacks"].get("blind") != "membership":
+        return {}
+    table = read_attack_table(scores_dir, "blind", "membership")
+    return {g: {str(i): (float(x), bool(m)) for i, x, m in zip(ids, s, y)} for g, s, y, ids in groups_of(table)}
+
+
+def minus_blind(metrics: dict, groups, blind: dict, params) -> None:
+    """Per non-randomised pool the attack scored: its AUROC minus the blind baseline's on the same items, with a
+    95% paired bootstrap interval (``minus_blind`` in the group's metrics, in place). Only where the blind
+    baseline scored exactly the attack's items with the same labels."""
+    for group, s, y, ids in groups:
+        pool = blind.get(group)
+        if not pool or set(pool) != set(ids.tolist()):
+            continue
+        b = np.array([pool[str(i)][0] for i in ids])
+        if any(pool[str(i)][1] != bool(m) for i, m in zip(ids, y)):
+            continue
+        metrics[group]["minus_blind"] = paired_auroc_difference(s, b, y, params.bootstrap, params.seed,
+                                                                params.min_per_side)
 
 
 def roc_rows(run: str, attack: str, groups) -> list[dict]:
@@ -96,6 +122,7 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
     }
     roc: list[dict] = []
     canaries: Canaries = {}
+    blind = blind_scores(scores_dir, record)
     for attack, family in record["attacks"].items():
         if family not in FAMILY_SCHEMAS:  # e.g. inversion: a JSON summary, passed on as written
             result["other"][attack] = read_attack_json(scores_dir, attack)
@@ -107,6 +134,7 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
         elif family == "membership":
             groups = groups_of(table)
             result["attacks"][attack] = audit_table(groups, params)
+            minus_blind(result["attacks"][attack], groups, blind, params)
             canary_groups(canaries, attack, groups)
             per_length = by_length(groups, user_lengths, params)
             if per_length:
@@ -123,7 +151,8 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
     result["audit_exploratory"] = exploratory_family(canaries, params, delta)
     if canaries:
         result["canary_response"] = canary_response(canaries, params.primary.kind, info["canary_inclusions"],
-                                                    info["privacy"], params.bootstrap, params.seed)
+                                                    info["privacy"], params.bootstrap, params.seed,
+                                                    params.min_per_side)
         result["canary_gradients"] = info["canary_gradients"]
     return result, roc
 
@@ -143,5 +172,6 @@ def memorization_summary(table, params, control: dict | None) -> dict:
                      "base_score": float(g["base_score"].mean()) if len(g) else None,
                      "minus_base": float(diff.mean()) if len(g) else None,
                      "max_minus_base": float(diff.max()) if len(g) else None,
-                     "minus_base_ci95": bootstrap_mean_ci(diff, params.bootstrap, params.seed) if len(g) else None}
+                     "minus_base_ci95": bootstrap_mean_ci(diff, params.bootstrap, params.seed,
+                                                          min_count=params.min_per_side) if len(g) else None}
     return out

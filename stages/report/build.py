@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ..attack.schema import read_record
-from ..audit.schema import NON_CANARY_GROUPS, THREAT, Metrics, bound_keys, fpr_keys, read_metrics, read_roc
+from ..audit.schema import NON_CANARY_GROUPS, THREAT, VERDICTS, Metrics, bound_keys, fpr_keys, read_metrics, read_roc
 from ..core import lineage as lin
 from ..core.artifacts import Locations
 from ..core.io import atomic_file, read_json, read_table, write_json
@@ -297,7 +297,8 @@ def roc_images(inp: Inputs, run: str, r: dict) -> tuple[list, dict]:
 
 def mia_section(inp: Inputs) -> Section:
     fprs, head = inp.fprs, inp.headline_fpr
-    mt = Table(["run", "attack", "items", "members / non-members", "AUROC [95% CI]"]
+    mt = Table(["run", "attack", "items", "members / non-members", "AUROC [95% CI]",
+                "AUROC − blind AUROC [95% paired CI] (non-randomised pools)"]
                + [f"TPR@{_pct(f)}FPR" + (" [95% CI]" if f == head else "") for f in fprs])
     images, plot_json = [], {}
     for run, r in inp.runs.items():
@@ -312,9 +313,12 @@ def mia_section(inp: Inputs) -> Section:
                 label = atk + (f" (= {', '.join(names[1:])}: identical ranking)" if len(names) > 1 else "")
                 row = [run, label, group, f"{m['members']} / {m['non_members']}"]
                 if (r.get("blind") or {}).get(group, {}).get("flagged"):  # the numbers measure the shift, not leakage
-                    mt.rows.append(row + ["INVALID: distribution shift (see Blind baselines)"] + ["–"] * len(fprs))
+                    mt.rows.append(row + ["INVALID: distribution shift (see Blind baselines)", "–"]
+                                   + ["–"] * len(fprs))
                     continue
-                mt.rows.append(row + [ci(m["auroc"], m["auroc_ci95"])]
+                mb = m.get("minus_blind")
+                mt.rows.append(row + [ci(m["auroc"], m["auroc_ci95"], m.get("auroc_p_exact")),
+                                      ci(mb["value"], mb["ci95"]) if mb else "–"]
                                + [ci(t[f]["value"], t[f]["ci95"]) if f == head else t.get(f, {}).get("value")
                                   for f in fprs])
         run_images, run_points = roc_images(inp, run, r)
@@ -329,7 +333,11 @@ def mia_section(inp: Inputs) -> Section:
         "attacker's samples that were never trained on), `canary_users` (real users with a shared substring "
         "inserted into every document, held in or out by a seeded coin; user-inference-attacks Algorithm 1). "
         "`text` and `users` are not randomised: their rows are INVALID where the blind baseline below finds a "
-        "distribution shift. Intervals: 95% bootstrap over members and non-members (over users for users)."])
+        "distribution shift, and their AUROC minus the blind baseline's on the same items (a paired bootstrap) is "
+        "what the model adds over a model-free classifier. Intervals: 95% bootstrap over members and non-members "
+        "(over users for users); a side with fewer than "
+        f"{inp.metrics['audit_params'].get('min_per_side', '?')} items gets no interval, and its AUROC the exact "
+        "one-sided permutation p-value of AUROC > 0.5 instead."])
 
 
 def canary_users_table(inp: Inputs) -> Table:
@@ -339,7 +347,8 @@ def canary_users_table(inp: Inputs) -> Table:
         for atk, per in (r.get("canary_users_by_length") or {}).items():
             for length, m in sorted(per.items(), key=lambda kv: int(kv[0])):
                 lt.rows.append([run, atk, length, f"{m['members']} / {m['non_members']}",
-                                ci(m["auroc"], m["auroc_ci95"]) if m["auroc"] is not None else "– (one side only)"])
+                                ci(m["auroc"], m["auroc_ci95"], m.get("auroc_p_exact")) if m["auroc"] is not None
+                                else "– (one side only)"])
     return lt
 
 
@@ -353,32 +362,64 @@ def _what_differs(pool: dict) -> str:
                      f"(d = {d['d']:+.2f})" for d in big)
 
 
+def _differences_text(inp: Inputs, row: dict) -> str:
+    """Per run sharing the pool: its largest model-based AUROC minus the blind AUROC, with the paired interval."""
+    out = []
+    for run in row["runs"]:
+        cands = [(atk, g[row["group"]]) for atk, g in inp.runs[run]["attacks"].items()
+                 if row["group"] in g and g[row["group"]].get("minus_blind")]
+        if cands:
+            atk, m = max(cands, key=lambda am: am[1]["auroc"])
+            out.append(f"{run} ({atk}): {ci(m['minus_blind']['value'], m['minus_blind']['ci95'])}")
+    return "; ".join(out) or "–"
+
+
+def _verdicts_text(row: dict) -> str:
+    """The pool's verdict, per run where the runs sharing it differ (their attacks differ in strength)."""
+    words = {run: VERDICTS[v] for run, v in row["verdicts"].items()}
+    if len(set(words.values())) == 1:
+        return next(iter(words.values()))
+    return "; ".join(f"{run}: {w}" for run, w in words.items())
+
+
 def blind_section(inp: Inputs) -> Section | None:
     check = inp.metrics.get("shift_check") or {}
-    bt = Table(["run", "pool", "members / non-members", "blind AUROC [95% CI]", "p (AUROC ≤ 0.5)",
-                "largest model-based AUROC [95% CI] (attack; picked after scoring, descriptive)", "verdict",
-                "what differs"])
-    for run, r in inp.runs.items():
-        for group, pool in (r.get("blind") or {}).items():
-            model = [(a, g[group]) for a, g in r["attacks"].items() if group in g]
-            best = max(model, key=lambda am: am[1]["auroc"], default=None)
-            verdict = "INVALID MIA: distribution shift" if pool["flagged"] else "no shift detected"
-            bt.rows.append([run, group, f"{pool['members']} / {pool['non_members']}",
-                            ci(pool["auroc"], pool["auroc_ci95"]), pool["p_value"],
-                            f"{ci(best[1]['auroc'], best[1]['auroc_ci95'])} ({best[0]})" if best else "–",
-                            verdict, _what_differs(pool)])
-    if not bt.rows:
+    rows = check.get("pools") or []
+    if not rows:
         return None
+    power = rows[0]["power"]["power"]
+    bt = Table(["pool", "runs sharing it", "members / non-members", "blind AUROC [95% CI]", "p (AUROC ≤ 0.5)",
+                f"detectable blind AUROC ({power:.0%} power)",
+                "largest model-based AUROC − blind [95% paired CI] (per run; attack picked after scoring)",
+                "verdict", "what differs"])
+    for row in rows:
+        pool = inp.runs[row["runs"][0]]["blind"][row["group"]]
+        det = row["power"]["auroc"]
+        bt.rows.append([f"{row['group']} `{row['pool'][:8]}`", ", ".join(row["runs"]),
+                        f"{row['members']} / {row['non_members']}",
+                        ci(row["auroc"], row["auroc_ci95"]), f"{fmt(row['p_value'])} ({row['test']})",
+                        fmt(det) if det is not None else "none ≤ 1 (too few items for the level)",
+                        _differences_text(inp, row), _verdicts_text(row), _what_differs(pool)])
     folds = sorted({p["folds"] for r in inp.runs.values() for p in (r.get("blind") or {}).values()})
     return Section("Blind baselines: is a pool's membership signal a distribution shift?", tables=[bt], paragraphs=[
         "Pools whose membership is not randomised by construction — a run's trained vs held-out text rows, held-in "
         "vs held-out users — can differ in distribution, and then a membership attack measures the difference, not "
         "leakage (Das, Zhang & Tramèr 2024; Duan et al. 2024). The blind baseline never sees the model: a "
         "logistic regression on the text alone (character 1–3-gram TF-IDF, length and format features) scored out "
-        f"of fold by {'/'.join(str(k) for k in folds)}-fold stratified cross-validation. A pool is "
-        f"marked INVALID when its blind AUROC is above 0.5 at the one-sided bootstrap level α/N = "
-        f"{check.get('alpha', float('nan')):g}/{check.get('family_size', 0)} (Bonferroni over the pools); its "
-        "membership numbers above are then not shown as leakage. 'What differs' lists length/format features only "
+        f"of fold by {'/'.join(str(k) for k in folds)}-fold stratified cross-validation. Runs that score the same "
+        "rows with the same labels share one pool (one row, one test). A pool is marked INVALID when its blind AUROC "
+        "is above 0.5 by a one-sided Mann-Whitney test (exact permutation distribution below "
+        f"{inp.metrics['audit_params'].get('min_per_side', '?')} items on a side) at α/N = "
+        f"{check.get('alpha', float('nan')):g}/{check.get('family_size', 0)} (Bonferroni over the distinct pools); "
+        "its membership numbers are then not shown as leakage.",
+        f"The guard's power: 'detectable blind AUROC' is the smallest blind AUROC the same test flags in {power:.0%} "
+        f"of {rows[0]['power']['trials']} simulated pools of that size at that level (binormal scores, seeded; "
+        "a rank test, so only the AUROC and the sizes matter). Where the largest model-based AUROC on the pool is "
+        "below it, a shift as large as that attack's signal would usually go unflagged, so the verdict is 'guard too "
+        "weak at this size', not 'no shift'; this compares the blind classifier's reading of a shift with the "
+        "model's, an assumption rather than a guarantee. 'Largest model-based AUROC − blind' is the attack's AUROC "
+        "minus the blind baseline's on the same items, from one paired stratified bootstrap: above 0, the model "
+        "tells members apart better than the text alone does. 'What differs' lists length/format features only "
         "(never text). Canaries, formatted canaries, canary users and the VMR/AIR control are randomised by a "
         "seeded coin and need no baseline."])
 
@@ -515,7 +556,10 @@ def memorization_section(inp: Inputs) -> Section | None:
         "held-out secrets differ only by training and the difference between the two columns is attributable to "
         "it (the held-out column should be near 0). The comparison is by the coin (intention to treat): a "
         "coin-trained secret whose only rows also held a held-out one was dropped with them and still counts as "
-        "trained, which dilutes the trained arm; the control column says how many remained."])
+        "trained, which dilutes the trained arm; the control column says how many remained. Where an arm holds more "
+        "secrets than are scored (attack.generation.max_secrets; the control as many as the trained arm), the "
+        "scored ones are a seeded random draw from that arm (attack.generation.arm_seed), never the secrets file's "
+        "order, which is by frequency."])
 
 
 def training_section(inp: Inputs) -> Section:

@@ -75,7 +75,12 @@ def flatten(obj: Any, prefix: str = "", numbers_only: bool = False) -> dict:
     return out
 
 
-def ci(v: float, lohi) -> str:
+def ci(v: float, lohi, p_exact: float | None = None) -> str:
+    """``v [lo, hi]``; without an interval (too few on a side, audit.min_per_side) the value alone, with the exact
+    permutation p-value where the audit computed one, and never brackets."""
+    if lohi is None:
+        return f"{fmt(v)} (too few per side for an interval" + (f"; exact p = {fmt(p_exact)})" if p_exact is not None
+                                                                 else ")")
     return f"{fmt(v)} [{fmt(lohi[0])}, {fmt(lohi[1])}]"
 
 

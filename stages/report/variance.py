@@ -10,11 +10,34 @@ MODEL_TITLES = {"individual": "score ~ log b + log T + log η", "compute": "scor
                 "updates": "score ~ log U + log η (U = C·η)"}
 
 
-def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict) -> str:
-    """The two sentences for a reader handed one epsilon (worded from this sweep's own numbers)."""
+def eps_label(eps: str, a: dict) -> str:
+    """An epsilon with its delta: "8 at δ = 0.00866" (every delta of the points, where they differ)."""
+    deltas = a.get("deltas") or ([a["delta"]] if a.get("delta") is not None else [])
+    if not deltas:
+        return f"{eps} (δ not recorded)"
+    return f"{eps} at δ = {' / '.join(f'{d:.3g}' for d in deltas)}"
+
+
+def control_passes(a: dict, tests: int = 1) -> bool:
+    """The control's sign test says the trained secrets score above the never-trained ones (at 0.05 / tests)."""
+    c = a.get("control") or {}
+    return bool(c.get("n")) and c.get("p") is not None and c["p"] < 0.05 / tests
+
+
+def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict, controlled: bool) -> str:
+    """The sentences for a reader handed one epsilon (worded from this sweep's own numbers). ``controlled``: the
+    control test passed; without it no conclusion is drawn from the spread and no configuration is named."""
     means = [m[f"score_{stat}"] for m in a["config_means"] if m[f"score_{stat}"] is not None]
     lo, hi = (min(means), max(means)) if means else (None, None)
     v = a["variance"]
+    eps = eps_label(eps, a)
+    if means and lo != hi and not controlled:
+        return (f"Every configuration here was calibrated by the accountant to the same ε = {eps}; their {measure} "
+                f"(fine-tuned − base, {stat} over the trained secrets) ranges from {fmt(lo)} to {fmt(hi)} across "
+                f"configurations, but the control test below does not show that these scores reflect training at this "
+                "scale (trained secrets do not score distinguishably above secrets the same models never saw). So "
+                "the spread is not evidence that models at one ε leak differently, and no configuration is "
+                "recommended from it: run a larger budget (more steps, higher secret density, or the GPU preset).")
     if not means or lo == hi:
         return (f"Every configuration here was calibrated by the accountant to the same ε = {eps}, and every one scored "
                 f"{measure} {fmt(lo)}: at this budget the measure cannot tell configurations apart (the seed's VMR ≈ 0 "
@@ -59,10 +82,10 @@ def _control(a: dict, measure: str, tests: int = 1) -> str | None:
 
 def _table(stats: dict, headers: list[str], rows_of) -> Table:
     """One table over every statistic x epsilon: ``rows_of(analysis)`` gives the rows of one (statistic, epsilon)."""
-    t = Table(["statistic", "ε", *headers])
+    t = Table(["statistic", "ε (δ)", *headers])
     for stat, per_eps in stats.items():
         for eps, a in per_eps.items():
-            t.rows += [[stat, eps, *row] for row in rows_of(a)]
+            t.rows += [[stat, eps_label(eps, a), *row] for row in rows_of(a)]
     return t
 
 
@@ -119,17 +142,18 @@ def variance_section(variance_dir: Path | None) -> Section | None:
     images = [(cap, plots / r["plots"][key]) for key, cap in (
         ("jitter", f"{measure} per configuration at each target ε (seed Fig. 2): dots are configurations (mean over "
                    "seeds), crosses single seeds; the SD over configurations is printed above each group"),
-        *[(f"selection_eps{e}", f"ε = {e}: validation loss vs {measure} per configuration, with the pick of Alg. 1, "
+        *[(f"selection_eps{e}", f"ε = {eps_label(e, primary[e])}: validation loss vs {measure} per configuration, with the pick of Alg. 1, "
                                 "of the best-utility practice and of the worst-utility heuristic (seed Fig. 9)")
           for e in primary],
-        *[(f"profiles_eps{e}", f"ε = {e}: the accountant's privacy profile ε(δ) of each (b, T) (seed Fig. 11)")
+        *[(f"profiles_eps{e}", f"ε = {eps_label(e, primary[e])}: the accountant's privacy profile ε(δ) of each (b, T) (seed Fig. 11)")
           for e in primary]) if key in r.get("plots", {})]
     pts = Table(["point (DVC experiment)", "experiment commit", "status"],
                 [[p["point"], f"`{(p['rev'] or '')[:8]}`" if p["rev"] else "–", p["status"]] for p in r["table"]])
     failed = "; ".join(f"{f['point']}: {f['error']}" for f in r["failed"]) or "none"
     control = [c for c in (_control(primary[e], measure, len(primary)) for e in primary) if c]
     return Section("Empirical privacy variance", paragraphs=[
-        _explain(primary[eps0], measure, r["primary"], eps0, primary[eps0]["selection"]), *control,
+        _explain(primary[eps0], measure, r["primary"], eps0, primary[eps0]["selection"],
+                 control_passes(primary[eps0], len(primary))), *control,
         f"Sweep `{r['sweep']}` from commit `{(r['base_commit'] or '')[:8]}`: {r['completed']} of {r['points']} points "
         f"completed (failed: {failed}). Each point is one DVC experiment (its name in the table below; `dvc exp show`, "
         "`dvc exp apply <name>`) that fine-tuned one configuration (b, T, η, seed) with σ calibrated to the target ε. "

@@ -26,6 +26,11 @@ def _save(fig, path: Path) -> None:
     _plt().close(fig)
 
 
+def eps_delta(eps: str, deltas: Sequence[float]) -> str:
+    """ "ε = 8 at δ = 0.00866": every epsilon shown with the delta it holds at."""
+    return f"ε = {eps} at δ = {' / '.join(f'{d:.3g}' for d in deltas)}" if deltas else f"ε = {eps}"
+
+
 def jitter_plot(points: Sequence[Mapping], stats: Sequence[str], label: str, path: Path, seed: int = 0) -> None:
     """Per target epsilon (x) every configuration's seed-mean score (dots, jittered) and every seed (small
     crosses); the SD over configurations is printed above each group."""
@@ -47,7 +52,9 @@ def jitter_plot(points: Sequence[Mapping], stats: Sequence[str], label: str, pat
             sd = np.std(means, ddof=1) if len(means) > 1 else float("nan")
             top = max((max(v) for v in cfg.values()), default=0.0)
             ax.text(gi, top, f"sd {sd:.3f}", ha="center", va="bottom", fontsize=8)
-        ax.set_xticks(range(len(eps)), [f"ε = {e:g}" for e in eps])
+        ax.set_xticks(range(len(eps)), [eps_delta(f"{e:g}", sorted({float(p["delta"]) for p in points
+                                                                     if float(p["epsilon"]) == e and p.get("delta")}))
+                                         for e in eps], fontsize=7)
         ax.set_xlim(-0.6, len(eps) - 0.4)
         ax.set_ylabel(f"{label} {stat} (fine-tuned − base)")
         ax.grid(alpha=0.3)
@@ -69,7 +76,7 @@ def selection_plot(means: Sequence[Mapping], stat: str, picks: Mapping[str, int]
                    linewidths=1.6, label=name)
     ax.set_xlabel("validation loss (lower = better utility)")
     ax.set_ylabel(f"{label} {stat} (fine-tuned − base)")
-    ax.set_title(f"Selection at ε = {eps}", fontsize=9)
+    ax.set_title(f"Selection at {eps}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     _save(fig, path)
@@ -86,7 +93,7 @@ def profiles_plot(profiles: Sequence[Mapping], eps: str, path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("δ")
     ax.set_ylabel("ε(δ)")
-    ax.set_title(f"Privacy profiles, target ε = {eps}", fontsize=9)
+    ax.set_title(f"Privacy profiles, target {eps}", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     _save(fig, path)

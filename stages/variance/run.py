@@ -5,7 +5,7 @@ from pathlib import Path
 
 from .analysis import analyse, config_key
 from .params import VarianceParams
-from .plots import jitter_plot, profiles_plot, selection_plot
+from .plots import eps_delta, jitter_plot, profiles_plot, selection_plot
 from .schema import read_points
 
 STATS = ("mean", "max")
@@ -38,9 +38,10 @@ def draw(result: dict, rows: list[dict], params: VarianceParams, out: Path) -> d
         if a["picks"]:
             at = {config_key(m): i for i, m in enumerate(means)}
             picks = {name: at[tuple(cfg)] for name, cfg in a["picks"].items()}
-            selection_plot(means, primary, picks, params.measure.upper(), key, out / f"selection_eps{key}.png")
+            selection_plot(means, primary, picks, params.measure.upper(), eps_delta(key, a["deltas"]),
+                           out / f"selection_eps{key}.png")
             files[f"selection_eps{key}"] = f"selection_eps{key}.png"
         if a["profiles"]:
-            profiles_plot(a["profiles"], key, out / f"profiles_eps{key}.png")
+            profiles_plot(a["profiles"], eps_delta(key, a["deltas"]), out / f"profiles_eps{key}.png")
             files[f"profiles_eps{key}"] = f"profiles_eps{key}.png"
     return files

@@ -11,7 +11,7 @@ from stages.attack.context import AttackContext
 from stages.attack.exposure import exposures
 from stages.attack.inversion import invert, prf
 from stages.attack.membership import loss_scores, min_k_scores, ratio_scores, user_scores, zlib_scores
-from stages.attack.memorization import attribute_hit, sampled_rates, verbatim_share
+from stages.attack.memorization import attribute_hit, draw_arms, sampled_rates, verbatim_share
 from stages.attack.params import AttackParams, GenerationParams
 from stages.canaries.formatted import candidates
 from stages.audit.roc import auroc
@@ -149,6 +149,30 @@ def test_attacks_name_what_a_run_lacks(tmp_path, attack, dataset, canaries, need
     assert "no base model at" in ctx.has("reference")
     with pytest.raises(ConfigError, match="unknown attack 'lira'"):
         ATTACKS.get("lira", key="attack.attacks[0]")
+
+
+def test_the_secret_control_arms_are_seeded_draws_not_the_files_frequency_order():
+    """The secrets file is sorted by frequency: "the first 12 held-out secrets" made the control the most frequent
+    ones. Each arm is now a seeded draw from its own secrets."""
+    trained = [True] * 30 + [False] * 20
+    t, u = draw_arms(trained, 12, seed=0)
+    assert len(t) == len(u) == 12 and all(trained[i] for i in t) and not any(trained[i] for i in u)
+    assert u != list(range(30, 42)) and t != list(range(12))  # not the most frequent of either arm
+    assert draw_arms(trained, 12, 0) == (t, u) and draw_arms(trained, 12, 1) != (t, u)
+    few, ctrl = draw_arms([True] * 3 + [False] * 20, 12, 0)
+    assert len(few) == 3 and len(ctrl) == 3  # the control matches the trained arm's size
+    assert draw_arms([False] * 5, 4, 0)[0] == [] and len(draw_arms([False] * 5, 4, 0)[1]) == 4
+
+
+@pytest.mark.parametrize("dataset,split", [("enron_users", "heldout"), ("personachat", "test")])
+def test_text_non_members_of_user_level_data_come_from_held_out_users(tmp_path, dataset, split):
+    """Members are held-in users' trained rows; non-members must come from held-out users (their never-trained
+    rows), not from a test split that mixes in the held-in users' other rows."""
+    raw = project_raw()
+    record = {"params": {**raw["finetune"], "dataset": dataset}, "n_member_canaries": {}, "n_formatted_rows": 0,
+              "num_new_tokens": 0}
+    ctx = AttackContext("r1", params(AttackParams, "attack"), locations(raw), record, device=torch.device("cpu"))
+    assert ctx.nonmember_split == split
 
 
 def _contrast_setup(secret_rows: bool):

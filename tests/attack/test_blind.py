@@ -3,7 +3,7 @@ an exchangeable one (the flag, its Bonferroni family and what the report says di
 import numpy as np
 import pytest
 
-from stages.attack.blind import FEATURES, blind_scores, feature_differences, numeric_features
+from stages.attack.blind import FEATURES, blind_scores, feature_differences, numeric_features, pool_fingerprint
 from stages.audit.params import AuditParams
 from stages.audit.roc import auroc
 from stages.audit.shift import blind_pool, shift_check
@@ -16,10 +16,14 @@ def _texts(rng, n, lo, hi):
     return [" ".join(rng.choice(WORDS, int(rng.integers(lo, hi)))) for _ in range(n)]
 
 
+AUDIT = params(AuditParams, "audit", bootstrap=500, shift_check={"power_trials": 500})
+
+
 def _pool(texts, members, seed=0):
     s = blind_scores(texts, members, folds=5, seed=seed)
-    notes = {"items": len(texts), "folds": 5, "differences": feature_differences(texts, members)}
-    return s, blind_pool(s, np.asarray(members), notes, params(AuditParams, "audit", bootstrap=500))
+    notes = {"items": len(texts), "folds": 5, "differences": feature_differences(texts, members),
+             "pool": pool_fingerprint([f"t{i}" for i in range(len(texts))], texts, members)}
+    return s, blind_pool(s, np.asarray(members), notes, AUDIT)
 
 
 def test_a_shifted_pool_trips_the_flag_and_says_length_differs():
@@ -28,8 +32,8 @@ def test_a_shifted_pool_trips_the_flag_and_says_length_differs():
     members = [True] * 80 + [False] * 80
     s, pool = _pool(texts, members)
     assert auroc(s, members) > 0.9
-    runs = {"r": {"blind": {"text": pool}}}
-    check = shift_check(runs, alpha=0.05)
+    runs = {"r": {"blind": {"text": pool}, "attacks": {}}}
+    check = shift_check(runs, AUDIT)
     assert pool["flagged"] and check["flagged"] == ["r/text"] and check["family_size"] == 1
     assert pool["differences"][0]["feature"] in ("log characters", "log words")
     assert pool["differences"][0]["d"] < -1  # members are shorter
@@ -41,15 +45,29 @@ def test_an_exchangeable_pool_does_not_trip_the_flag():
     members = list(rng.permutation([True] * 80 + [False] * 80))  # a coin decides: nothing to find
     s, pool = _pool(texts, members)
     assert 0.3 < auroc(s, members) < 0.7
-    check = shift_check({"r": {"blind": {"text": pool}}}, alpha=0.05)
+    check = shift_check({"r": {"blind": {"text": pool}, "attacks": {}}}, AUDIT)
     assert not pool["flagged"] and check["flagged"] == []
 
 
-def test_the_family_correction_uses_every_pool():
-    pools = {f"run{i}": {"blind": {"text": {"p_value": p}}} for i, p in enumerate([0.001, 0.02, 0.3])}
-    check = shift_check(pools, alpha=0.05)
-    assert check["family_size"] == 3 and check["per_test_alpha"] == pytest.approx(0.05 / 3)
+def test_the_family_correction_counts_each_distinct_pool_once():
+    def pool(p, fp):
+        return {"p_value": p, "pool": fp, "members": 100, "non_members": 100, "auroc": 0.5, "auroc_ci95": (0.4, 0.6),
+                "test": "Mann-Whitney (normal approximation)"}
+    runs = {f"run{i}": {"blind": {"text": pool(p, fp)}, "attacks": {}}
+            for i, (p, fp) in enumerate([(0.001, "a"), (0.02, "b"), (0.3, "c"), (0.3, "c")])}
+    check = shift_check(runs, AUDIT)
+    assert check["family_size"] == 3 and check["per_test_alpha"] == pytest.approx(0.05 / 3)  # run2 = run3: one pool
     assert check["flagged"] == ["run0/text"]  # 0.02 would pass alone at 0.05, not at 0.05 / 3
+    assert [r["runs"] for r in check["pools"]] == [["run0"], ["run1"], ["run2", "run3"]]
+
+
+def test_the_same_rows_and_labels_give_the_same_fingerprint_and_nothing_else_does():
+    ids, texts, members = ["a", "b", "c"], ["x y", "z", "w"], [True, False, True]
+    fp = pool_fingerprint(ids, texts, members)
+    assert fp == pool_fingerprint(ids[::-1], texts[::-1], members[::-1])  # order-free
+    assert fp != pool_fingerprint(ids, texts, [True, True, False])  # other labels
+    assert fp != pool_fingerprint(ids, ["x y", "z", "v"], members)  # other text
+    assert "x y" not in fp
 
 
 def test_too_few_items_on_a_side_is_not_scored_and_features_are_text_only():

@@ -106,7 +106,8 @@ def test_canary_users_are_summarised_per_substring_length():
                     _params())
     assert set(out) == {"1", "5", "25"}
     assert (out["1"]["members"], out["1"]["non_members"], out["1"]["auroc"]) == (2, 2, 1.0)
-    assert out["5"]["auroc"] == pytest.approx(0.75) and len(out["5"]["auroc_ci95"]) == 2
+    assert out["5"]["auroc"] == pytest.approx(0.75) and out["5"]["auroc_ci95"] is None  # 2 vs 2: no interval,
+    assert out["5"]["auroc_p_exact"] == pytest.approx(2 / 6)  # the exact p instead (2 of C(4, 2) rank as well)
     assert out["25"] == {"members": 2, "non_members": 0, "auroc": None}
 
 

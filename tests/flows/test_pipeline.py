@@ -58,7 +58,12 @@ def test_dvc_repro_runs_every_stage_and_reports(tiny_project):
     assert "no multiple-testing correction" not in report
     # blind baselines on every non-randomised pool; canary users per substring length; randomised VMR control
     assert set(metrics["runs"]["nondp"]["blind"]) == {"text"} and "text" in metrics["runs"]["tofu"]["blind"]
-    assert metrics["shift_check"]["family_size"] >= 3
+    check = metrics["shift_check"]
+    assert check["family_size"] == len(check["pools"]) >= 3  # one test per distinct pool:
+    assert metrics["runs"]["nondp"]["blind"]["text"]["pool"] == metrics["runs"]["dp"]["blind"]["text"]["pool"]
+    assert ["nondp", "dp"] in [p["runs"] for p in check["pools"]]  # nondp and dp score the same text rows
+    assert all(set(p["verdicts"].values()) <= {"shift", "too_weak", "no_shift"} and p["power"]["trials"] > 0
+               for p in check["pools"])
     assert set(metrics["runs"]["users"]["canary_users_by_length"]["user_inference"]) == {"1", "3"}
     assert metrics["runs"]["users"]["memorization"]["vmr"]["randomised"] is True
     assert metrics["runs"]["nondp"]["trainable"]["secret_token_rows"] > 0

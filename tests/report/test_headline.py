@@ -1,4 +1,6 @@
 """The headline block on hand-made runs: what it picks, what it says, and its lineage ids."""
+import re
+
 import pytest
 
 from stages.report.headline import (anchor, headline_html, headline_markdown, headline_metrics, headlines, reading,
@@ -29,14 +31,32 @@ def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False):
 
 
 def test_readings_say_what_the_numbers_together_mean():
-    assert reading(_run(lb=0.4), BOUNDS, "0.01").startswith("Consistent with the accountant (ε = 8.00)")
+    assert reading(_run(lb=0.4), BOUNDS, "0.01").startswith("Consistent with the accountant (ε = 8.00 at δ = 1e-05)")
     assert "true ε lies between 0.40 and 8.00" in reading(_run(lb=0.4), BOUNDS, "0.01")
     assert "could be anywhere up to 8.00" in reading(_run(lb=0.0), BOUNDS, "0.01")
     assert reading(_run(lb=9.0), BOUNDS, "0.01").startswith("INCONSISTENT")
     assert "proves this run leaks: ε ≥ 2.00" in reading(_run(dp=False, lb=2.0), BOUNDS, "0.01")
     assert "absence of evidence" in reading(_run(dp=False, lb=0.0), BOUNDS, "0.01")
     no_canary = reading(_run(dp=False, canaries=False), BOUNDS, "0.01")
-    assert "no audit bound" in no_canary and "above chance" in no_canary  # loss on text: lower bound 0.3 > 1%
+    assert "no audit bound" in no_canary and "largest of 3 attack × pool results is loss on text" in no_canary
+
+
+CONFIDENCE_WORDS = re.compile(r"95%|99%|confiden|above chance|significan|\[|distinguishable")
+
+
+@pytest.mark.parametrize("lower", [0.3, 0.0])
+def test_the_largest_attack_is_labelled_a_maximum_never_a_test(lower):
+    """Its uncorrected lower bound above the FPR once printed "finds members above chance (... 95%)"; now neither
+    the figure nor the reading uses confidence wording for a maximum picked after scoring."""
+    r = _run(dp=False, canaries=False)
+    r["attacks"]["loss"]["text"]["tpr_at_fpr"]["0.01"]["ci95"] = [lower, 0.7]
+    text = reading(r, BOUNDS, "0.01")
+    fig = next(f for f in headlines({"a": r}, {}, BOUNDS, "0.01")[0].figures if f.key == "strongest_tpr")
+    for words in (text, fig.label, fig.text, fig.note):
+        assert not CONFIDENCE_WORDS.search(words), words
+    assert "not a test" in text and "not a test" in fig.note and "largest of 3" in fig.note
+    r["blind"]["text"]["verdict"] = "too_weak"
+    assert "shift guard is too weak at this size" in reading(r, BOUNDS, "0.01")
 
 
 def test_strongest_attack_skips_pools_the_blind_baseline_invalidated():

@@ -5,26 +5,40 @@ from stages.report.build import Inputs, _kinds_sentence, blind_section
 from stages.report.render import to_markdown
 
 
-def _pool(auroc, p, flagged, d):
-    return {"items": 40, "folds": 5, "members": 20, "non_members": 20, "auroc": auroc,
-            "auroc_ci95": [auroc - .1, auroc + .1], "p_value": p, "flagged": flagged,
+def _pool(auroc, p, flagged, d, fp, v):
+    return {"items": 40, "folds": 5, "members": 20, "non_members": 20, "auroc": auroc, "pool": fp,
+            "auroc_ci95": [auroc - .1, auroc + .1], "p_value": p, "flagged": flagged, "verdict": v,
+            "test": "Mann-Whitney (normal approximation)",
             "differences": [{"feature": "log characters", "members": 4.1, "non_members": 5.0, "d": d}]}
 
 
-def _inputs(runs):
-    metrics = {"runs": runs, "shift_check": {"alpha": 0.05, "family_size": 2}, "audit_params": {}}
+def _row(pool, runs):
+    return {"pool": pool["pool"], "group": "text", "runs": runs, "power": {"auroc": 0.7, "power": 0.8, "trials": 500},
+            "verdicts": {r: pool["verdict"] for r in runs},
+            **{k: pool[k] for k in ("members", "non_members", "auroc", "auroc_ci95", "p_value", "test", "flagged")}}
+
+
+def _inputs(runs, rows):
+    metrics = {"runs": runs, "shift_check": {"alpha": 0.05, "family_size": len(rows), "pools": rows},
+               "audit_params": {"min_per_side": 10}}
     return Inputs(metrics, {}, None, {}, {}, True, Path("."), Path("."))
 
 
 def test_a_flagged_pool_is_called_invalid_and_says_what_differs():
-    runs = {"a": {"attacks": {"loss": {"text": {"auroc": 0.8, "auroc_ci95": [0.7, 0.9]}}},
-                  "blind": {"text": _pool(0.85, 0.001, True, -1.3)}},
-            "b": {"attacks": {"loss": {"text": {"auroc": 0.52, "auroc_ci95": [0.4, 0.6]}}},
-                  "blind": {"text": _pool(0.5, 0.4, False, 0.1)}}}
-    md = to_markdown("t", [blind_section(_inputs(runs))], Path("."))
-    rows = [ln for ln in md.splitlines() if ln.startswith("| a ") or ln.startswith("| b ")]
+    a = _pool(0.85, 0.001, True, -1.3, "aaaaaaaaaaaa", "shift")
+    b = _pool(0.5, 0.4, False, 0.1, "bbbbbbbbbbbb", "no_shift")
+    mb = {"value": 0.02, "ci95": [-0.05, 0.09]}
+    runs = {"a": {"attacks": {"loss": {"text": {"auroc": 0.8, "auroc_ci95": [0.7, 0.9]}}}, "blind": {"text": a}},
+            "b": {"attacks": {"loss": {"text": {"auroc": 0.82, "auroc_ci95": [0.7, 0.9], "minus_blind": mb}}},
+                  "blind": {"text": b}},
+            "c": {"attacks": {"zlib": {"text": {"auroc": 0.75, "auroc_ci95": [0.6, 0.8], "minus_blind": mb}}},
+                  "blind": {"text": b}}}
+    md = to_markdown("t", [blind_section(_inputs(runs, [_row(a, ["a"]), _row(b, ["b", "c"])]))], Path("."))
+    rows = [ln for ln in md.splitlines() if ln.startswith("| text ")]
+    assert len(rows) == 2  # b and c share one pool: one row
     assert "INVALID MIA: distribution shift" in rows[0] and "log characters" in rows[0] and "d = -1.30" in rows[0]
     assert "no shift detected" in rows[1] and "no length/format feature differs" in rows[1]
+    assert "b, c" in rows[1] and "b (loss): 0.020 [-0.050, 0.090]; c (zlib): 0.020" in rows[1]
     assert "0.05/2" in md
 
 

@@ -56,12 +56,37 @@ def test_stage_writes_the_analysis_and_the_report_shows_it(tmp_path, monkeypatch
         assert (tmp_path / "analysis/plots" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     sec = variance_section(tmp_path / "analysis")
     text = " ".join(sec.paragraphs)
-    assert "same ε = 8" in text and "worker lost" in text and len(sec.images) == 3
+    assert "same ε = 8 at δ = 1e-05" in text and "worker lost" in text and len(sec.images) == 3
+    assert all("δ = 1e-05" in cap for cap, _ in sec.images if "ε =" in cap)
+    assert {row[1] for t in sec.tables if t.headers[:2] == ["statistic", "ε (δ)"] for row in t.rows} == \
+        {"8 at δ = 1e-05"}
     # every trained arm above its randomised held-out control: a training effect, and the report says so
     assert e["control"]["higher"] == 16 and e["control"]["p"] < 1e-4 and "reflect training" in text
     assert a["statistics"]["max"]["8"]["control"]["skipped"].startswith("the control is the held-out")
     assert {t.headers[0] for t in sec.tables} >= {"statistic", "point (DVC experiment)"}
     assert variance_section(tmp_path / "nowhere") is None
+
+
+@pytest.mark.parametrize("control_gap", [-0.5, 0.0])
+def test_the_conclusion_follows_the_control_test(tmp_path, control_gap):
+    """Trained secrets above their never-trained control (gap -0.5: the control scores lower) let the section
+    conclude and name a pick; a control that scores like the trained arm (gap 0: every pair tied) is the landed
+    sweep's case, and then the same spread is not evidence and no configuration is recommended."""
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["variance"].update(table=str(tmp_path / "points.parquet"), out_dir=str(tmp_path / "analysis"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    pts = [r | {"control_mean": r["score_mean"] + control_gap} if r["status"] == "completed" else r for r in rows()]
+    write_points(tmp_path / "points.parquet", pts, {"sweep": "syn", "base_commit": "f" * 40})
+    main(["--params", str(tmp_path / "params.yaml")])
+    conclusion = variance_section(tmp_path / "analysis").paragraphs[0]
+    assert "δ = 1e-05" in conclusion
+    if control_gap < 0:
+        assert "reach with different empirical leakage" in conclusion and "lowest privacy risk" in conclusion
+    else:
+        assert "reach with different empirical leakage" not in conclusion and "lowest privacy risk" not in conclusion
+        assert "do not reflect training" in conclusion or "does not show that these scores reflect training" in \
+            conclusion
+        assert "no configuration is recommended" in conclusion
 
 
 def test_point_record_takes_the_randomised_held_out_arm_as_control():
