@@ -95,3 +95,29 @@ def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) 
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
+
+
+SPLITS = ("train", "valid", "test", "attacker", "heldout")
+
+
+def users_dataset(tmp_path: Path, n_users: int = 12) -> Path:
+    """A synthetic user-level processed dataset (enron_users schema) under tmp_path/enron_users: every user has
+    valid, test and attacker rows; held-in users (odd) train rows, held-out users (even) heldout rows, as the
+    preprocess writes them."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stages.datasets import get_dataset
+
+    d = tmp_path / "enron_users"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    for split in SPLITS:
+        users = range(n_users) if split not in ("train", "heldout") else \
+            [u for u in range(n_users) if (u % 2 == 1) == (split == "train")]
+        rows = [{"message_id": f"<{split}{u}{i}>", "file": "f", "mailbox": "m", "sender": f"u{u}@x", "recipients": [],
+                 "subject": "", "date": "", "body": " ".join(f"word{rng.integers(100)}" for _ in range(30)),
+                 "user": f"u{u}@x", "user_set": "held_in" if u % 2 else "held_out"} for u in users for i in range(3)]
+        pq.write_table(pa.Table.from_pylist(rows, schema=get_dataset("enron_users").schema), d / f"{split}.parquet")
+    return d

@@ -1,8 +1,8 @@
 """What attacks score, and the log-probability cache they share.
 
 ``AttackContext.items(source)`` builds the items of a source: ``canaries`` (every kind; members
-and non-members), ``text`` (the run's own training rows vs as many held-out rows of the same
-dataset) or ``users`` (the attacker's samples of held-in and held-out users). ``target(items)`` and
+and non-members), ``text`` (the run's own training rows vs as many never-trained rows of the same
+dataset; for user-level data, of the same held-in users) or ``users`` (the attacker's samples of held-in and held-out users). ``target(items)`` and
 ``reference(items)`` return per-token log-probabilities of the labelled positions under the
 fine-tuned model and the reference (base) model; each (model, example) is computed once, in one
 length-bucketed batched pass, and kept in a table keyed by model fingerprint and example hash that
@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -21,8 +22,8 @@ from ..canaries.schema import FORMATTED_FILE, apply_canary_users, load_canary_us
 from ..core.artifacts import Locations
 from ..core.errors import ConfigError
 from ..core.io import file_digest, read_json
-from ..datasets import DATASETS, get_dataset, read_split
-from ..finetune.schema import RunRecord, TextSetup, text_examples_of, training_text
+from ..datasets import DATASETS, get_dataset, read_split, sample
+from ..finetune.schema import RunRecord, TextSetup, split_rows, text_examples_of, training_text
 from ..lm.canary_lm import CanaryLM
 from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from ..lm.loading import load_base
@@ -49,6 +50,16 @@ def example_key(e: Example) -> str:
     h = hashlib.sha1(e.ids.tobytes())
     h.update(e.labels.tobytes())
     return h.hexdigest()
+
+
+def held_in_unseen_rows(processed: Path, dataset: str, canary_users: dict[str, dict]) -> list[dict]:
+    """Non-members of a user-level text pool: never-trained rows (the test split) of held-in users only, the same
+    users the members' trained rows come from (canary users by their drawn set). A row's split within a user is a
+    seeded draw, so the two sides differ only by training. Rows of held-out users differ by who wrote them (on the
+    Enron users run their blind baseline reached AUROC 0.84: a user-inference pool, not a text one), and rows of
+    every user mix the two."""
+    rows = apply_canary_users(split_rows(processed, dataset, "test", canary_users), canary_users)
+    return [r for r in rows if r["user_set"] == "held_in"]
 
 
 class AttackContext:
@@ -167,21 +178,20 @@ class AttackContext:
         members, _ = training_text(self.where.processed, setup, tok, self.canary_users, secrets)
         n = len(members) if self.params.text_items is None else min(self.params.text_items, len(members))
         members = members[:n]
-        heldout = text_examples_of(self.where.processed, self.nonmember_split, tok, setup, n, setup.seed + 7,
-                                   self.canary_users)
+        if self.dataset.users:
+            heldout = self._held_in_users_unseen_rows(n, setup.seed + 7)
+        else:
+            heldout = text_examples_of(self.where.processed, "test", tok, setup, n, setup.seed + 7, self.canary_users)
         out = []
         for tag, exs, member in (("member", members, True), ("heldout", heldout, False)):
             for i, e in enumerate(exs):
                 out.append(Item(f"text-{tag}-{i:05d}", "text", member, e, tok.decode(e.ids[e.labels != -100])))
         return out
 
-    @property
-    def nonmember_split(self) -> str:
-        """Where the text pool's non-members come from. User-level data: the held-out users' rows (``heldout``),
-        so members (held-in users' trained rows) and non-members are both decided by the seeded user coin, each
-        side from users of its own set; a ``test`` split would mix in held-in users' other rows. Otherwise the
-        dataset's test split."""
-        return "heldout" if self.dataset.users and "heldout" in self.dataset.splits else "test"
+    def _held_in_users_unseen_rows(self, n: int, seed: int) -> list[Example]:
+        pairs = sample(self.dataset.pairs(held_in_unseen_rows(self.where.processed, self.dataset.name,
+                                                              self.canary_users)), n, seed)
+        return text_examples(pairs, self.tokenizer, self.setup.max_length, self.setup.objective)
 
     def _build_formatted(self) -> list[Item]:
         """Every candidate of every format, scored on the whole sentence (exposure ranks them)."""

@@ -22,7 +22,7 @@ from stages.lm.canary_lm import CanaryLM
 from stages.lm.examples import make_example
 from stages.lm.generate import generate
 from stages.lm.scoring import output_rows, token_logprobs
-from support import make_tiny_lm, params, project_raw
+from support import make_tiny_lm, params, project_raw, users_dataset
 
 V = 200
 
@@ -164,15 +164,24 @@ def test_the_secret_control_arms_are_seeded_draws_not_the_files_frequency_order(
     assert draw_arms([False] * 5, 4, 0)[0] == [] and len(draw_arms([False] * 5, 4, 0)[1]) == 4
 
 
-@pytest.mark.parametrize("dataset,split", [("enron_users", "heldout"), ("personachat", "test")])
-def test_text_non_members_of_user_level_data_come_from_held_out_users(tmp_path, dataset, split):
-    """Members are held-in users' trained rows; non-members must come from held-out users (their never-trained
-    rows), not from a test split that mixes in the held-in users' other rows."""
-    raw = project_raw()
-    record = {"params": {**raw["finetune"], "dataset": dataset}, "n_member_canaries": {}, "n_formatted_rows": 0,
-              "num_new_tokens": 0}
-    ctx = AttackContext("r1", params(AttackParams, "attack"), locations(raw), record, device=torch.device("cpu"))
-    assert ctx.nonmember_split == split
+def test_text_non_members_of_user_level_data_are_held_in_users_unseen_rows(tmp_path, tiny_tokenizer):
+    """Members are held-in users' trained rows; non-members are never-trained rows of the same held-in users (a
+    canary user by its drawn set), not rows of held-out users (a user-inference pool) nor of every user."""
+    from stages.attack.context import held_in_unseen_rows
+    from stages.finetune.schema import split_rows
+    from stages.canaries.params import CanaryUsersParams
+    from stages.canaries.users import build_canary_users
+
+    users_dataset(tmp_path)
+    cu = {c["user"]: c for c in build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1],
+                                                          per_length=4), tmp_path, tiny_tokenizer, tmp_path)}
+    rows = held_in_unseen_rows(tmp_path, "enron_users", cu)
+    trained_users = {r["user"] for r in split_rows(tmp_path, "enron_users", "train", cu)}
+    users = {r["user"] for r in rows}
+    assert rows and all(r["user_set"] == "held_in" for r in rows)
+    assert users == trained_users  # the members' own users, every one of them
+    assert all(r["message_id"].startswith("<test") for r in rows)  # never-trained rows only
+    assert {u for u in cu if u in users} == {u for u, c in cu.items() if c["user_set"] == "held_in"}  # by the coin
 
 
 def _contrast_setup(secret_rows: bool):

@@ -1,7 +1,6 @@
 """Canary users (user-inference Algorithm 1): each carries its substring in every document, inserted at the
 same place by every stage; membership is a seeded coin per user, trained on (or not) accordingly."""
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -10,28 +9,10 @@ from stages.canaries.schema import apply_canary_users, canary_user_split
 from stages.canaries.users import build_canary_users
 from stages.core.errors import ConfigError
 from stages.datasets import get_dataset
-from support import params
-
-SPLITS = ("train", "valid", "test", "attacker", "heldout")
-
-
-def _users_dataset(tmp_path, n_users=12):
-    d = tmp_path / "enron_users"
-    d.mkdir()
-    rng = np.random.default_rng(0)
-    for split in SPLITS:
-        # held-in users (odd) have train rows, held-out users (even) heldout rows, as the preprocess writes them
-        users = range(n_users) if split not in ("train", "heldout") else \
-            [u for u in range(n_users) if (u % 2 == 1) == (split == "train")]
-        rows = [{"message_id": f"<{split}{u}{i}>", "file": "f", "mailbox": "m", "sender": f"u{u}@x", "recipients": [],
-                 "subject": "", "date": "", "body": " ".join(f"word{rng.integers(100)}" for _ in range(30)),
-                 "user": f"u{u}@x", "user_set": "held_in" if u % 2 else "held_out"} for u in users for i in range(3)]
-        pq.write_table(pa.Table.from_pylist(rows, schema=get_dataset("enron_users").schema), d / f"{split}.parquet")
-    return d
-
+from support import SPLITS, params, users_dataset
 
 def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tokenizer):
-    d = _users_dataset(tmp_path)
+    d = users_dataset(tmp_path)
     cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 4], per_length=4), tmp_path,
                             tiny_tokenizer, tmp_path)
     assert len({c["user"] for c in cu}) == 8
@@ -47,7 +28,7 @@ def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tok
 
 
 def test_membership_is_a_seeded_coin_per_length_with_both_sides(tmp_path, tiny_tokenizer):
-    _users_dataset(tmp_path, n_users=40)
+    users_dataset(tmp_path, n_users=40)
     draws, same_as_preprocess = [], []
     for seed in range(30):
         cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 2, 4], per_length=4,
@@ -68,7 +49,7 @@ def test_membership_is_a_seeded_coin_per_length_with_both_sides(tmp_path, tiny_t
 
 
 def test_held_in_canary_users_are_trained_on_and_held_out_ones_never(tmp_path, tiny_tokenizer):
-    d = _users_dataset(tmp_path)
+    d = users_dataset(tmp_path)
     read = lambda s: pq.read_table(d / f"{s}.parquet").to_pylist()  # noqa: E731
     # u2 was a held-out user, drawn in; u3 was held in, drawn out
     cu = {"u2@x": {"user": "u2@x", "length": 1, "user_set": "held_in", "substring": "zz"},
