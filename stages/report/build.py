@@ -395,7 +395,7 @@ def blind_section(inp: Inputs) -> Section | None:
     for row in rows:
         pool = inp.runs[row["runs"][0]]["blind"][row["group"]]
         det = row["power"]["auroc"]
-        bt.rows.append([f"{row['group']} `{row['pool'][:8]}`", ", ".join(row["runs"]),
+        bt.rows.append([f"{row['group']} {row['pool'][:8]}", ", ".join(row["runs"]),
                         f"{row['members']} / {row['non_members']}",
                         ci(row["auroc"], row["auroc_ci95"]), f"{fmt(row['p_value'])} ({row['test']})",
                         fmt(det) if det is not None else "none ≤ 1 (too few items for the level)",

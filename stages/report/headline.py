@@ -39,19 +39,20 @@ def _trained(r: dict, base: dict) -> str:
             f"{dp}")
 
 
-def results_count(r: dict) -> int:
-    """How many attack x pool results the strongest attack is the largest of."""
-    return sum(len(g) for g in r["attacks"].values())
-
-
 def strongest_attack(r: dict, fpr: str) -> tuple[str, str, dict] | None:
     """(attack, group, metrics) with the highest TPR at ``fpr`` over pools the blind baseline did not invalidate
-    (ties: higher AUROC). Picked after scoring, so it is descriptive, not a test: it is printed as "the largest of
+    and, where any has, that are large enough for an interval (ties: higher AUROC). Picked after scoring, so it is descriptive, not a test: it is printed as "the largest of
     N", without an interval or any confidence wording (an uncorrected maximum's interval would claim too much)."""
+    return max(candidates(r, fpr), key=lambda c: (c[2]["tpr_at_fpr"][fpr]["value"], c[2]["auroc"]), default=None)
+
+
+def candidates(r: dict, fpr: str) -> list[tuple[str, str, dict]]:
+    """The attack x pool results the strongest attack is the largest of (its "N")."""
     blind = r.get("blind") or {}
     cands = [(atk, g, m) for atk, groups in r["attacks"].items() for g, m in groups.items()
              if fpr in m.get("tpr_at_fpr", {}) and not (blind.get(g) or {}).get("flagged")]
-    return max(cands, key=lambda c: (c[2]["tpr_at_fpr"][fpr]["value"], c[2]["auroc"]), default=None)
+    # a pool too small for an interval (audit.min_per_side) has a TPR in steps of 1/members: a maximum would favour it
+    return [c for c in cands if c[2].get("auroc_ci95") is not None] or cands
 
 
 def _audit_figures(run: str, r: dict, bounds: list[str]) -> list[Figure]:
@@ -89,7 +90,7 @@ def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
         t = m["tpr_at_fpr"][fpr]
         figs.append(Figure(f"largest attack TPR @ {float(fpr) * 100:g}% FPR", fmt(t["value"]),
                            f"{pre}.attacks.{atk}.{group}.tpr_at_fpr.{fpr}.value",
-                           f"{atk} on {group}: largest of {results_count(r)} attack × pool results, picked after "
+                           f"{atk} on {group}: largest of {len(candidates(r, fpr))} attack × pool results, picked after "
                            f"scoring: not a test{_guard_note(r, group)}", "strongest_tpr"))
     ex = (r.get("exposure") or {}).get("all")
     if ex:
@@ -145,7 +146,7 @@ def _attack_reading(r: dict, fpr: str | None) -> str:
         return "No canaries and no attack at the headline FPR: nothing here bounds or measures leakage."
     atk, group, m = best
     t = m["tpr_at_fpr"][fpr]["value"]
-    return (f"No canaries, so no audit bound. The largest of {results_count(r)} attack × pool results is {atk} on "
+    return (f"No canaries, so no audit bound. The largest of {len(candidates(r, fpr))} attack × pool results is {atk} on "
             f"{group}, TPR {t:.2f} at {float(fpr) * 100:g}% FPR; it was picked after scoring, so it is not a "
             f"test{_guard_note(r, group)}."
             + (" No DP guarantee." if not r["privacy"].get("dp") else ""))

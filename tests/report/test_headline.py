@@ -64,6 +64,15 @@ def test_strongest_attack_skips_pools_the_blind_baseline_invalidated():
     assert strongest_attack(_run(flagged=True), "0.01")[:2] == ("loss", "new_token")
 
 
+def test_strongest_attack_skips_pools_too_small_for_an_interval():
+    r = _run()
+    r["attacks"]["user_inference"] = {"users": {**_attack(0.9, 0.0, 1.0), "members": 7, "non_members": 8,
+                                                "auroc_ci95": None}}  # 7 vs 8: TPR moves in steps of 1/7
+    assert strongest_attack(r, "0.01")[:2] == ("loss", "text")
+    only_small = {**r, "attacks": {"user_inference": r["attacks"]["user_inference"]}}
+    assert strongest_attack(only_small, "0.01")[:2] == ("user_inference", "users")  # nothing else: still shown
+
+
 def test_every_headline_number_carries_its_metrics_path():
     runs = {"a": _run(), "b": _run(dp=False, canaries=False)}
     heads = headlines(runs, {"a": {"name_or_path": "pkg:m", "num_parameters": 135_000_000}}, BOUNDS, "0.01")
