@@ -2,7 +2,8 @@
 
 ``AttackContext.items(source)`` builds the items of a source: ``canaries`` (every kind; members
 and non-members), ``text`` (the run's own training rows vs as many never-trained rows of the same
-dataset; for user-level data, of the same held-in users) or ``users`` (the attacker's samples of held-in and held-out users). ``target(items)`` and
+dataset; for user-level data, of the same held-in users) or ``users`` (the attacker's samples of held-in and
+held-out users). ``target(items)`` and
 ``reference(items)`` return per-token log-probabilities of the labelled positions under the
 fine-tuned model and the reference (base) model; each (model, example) is computed once, in one
 length-bucketed batched pass, and kept in a table keyed by model fingerprint and example hash that

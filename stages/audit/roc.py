@@ -46,7 +46,8 @@ def auroc(scores, members) -> float:
 
 def bootstrap_stats(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int,
                     seed: int) -> np.ndarray:
-    """``stat`` over ``n`` stratified bootstrap resamples (members and non-members resampled separately)."""
+    """``stat`` over ``n`` stratified bootstrap resamples (members and non-members resampled separately; rows of
+    a 2-d ``scores`` are resampled together, so several scores of one item stay paired)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(members, dtype=bool)
     pos, neg = s[y], s[~y]
@@ -110,19 +111,13 @@ def paired_auroc_difference(a, b, members, n_boot: int, seed: int, min_per_side:
     """AUROC(a) - AUROC(b) of two scores of the same items, with a 95% paired bootstrap interval: each
     stratified resample of the items (members and non-members separately) scores both, so their correlation
     stays in the interval. None for the interval below ``min_per_side`` on a side."""
-    x, z = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    both = np.column_stack([np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)])
     y = np.asarray(members, dtype=bool)
-    out = {"value": auroc(x, y) - auroc(z, y), "ci95": None}
+    diff = lambda s, lab: auroc(s[:, 0], lab) - auroc(s[:, 1], lab)  # noqa: E731
+    out = {"value": diff(both, y), "ci95": None}
     if too_small(y, min_per_side) or n_boot <= 0:
         return out
-    pos, neg = np.flatnonzero(y), np.flatnonzero(~y)
-    rng = np.random.default_rng(seed)
-    lab = np.r_[np.ones(len(pos), bool), np.zeros(len(neg), bool)]
-    vals = np.empty(n_boot)
-    for i in range(n_boot):
-        idx = np.r_[pos[rng.integers(0, len(pos), len(pos))], neg[rng.integers(0, len(neg), len(neg))]]
-        vals[i] = auroc(x[idx], lab) - auroc(z[idx], lab)
-    lo, hi = np.nanpercentile(vals, [2.5, 97.5])
+    lo, hi = np.nanpercentile(bootstrap_stats(both, y, diff, n_boot, seed), [2.5, 97.5])
     out["ci95"] = (float(lo), float(hi))
     return out
 

@@ -78,10 +78,10 @@ def detectable_auroc(members: int, non_members: int, level: float, exact: bool, 
             "level": level}
 
 
-def _largest_model_auroc(runs: dict[str, dict], where: list[tuple[str, str]]) -> tuple[float, str, str] | None:
-    """The largest model-based AUROC on the pool over the runs that share it: (AUROC, run, attack)."""
-    found = [(m["auroc"], run, atk) for run, g in where for atk, groups in runs[run]["attacks"].items()
-             for grp, m in groups.items() if grp == g and m.get("auroc") is not None and not math.isnan(m["auroc"])]
+def _largest_model_auroc(r: dict, group: str) -> tuple[float, str] | None:
+    """The run's largest model-based AUROC on the pool: (AUROC, attack)."""
+    found = [(groups[group]["auroc"], atk) for atk, groups in r["attacks"].items()
+             if group in groups and groups[group].get("auroc") is not None and not math.isnan(groups[group]["auroc"])]
     return max(found, default=None)
 
 
@@ -109,13 +109,14 @@ def shift_check(runs: dict[str, dict], params) -> dict:
         run0, g0 = where[0]
         pool = runs[run0]["blind"][g0]
         flagged = pool["p_value"] <= per_test
-        power = detectable_auroc(pool["members"], pool["non_members"], per_test, pool["auroc_ci95"] is None,
-                                 sc.power, sc.power_trials, sc.power_seed)
+        exact = min(pool["members"], pool["non_members"]) < params.min_per_side  # as blind_pool tested it
+        power = detectable_auroc(pool["members"], pool["non_members"], per_test, exact, sc.power, sc.power_trials,
+                                 sc.power_seed)
         verdicts, largest = {}, {}
         for run, g in where:  # each run's own attacks on the pool decide whether the guard could see their size
-            top = _largest_model_auroc(runs, [(run, g)])
+            top = _largest_model_auroc(runs[run], g)
             verdicts[run] = verdict(flagged, power["auroc"], top[0] if top else None)
-            largest[run] = {"auroc": top[0], "attack": top[2]} if top else None
+            largest[run] = {"auroc": top[0], "attack": top[1]} if top else None
             runs[run]["blind"][g].update(flagged=flagged, verdict=verdicts[run], detectable_auroc=power["auroc"])
         flagged_pools += [f"{run}/{g}" for run, g in where if flagged]
         rows.append({"pool": fingerprint[:12], "group": g0, "runs": [run for run, _ in where],

@@ -61,18 +61,18 @@ def by_length(groups, lengths: dict[str, int], params) -> dict[str, dict]:
     return out
 
 
-def blind_scores(scores_dir: Path, record: dict) -> dict[str, dict[str, tuple[float, bool]]]:
-    """The blind baseline's out-of-fold scores per pool: group -> item id -> (score, member); empty without it."""
+def blind_groups(scores_dir: Path, record: dict) -> list:
+    """The blind baseline's out-of-fold scores (``groups_of``), read once; empty without it."""
     if record["attacks"].get("blind") != "membership":
-        return {}
-    table = read_attack_table(scores_dir, "blind", "membership")
-    return {g: {str(i): (float(x), bool(m)) for i, x, m in zip(ids, s, y)} for g, s, y, ids in groups_of(table)}
+        return []
+    return groups_of(read_attack_table(scores_dir, "blind", "membership"))
 
 
-def minus_blind(metrics: dict, groups, blind: dict, params) -> None:
+def minus_blind(metrics: dict, groups, blind_groups: list, params) -> None:
     """Per non-randomised pool the attack scored: its AUROC minus the blind baseline's on the same items, with a
     95% paired bootstrap interval (``minus_blind`` in the group's metrics, in place). Only where the blind
     baseline scored exactly the attack's items with the same labels."""
+    blind = {g: {str(i): (float(x), bool(m)) for i, x, m in zip(ids, s, y)} for g, s, y, ids in blind_groups}
     for group, s, y, ids in groups:
         pool = blind.get(group)
         if not pool or set(pool) != set(ids.tolist()):
@@ -122,16 +122,17 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
     }
     roc: list[dict] = []
     canaries: Canaries = {}
-    blind = blind_scores(scores_dir, record)
+    blind = blind_groups(scores_dir, record)
     for attack, family in record["attacks"].items():
         if family not in FAMILY_SCHEMAS:  # e.g. inversion: a JSON summary, passed on as written
             result["other"][attack] = read_attack_json(scores_dir, attack)
             continue
-        table = read_attack_table(scores_dir, attack, family)
         if family == "membership" and attack == "blind":  # model-free: a shift check, not a leakage number
             notes = read_attack_json(scores_dir, attack)
-            result["blind"] = {g: blind_pool(s, y, notes[g], params) for g, s, y, _ in groups_of(table)}
-        elif family == "membership":
+            result["blind"] = {g: blind_pool(s, y, notes[g], params) for g, s, y, _ in blind}
+            continue
+        table = read_attack_table(scores_dir, attack, family)
+        if family == "membership":
             groups = groups_of(table)
             result["attacks"][attack] = audit_table(groups, params)
             minus_blind(result["attacks"][attack], groups, blind, params)

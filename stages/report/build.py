@@ -363,14 +363,13 @@ def _what_differs(pool: dict) -> str:
 
 
 def _differences_text(inp: Inputs, row: dict) -> str:
-    """Per run sharing the pool: its largest model-based AUROC minus the blind AUROC, with the paired interval."""
+    """Per run sharing the pool: its largest model-based AUROC (the audit's pick) minus the blind AUROC, with the
+    paired interval."""
     out = []
-    for run in row["runs"]:
-        cands = [(atk, g[row["group"]]) for atk, g in inp.runs[run]["attacks"].items()
-                 if row["group"] in g and g[row["group"]].get("minus_blind")]
-        if cands:
-            atk, m = max(cands, key=lambda am: am[1]["auroc"])
-            out.append(f"{run} ({atk}): {ci(m['minus_blind']['value'], m['minus_blind']['ci95'])}")
+    for run, top in row["largest_model_auroc"].items():
+        mb = inp.runs[run]["attacks"][top["attack"]][row["group"]].get("minus_blind") if top else None
+        if mb:
+            out.append(f"{run} ({top['attack']}): {ci(mb['value'], mb['ci95'])}")
     return "; ".join(out) or "–"
 
 

@@ -1,7 +1,7 @@
 """The report's headline block: per run, what was trained and the few numbers a reviewer signs — the
 accountant's ε, the pre-registered audit's ε̂ with its attainable ceiling, the largest attack TPR at the
-headline FPR (labelled as the largest of N, not a test), memorization and utility — each tied to its metrics.json path (its lineage id),
-and one plain-language sentence reading them together.
+headline FPR (labelled as the largest of N, not a test), memorization and utility — each tied to its metrics.json
+path (its lineage id), and one plain-language sentence reading them together.
 """
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ def _trained(r: dict, base: dict) -> str:
 
 def strongest_attack(r: dict, fpr: str) -> tuple[str, str, dict] | None:
     """(attack, group, metrics) with the highest TPR at ``fpr`` over pools the blind baseline did not invalidate
-    and, where any has, that are large enough for an interval (ties: higher AUROC). Picked after scoring, so it is descriptive, not a test: it is printed as "the largest of
-    N", without an interval or any confidence wording (an uncorrected maximum's interval would claim too much)."""
+    and, where any has, that are large enough for an interval (ties: higher AUROC). Picked after scoring, so it is
+    descriptive, not a test: it is printed as "the largest of N", without an interval or any confidence wording
+    (an uncorrected maximum's interval would claim too much)."""
     return max(candidates(r, fpr), key=lambda c: (c[2]["tpr_at_fpr"][fpr]["value"], c[2]["auroc"]), default=None)
 
 

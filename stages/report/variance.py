@@ -12,7 +12,7 @@ MODEL_TITLES = {"individual": "score ~ log b + log T + log η", "compute": "scor
 
 def eps_label(eps: str, a: dict) -> str:
     """An epsilon with its delta: "8 at δ = 0.00866" (every delta of the points, where they differ)."""
-    deltas = a.get("deltas") or ([a["delta"]] if a.get("delta") is not None else [])
+    deltas = a.get("deltas")
     if not deltas:
         return f"{eps} (δ not recorded)"
     return f"{eps} at δ = {' / '.join(f'{d:.3g}' for d in deltas)}"
@@ -74,7 +74,7 @@ def _control(a: dict, measure: str, tests: int = 1) -> str | None:
     head = (f"Control: at the {c['n']} points the trained secrets' {measure} − base averaged {fmt(c['score'])} and the "
             f"randomised held-out secrets' (never trained on, same models) {fmt(c['control'])}; the trained arm was "
             f"higher at {_n(c['higher'])}, lower at {_n(c['lower'])}, tied at {_n(c['ties'])} ({test}).")
-    if c["p"] is not None and c["p"] < level:
+    if control_passes(a, tests):
         return head + " The scores reflect training on the secrets."
     return (head + " At this budget the scores are not distinguishable from what fine-tuning does to secrets it "
             "never saw, so the spread and every comparison below are noise-level: they show the method, not a finding.")

@@ -140,7 +140,7 @@ def analyse_epsilon(points: Sequence[Mapping], score: str, min_points: int) -> d
     pool = [m for m in means if m[score] is not None and m["utility"] is not None]
     deltas = sorted({float(p["delta"]) for p in points if p.get("delta") is not None})
     out = {"points": len(points), "configurations": len(means), "config_means": means,
-           "delta": deltas[0] if len(deltas) == 1 else None, "deltas": deltas,  # the delta of "epsilon" here
+           "deltas": deltas,  # the delta(s) "epsilon" holds at here
            "variance": seed_vs_config(points, score), "profiles": profiles(points)}
     if len(points) >= min_points:
         out["regressions"] = {name: regress(points, score, cov) for name, cov in MODELS.items()}

@@ -12,8 +12,9 @@ def _pool(auroc, p, flagged, d, fp, v):
             "differences": [{"feature": "log characters", "members": 4.1, "non_members": 5.0, "d": d}]}
 
 
-def _row(pool, runs):
+def _row(pool, runs, attacks):
     return {"pool": pool["pool"], "group": "text", "runs": runs, "power": {"auroc": 0.7, "power": 0.8, "trials": 500},
+            "largest_model_auroc": {r: {"auroc": 0.8, "attack": a} for r, a in zip(runs, attacks)},
             "verdicts": {r: pool["verdict"] for r in runs},
             **{k: pool[k] for k in ("members", "non_members", "auroc", "auroc_ci95", "p_value", "test", "flagged")}}
 
@@ -33,7 +34,7 @@ def test_a_flagged_pool_is_called_invalid_and_says_what_differs():
                   "blind": {"text": b}},
             "c": {"attacks": {"zlib": {"text": {"auroc": 0.75, "auroc_ci95": [0.6, 0.8], "minus_blind": mb}}},
                   "blind": {"text": b}}}
-    md = to_markdown("t", [blind_section(_inputs(runs, [_row(a, ["a"]), _row(b, ["b", "c"])]))], Path("."))
+    md = to_markdown("t", [blind_section(_inputs(runs, [_row(a, ["a"], ["loss"]), _row(b, ["b", "c"], ["loss", "zlib"])]))], Path("."))
     rows = [ln for ln in md.splitlines() if ln.startswith("| text ")]
     assert len(rows) == 2  # b and c share one pool: one row
     assert "INVALID MIA: distribution shift" in rows[0] and "log characters" in rows[0] and "d = -1.30" in rows[0]
