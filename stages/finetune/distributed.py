@@ -17,8 +17,8 @@ def under_torchrun() -> bool:
     return "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
-def launch(argv: Sequence[str], nproc: int) -> None:
-    """Run ``python -m stages.finetune argv`` in ``nproc`` processes, as ``torchrun --standalone`` does (through
+def launch(argv: Sequence[str], nproc: int, module: str = "stages.finetune") -> None:
+    """Run ``python -m <module> argv`` in ``nproc`` processes, as ``torchrun --standalone`` does (through
     its launcher API: the torchrun command line would read the stage's ``--run`` as its own ``--run-path``).
     Raises torch's ChildFailedError naming the failed rank."""
     import uuid
@@ -28,7 +28,7 @@ def launch(argv: Sequence[str], nproc: int) -> None:
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=1)
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc))
-    elastic_launch(config, sys.executable)("-m", "stages.finetune", *argv)
+    elastic_launch(config, sys.executable)("-m", module, *argv)
 
 
 def init(device_pref: str):

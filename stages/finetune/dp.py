@@ -54,6 +54,13 @@ class Private:
     ledger: object = None  # bookkeeping.Ledger in bk mode
 
 
+def secure_seed() -> int:
+    """128 bits of OS entropy (``finetune.dp.secure_rng``): a seed nobody can reproduce, for real deployments."""
+    import secrets
+
+    return secrets.randbits(128)
+
+
 def unsupported_for_ghost(model: torch.nn.Module) -> list[str]:
     """Modules with trainable weights of their own that opacus has no norm sampler for ("name (Type)")."""
     from opacus.grad_sample import GradSampleModuleFastGradientClipping as GSM
@@ -139,7 +146,9 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
     dp = dataclasses.replace(dp, grad_sample_mode=resolve_mode(model, dp.grad_sample_mode))
     net = wrap_model(model, dp, world_size > 1)
-    noise = torch.Generator(device=device).manual_seed(seed + 1)
+    # secure_rng: OS entropy, never written anywhere; else seeded (reproducible, the guarantee then assumes the
+    # seed is secret). opacus' secure_mode also draws each noise value as a sum of Gaussians (floating-point attacks)
+    noise = torch.Generator(device=device).manual_seed(secure_seed() % 2 ** 63 if dp.secure_rng else seed + 1)
     ghost = dp.grad_sample_mode in NORM_PASS_MODES
     cls = {(False, False): DPOptimizer, (True, False): DPOptimizerFastGradientClipping,
            (False, True): DistributedDPOptimizer,
@@ -148,14 +157,15 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
     # average the ranks' (sum / expected share) over the world
     divisor = public_divisor(sample_rate, population, world_size)
     opt = cls(optimizer, noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm,
-              expected_batch_size=divisor, loss_reduction="mean", generator=noise)
+              expected_batch_size=divisor, loss_reduction="mean", generator=noise, secure_mode=dp.secure_rng)
     accountant = create_accountant(mechanism=dp.accountant)
     opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=sample_rate))
     privacy = {"dp": True, "target_epsilon": dp.epsilon, "delta": delta, "noise_multiplier": sigma,
                "max_grad_norm": dp.max_grad_norm, "accountant": dp.accountant, "sample_rate": sample_rate,
                "steps": steps, "expected_batch_size": sample_rate * population,
                "divisor": divisor * world_size, "optimizer": f"DP-{optimizer_name}",
-               "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size}
+               "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size,
+               "rng": "secure (OS entropy, opacus secure_mode)" if dp.secure_rng else "seeded (finetune.seed)"}
     ledger = Ledger(net) if dp.grad_sample_mode == "bk" else None
     return Private(net, opt, accountant, noise, privacy, dp.grad_sample_mode, ledger)
 

@@ -44,7 +44,7 @@ from ..lm.examples import Example
 from ..lm.scoring import autocast, per_example_sums, token_logprobs
 from .checkpoint import Checkpointer, restore, snapshot
 from .diagnostics import inclusion_counts
-from .dp import NORM_PASS_MODES, make_private, spent
+from .dp import NORM_PASS_MODES, make_private, secure_seed, spent
 
 
 @dataclass
@@ -77,6 +77,12 @@ def per_sample_losses(model, batch) -> torch.Tensor:
     nll = per_example_sums(-lp, batch["rows"], B)
     count = per_example_sums(torch.ones_like(lp), batch["rows"], B).clamp(min=1)
     return nll / count
+
+
+def dp_record(step: int) -> dict:
+    """A DP step's log line: its index only. The batch size, token count, loss and step time are functions of the
+    private data that the accountant does not cover, so a DP run's log (a published artifact) holds none of them."""
+    return {"step": step}
 
 
 def make_optimizer(params, name: str, lr: float, weight_decay: float, momentum: float = 0.0):
@@ -217,7 +223,7 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
           weight_decay: float, clip_norm: float, seed: int, pad_id: int, dp=None, sample_rate: float | None = None,
           optimizer: str = "adamw", momentum: float = 0.0, checkpoint: Checkpointer | None = None,
           on_step: Callable[[dict], None] | None = None, scheduled: Sequence[Example] = (),
-          repetitions: int = 1, population: int | None = None) -> TrainResult:
+          repetitions: int = 1, population: int | None = None, progress: bool = True) -> TrainResult:
     """Train ``model`` (a CanaryLM already on its device) in place; returns what happened.
 
     Long because it is the loop's one place where sampling, the DP wrapping, data-parallel sharding,
@@ -227,6 +233,8 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     delta) is computed from: every example that could have been drawn in, e.g. text rows plus all canaries,
     members or not, so that q, sigma and delta do not depend on the membership draw the audit randomises.
     None = len(examples).
+    Under DP the step log holds the step index only: batch sizes, token counts, losses and step times depend on
+    the data outside the accountant (``dp_record``); with ``dp.secure_rng`` the sampler is seeded from OS entropy.
     ``scheduled`` examples (canaries inserted a fixed number of times, non-DP only) join the batches of
     ``repetitions`` steps each on top of the Poisson-sampled ``examples``.
     Under torch.distributed every rank calls this with the same arguments (see the module docstring)."""
@@ -235,8 +243,9 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     n = len(examples)
     q = poisson_rate(population or n, batch_size, sample_rate)
     divisor = q * (population or n)  # public: the candidate pool's expected batch, never the drawn pool's
-    rng = np.random.default_rng(seed)
     private_run = dp is not None and dp.enabled
+    sampler_seed = secure_seed() if private_run and dp.secure_rng else seed  # never written to an output
+    rng = np.random.default_rng(sampler_seed)
     if scheduled and private_run:
         raise ConfigError("finetune.canary_insertion: a fixed schedule is not covered by the DP accountant")
     schedule = fixed_schedule(n, len(scheduled), steps, repetitions, seed) if scheduled else {}
@@ -257,10 +266,11 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     model.keep_input = mode in NORM_PASS_MODES
     state = checkpoint.load() if checkpoint else None
     log, start = restore(state, model, opt, rng, noise, accountant) if state is not None else ([], 0)
+    sampler_seed = state.get("sampler_seed", sampler_seed) if state is not None else sampler_seed
     net.train()
     t0 = time.time()
     bar = tqdm(range(start, steps), desc="fine-tune" + (" (DP)" if private else ""), mininterval=5,
-               initial=start, total=steps, disable=rank > 0)
+               initial=start, total=steps, disable=rank > 0 or not progress)
     try:
         for step in bar:
             ts = time.time()
@@ -269,22 +279,24 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
             parts = chunks(idx[rank::world_size], lengths, physical_batch_size)
             losses = (dp_step(net, opt, params, examples, parts, pad_id, device, mode, targets, ledger) if private else
                       plain_step(net, opt, params, examples, parts, pad_id, device, divisor, clip_norm, world_size))
-            rec = {"step": step + 1, "batch": int(len(idx)), "tokens": int(sum(lengths[i] for i in idx)),
-                   "loss": step_loss(losses, world_size),
-                   "seconds": round(time.time() - ts, 3)}
+            rec = dp_record(step + 1) if private else {
+                "step": step + 1, "batch": int(len(idx)), "tokens": int(sum(lengths[i] for i in idx)),
+                "loss": step_loss(losses, world_size), "seconds": round(time.time() - ts, 3)}
             log.append(rec)
             if checkpoint and rank == 0 and checkpoint.due(step + 1, steps):
-                checkpoint.save(snapshot(step + 1, log, model, opt, rng, noise, accountant))
+                checkpoint.save({**snapshot(step + 1, log, model, opt, rng, noise, accountant),
+                                 "sampler_seed": sampler_seed})
             if on_step:
                 on_step(rec)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}", batch=len(idx), refresh=False)
+            if not private:
+                bar.set_postfix(loss=f"{rec['loss']:.3f}", batch=len(idx), refresh=False)
     finally:
         model.keep_input = False
     if checkpoint and rank == 0:
         checkpoint.clear()
     return TrainResult(steps=steps, sample_rate=q, expected_batch_size=q * n, n_examples=n,
                        seconds=time.time() - t0, privacy=spent(private) if private else {"dp": False}, log=log,
-                       resumed_from=start, inclusions=inclusion_counts(n, q, steps, seed, schedule, len(examples)))
+                       resumed_from=start, inclusions=inclusion_counts(n, q, steps, sampler_seed, schedule, len(examples)))
 
 
 def mean_nll(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64) -> dict:

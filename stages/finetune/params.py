@@ -1,6 +1,7 @@
 """Params of ``finetune@<run>``: the ``finetune`` section with ``runs.<run>`` deep-merged on top."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -38,6 +39,10 @@ class DPParams:
     #: pass, more memory than ghost) | hooks: opacus per-example gradients (GradSampleModule), the reference
     #: both are tested against | auto: bk where every trainable module is supported, else ghost, else hooks
     grad_sample_mode: Literal["auto", "ghost", "bk", "hooks"]
+    #: true: the Poisson sampler and the noise are seeded from OS entropy and opacus' secure_mode draws the noise
+    #: (robust to floating-point attacks): for real deployments, where the guarantee assumes the seed is secret.
+    #: false: seeded from finetune.seed (reproducible; the report says which was used)
+    secure_rng: bool
 
     def problems(self):
         return (
@@ -181,3 +186,71 @@ def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = N
         return build(FinetuneParams, deep_merge(raw.get("finetune") or {}, runs[run] or {}), f"runs.{run}")
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class SelfcheckConfig:
+    """One configuration of the DP engine self-check."""
+
+    mode: Literal["hooks", "ghost", "bk"]
+    paradigm: Literal["rows", "lora", "full", "train_embeddings"]
+    processes: int
+
+    def problems(self):
+        return check(self.processes in (1, 2), "processes", "must be 1 or 2", self.processes)
+
+
+@dataclass(frozen=True)
+class SelfcheckParams:
+    """``leakaudit selfcheck`` (stages/finetune/selfcheck.py): gradient canaries through the fine-tune's DP path.
+    The design (q, T, epsilon, m, guesses) is fixed here before any run."""
+
+    out: str
+    #: m gradient canaries, each a member by a fair seeded coin
+    canaries: int
+    #: the k highest scores are guessed "in", the k lowest "out"
+    guesses_in: int
+    guesses_out: int
+    #: q = 1, T = 1: DP-SGD is then the Gaussian mechanism and the accountant's claim exactly mu-GDP
+    sample_rate: float
+    steps: int
+    epsilon: float
+    delta: float
+    max_grad_norm: float
+    accountant: Literal["prv", "rdp"]
+    #: each canary's per-example gradient norm is about this x its direction's norm (>> max_grad_norm: clipped)
+    gradient_scale: float
+    #: width of the probe's embedding rows / Linear inputs
+    width: int
+    lr: float
+    physical_batch_size: int
+    #: a configuration is flagged at confidence 1 - alpha / (configurations checked)
+    alpha: float
+    seed: int
+    configs: tuple[SelfcheckConfig, ...]
+
+    def problems(self):
+        return (
+            check(self.canaries >= 2, "canaries", "must be >= 2", self.canaries)
+            + check(self.guesses_in >= 0 and self.guesses_out >= 0 and 0 < self.guesses_in + self.guesses_out
+                    <= self.canaries, "guesses_in", "guesses_in + guesses_out must be in [1, canaries]",
+                    (self.guesses_in, self.guesses_out))
+            + check(0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]", self.sample_rate)
+            + check(self.steps >= 1, "steps", "must be >= 1", self.steps)
+            + check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
+            + check(0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
+            + check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0", self.max_grad_norm)
+            + check(self.gradient_scale > 0, "gradient_scale", "must be > 0", self.gradient_scale)
+            + check(self.width >= 1, "width", "must be >= 1", self.width)
+            + check(self.lr > 0, "lr", "must be > 0", self.lr)
+            + check(self.physical_batch_size > 0, "physical_batch_size", "must be > 0", self.physical_batch_size)
+            + check(0 < self.alpha < 1, "alpha", "must be in (0, 1)", self.alpha)
+            + check(len(self.configs) > 0, "configs", "must list at least one configuration", self.configs)
+        )
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SelfcheckParams":
+        return build(cls, data, "selfcheck")

@@ -154,7 +154,7 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "train_seconds": result.seconds,
         "resumed_from_step": result.resumed_from,
-        "final_loss": result.log[-1]["loss"] if result.log else None,
+        "final_loss": result.log[-1].get("loss") if result.log else None,  # DP runs: none (loop.dp_record)
         "valid": {"rows": len(inputs.evals), **utility},
         "privacy": privacy,
         "canary_inclusions": member_inclusions(inputs, result),
