@@ -7,6 +7,7 @@
     leakaudit lineage reports/metrics.json:runs.dp_eps8.privacy.epsilon_spent
     leakaudit ui --cron "0 3 * * *"    # local Prefect server + the scheduled deployment; prints the URL
     leakaudit doctor                   # packages, model file, data paths, writable caches
+    leakaudit selfcheck                # the DP engine audits itself -> reports/selfcheck.json
 
 Each subcommand only orchestrates: the stages, flows and DVC do the work. Errors are one line on stderr
 (``error: ...``) with a non-zero exit.
@@ -32,6 +33,9 @@ EXAMPLES = {
     "ui": "leakaudit ui                 # UI at http://127.0.0.1:4200, deployment triggered from the UI\n"
           "  leakaudit ui --cron '0 3 * * *' --port 4300",
     "doctor": "leakaudit doctor             # exit 1 when a check fails",
+    "selfcheck": "leakaudit selfcheck          # gradient canaries through the DP path of every clipping mode and\n"
+                 "                               # paradigm; prints the table, writes reports/selfcheck.json, exit 1 "
+                 "if flagged",
 }
 
 
@@ -40,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
                                  epilog="subcommands:\n" + "\n".join(f"  {k:8s} {_first(v)}" for k, v in EXAMPLES.items()),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".", help="the project checkout (default: current directory)")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,sweep,variance,report,lineage,ui,doctor}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,sweep,variance,report,lineage,ui,doctor,selfcheck}")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, description=help_, epilog="example:\n  " + EXAMPLES[name],
@@ -66,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--cron", default=None, help="schedule, e.g. '0 3 * * *' (none: trigger from the UI)")
     ui.add_argument("--name", default="leakage-audit", help="deployment name")
     add("doctor", "check the environment: packages, model file, data paths, writable caches")
+    sc = add("selfcheck", "the DP engine audits itself: a one-run audit of gradient canaries trained through the "
+                          "fine-tune's own DP path, against its accountant (params: selfcheck)")
+    sc.add_argument("--params", default="params.yaml")
+    sc.add_argument("--out", default=None, help="default: selfcheck.out in the params")
     return ap
 
 
@@ -157,6 +165,13 @@ def cmd_ui(args) -> int:
     return serve_with_server(str(Path(args.repo).resolve()), args.port, args.name, args.cron)
 
 
+def cmd_selfcheck(args) -> int:
+    from flows.selfcheck import main as selfcheck_main
+
+    return selfcheck_main(["--params", str(Path(args.repo) / args.params)]
+                          + (["--out", args.out] if args.out else []))
+
+
 def cmd_doctor(args) -> int:
     from flows.doctor import checks
 
@@ -169,7 +184,7 @@ def cmd_doctor(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "variance": cmd_variance, "report": cmd_report, "lineage": cmd_lineage, "ui": cmd_ui,
-            "doctor": cmd_doctor}
+            "doctor": cmd_doctor, "selfcheck": cmd_selfcheck}
 
 if __name__ == "__main__":
     main()

@@ -42,7 +42,7 @@ def make_tiny_lm(vocab_size: int, seed: int = 0):
 def copy_project(dest: Path) -> Path:
     """A fresh git + DVC checkout of this project (code, dvc.yaml, params, vendored data)."""
     for item in ["stages", "flows", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore", "pyproject.toml", "data/raw",
-                 "reports/sweeps", "reports/variance/points.parquet", "reports/audit_study"]:
+                 "reports/sweeps", "reports/variance/points.parquet", "reports/audit_study", "reports/selfcheck.json"]:
         src = ROOT / item
         if not src.exists():
             continue

@@ -245,6 +245,10 @@ def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, ph
     divisor = q * (population or n)  # public: the candidate pool's expected batch, never the drawn pool's
     private_run = dp is not None and dp.enabled
     sampler_seed = secure_seed() if private_run and dp.secure_rng else seed  # never written to an output
+    if private_run and dp.secure_rng and world_size > 1:  # every rank draws the same batches: rank 0's entropy
+        box = [sampler_seed]
+        torch.distributed.broadcast_object_list(box, src=0)
+        sampler_seed = box[0]
     rng = np.random.default_rng(sampler_seed)
     if scheduled and private_run:
         raise ConfigError("finetune.canary_insertion: a fixed schedule is not covered by the DP accountant")

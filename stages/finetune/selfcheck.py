@@ -9,6 +9,9 @@ training pool) or not. Canary i's gradient is a constant vector in coordinates o
 the clip norm, so a correct engine moves those coordinates by exactly the clipped gradient per inclusion plus
 N(0, (sigma C)^2) noise per coordinate. The statistic is that movement projected on the gradient's direction.
 
+This module is the training side (a ``Trial`` per configuration); stages/audit/selfcheck.py judges the trials
+and flows/selfcheck.py (``leakaudit selfcheck``) runs both.
+
 Design (``selfcheck`` in params.yaml, fixed before any run): q = 1 and T = 1, where DP-SGD is the Gaussian
 mechanism and the accountant's whole curve is that of mu = 1/sigma-GDP, so the f-DP one-run test (audit/gdp.py)
 of "the engine is the mechanism its accountant accounted" assumes nothing beyond the claim under test.
@@ -38,7 +41,6 @@ from ..lm.examples import IGNORE, Example
 from .params import DPParams, SelfcheckParams
 from .probe import ProbeLM
 
-SELFCHECK_VERSION = 1
 MODES = ("hooks", "ghost", "bk")
 
 
@@ -132,6 +134,10 @@ def worker(argv: Sequence[str]) -> None:
     """One torchrun rank: ``python -m stages.finetune.selfcheck <spec.json> <out.npz>`` (rank 0 writes)."""
     from .distributed import finish, init
 
+    from ..core.cli import configure_process
+
+    configure_process()
+    quiet_q1()
     spec = json.loads(Path(argv[0]).read_text())
     sc = SelfcheckParams.from_json(spec["params"])
     torch.set_num_threads(1)
@@ -159,117 +165,17 @@ def run_trial(sc: SelfcheckParams, config: Config, seed: int, module: str = "sta
         return Trial(data["scores"], data["members"], json.loads(str(data["privacy"])))
 
 
-# ---------------------------------------------------------------------------------------------- statistics
-def expected_count(sc: SelfcheckParams, mu: float, trials: int = 200, seed: int = 0) -> int:
-    """Median number of right guesses of exact Gaussian scores (members N(mu, 1), others N(0, 1)): what a correct
-    engine measured without loss gives (seeded simulation)."""
-    from ..audit.one_run import guesses
+def quiet_q1() -> None:
+    """opacus' PRV accountant at q = 1 takes log(1 - q) = -inf inside a where(): numpy warns, the result is right."""
+    import warnings
 
-    rng = np.random.default_rng([seed, 2])
-    counts = []
-    for _ in range(trials):
-        y = rng.random(sc.canaries) < 0.5
-        counts.append(guesses(rng.normal(size=sc.canaries) + mu * y, y, sc.guesses_in, sc.guesses_out)[2])
-    return int(np.median(counts))
-
-
-def verdict(sc: SelfcheckParams, trial: Trial, family: int) -> dict:
-    """The bounds of one trial and its flag at 1 - alpha / family."""
-    from ..audit.gdp import gdp_epsilon, gdp_epsilon_lower_bound, gdp_mu_lower_bound
-    from ..audit.one_run import epsilon_lower_bound, guesses
-
-    m, r, v = guesses(trial.scores, trial.members, sc.guesses_in, sc.guesses_out)
-    delta, eps = trial.privacy["delta"], trial.privacy["epsilon_spent"]
-    strict = 1.0 - sc.alpha / family
-    mu = np.sqrt(trial.privacy["steps"]) / trial.privacy["noise_multiplier"]  # q = 1: the Gaussian mechanism
-    gdp_strict = gdp_epsilon_lower_bound(m, r, v, delta, strict)
-    return {"canaries": m, "members": int(np.sum(trial.members)), "guesses": r, "correct": v,
-            "accountant_epsilon": eps, "delta": delta, "noise_multiplier": trial.privacy["noise_multiplier"],
-            "eps_lb_95": epsilon_lower_bound(m, r, v, delta, 0.95),
-            "eps_lb_999": epsilon_lower_bound(m, r, v, delta, strict),
-            "gdp_eps_lb_95": gdp_epsilon_lower_bound(m, r, v, delta, 0.95),
-            "gdp_eps_lb_999": gdp_strict, "gdp_mu_lb_999": gdp_mu_lower_bound(m, r, v, strict),
-            "mu": float(mu), "confidence_999": strict,
-            "ideal": gdp_epsilon_lower_bound(m, r, expected_count(sc, float(mu)), delta, 0.95)
-            if gdp_epsilon(float(mu), delta) > 0 else 0.0,
-            "flagged": bool(gdp_strict > eps)}
+    warnings.filterwarnings("ignore", message="divide by zero encountered in log", module="opacus")
 
 
 def configs_of(sc: SelfcheckParams) -> list[Config]:
     return [Config(c.mode, c.paradigm, c.processes) for c in sc.configs]
 
 
-def check(sc: SelfcheckParams, configs: Sequence[Config] | None = None, seed: int | None = None,
-          module: str = "stages.finetune.selfcheck", mutant: str | None = None, log=print) -> list[dict]:
-    """Train and audit every configuration; rows as reports/selfcheck.json holds them."""
-    configs = list(configs or configs_of(sc))
-    base = sc.seed if seed is None else seed
-    rows = []
-    for k, config in enumerate(configs):
-        trial = run_trial(sc, config, base * 1000 + k, module)
-        row = {"mode": config.mode, "paradigm": config.paradigm, "processes": config.processes, "mutant": mutant,
-               "seed": base * 1000 + k, **verdict(sc, trial, len(configs))}
-        rows.append(row)
-        log(format_row(row))
-    return rows
 
-
-# ---------------------------------------------------------------------------------------------- output
-HEADER = (f"{'mode':6s} {'paradigm':17s} {'proc':>4s} {'acct eps':>8s} {'eps95':>6s} {'gdp95':>6s} "
-          f"{'gdp999':>6s} {'ideal':>6s}  verdict")
-
-
-def format_row(r: dict) -> str:
-    return (f"{r['mode']:6s} {r['paradigm']:17s} {r['processes']:4d} {r['accountant_epsilon']:8.3f} "
-            f"{r['eps_lb_95']:6.2f} {r['gdp_eps_lb_95']:6.2f} {r['gdp_eps_lb_999']:6.2f} {r['ideal']:6.2f}  "
-            + ("FLAGGED: spends more than the accountant says" if r["flagged"] else "pass"))
-
-
-def document(sc: SelfcheckParams, rows: list[dict]) -> dict:
-    """reports/selfcheck.json: the design, what was and was not checked, and one row per configuration."""
-    return {
-        "version": SELFCHECK_VERSION,
-        "design": {"canaries": sc.canaries, "guesses_in": sc.guesses_in, "guesses_out": sc.guesses_out,
-                   "sample_rate": sc.sample_rate, "steps": sc.steps, "epsilon": sc.epsilon, "delta": sc.delta,
-                   "max_grad_norm": sc.max_grad_norm, "accountant": sc.accountant, "optimizer": "sgd",
-                   "alpha": sc.alpha, "family": len(rows), "seed": sc.seed,
-                   "statistic": "movement of each canary's own coordinates along its gradient's direction",
-                   "flag": "GDP one-run bound at 1 - alpha/family > the accountant's epsilon (q = 1: the claim is "
-                           "exactly mu-GDP, so the Gaussian trade-off is the claim under test, not an assumption)"},
-        "checked": "the fine-tune's DP path (loop.train: Poisson sampler, make_private, the mode's clipping, "
-                   "opacus noise and accountant, DP-SGD; torchrun + opacus distributed optimizer with 2 processes) "
-                   "on the layer types the paradigms train (Linear, Embedding, LoRA-wrapped Linear, RMSNorm)",
-        "not_checked": "q < 1 (subsampling amplification is the accountant's maths, not exercised at q = 1); "
-                       "multi-step composition beyond T = steps; DP-Adam/AdamW (post-processing of the same noisy "
-                       "gradient); the prompt and prefix paradigms; transformer layers between the canary and its "
-                       "rows; the real model's tokenizer, data and checkpoint resume",
-        "all_pass": not any(r["flagged"] for r in rows),
-        "rows": rows,
-    }
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``leakaudit selfcheck``: the default configurations, the table, reports/selfcheck.json (exit 1 if flagged)."""
-    import argparse
-
-    from ..core.io import write_json
-    from ..core.params import PARAMS_FILE, load
-
-    ap = argparse.ArgumentParser(prog="leakaudit selfcheck", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--params", default=PARAMS_FILE)
-    ap.add_argument("--out", default=None, help="default: selfcheck.out in params.yaml")
-    args = ap.parse_args(argv)
-    sc = load(SelfcheckParams, "selfcheck", args.params)
-    print(f"DP engine self-check: {sc.canaries} gradient canaries, q = {sc.sample_rate}, T = {sc.steps}, "
-          f"claimed ({sc.epsilon}, {sc.delta})-DP, {len(sc.configs)} configurations, "
-          f"flag at {1 - sc.alpha / len(sc.configs):.5f}")
-    print(HEADER)
-    rows = check(sc)
-    doc = document(sc, rows)
-    write_json(Path(args.out or sc.out), doc)
-    print("every configuration passes" if doc["all_pass"] else "FLAGGED: see the rows above")
-    return 0 if doc["all_pass"] else 1
-
-
-if __name__ == "__main__":
-    worker(sys.argv[1:]) if len(sys.argv) == 3 and sys.argv[1].endswith(".json") else sys.exit(main())
+if __name__ == "__main__":  # a torchrun rank of run_trial
+    worker(sys.argv[1:])

@@ -18,6 +18,7 @@ from .headline import headline_html, headline_markdown, headline_metrics, headli
 from .plots import ceiling_plot, exposure_plot, exposure_points, privacy_plot, region_points, roc_plot, roc_points
 from .audit_why import response_section, study_section
 from .render import Section, Table, ci, flatten, fmt, to_html, to_markdown
+from .selfcheck import selfcheck_section
 from .variance import variance_section
 
 @dataclass
@@ -34,6 +35,7 @@ class Inputs:
     bases: dict = field(default_factory=dict)  # run -> its run record's base_model (source.json)
     variance_dir: Path | None = None  # the variance stage's analysis (analysis.json, plots/)
     study_dir: Path | None = None  # the audit design study (reports/audit_study/, flows/audit_study.py)
+    selfcheck: Path | None = None  # the DP engine self-check (reports/selfcheck.json, leakaudit selfcheck)
 
     @property
     def runs(self) -> dict:
@@ -563,16 +565,21 @@ def memorization_section(inp: Inputs) -> Section | None:
 
 def training_section(inp: Inputs) -> Section:
     tr = Table(["run", "dataset", "DP", "σ", "C", "q", "steps T", "expected exposures q·T", "examples n",
-                "valid perplexity", "train seconds"])
+                "valid perplexity", "train seconds", "noise and sampler RNG"])
     for run, r in inp.runs.items():
         pv, t = r["privacy"], r["training"]
         tr.rows.append([run, r["dataset"], pv.get("dp"), pv.get("noise_multiplier"), pv.get("max_grad_norm"),
                         t["sample_rate"], t["steps"], t["expected_exposures_per_member"], t["n_examples"],
-                        r["utility"]["valid_perplexity"], t["train_seconds"]])
+                        r["utility"]["valid_perplexity"], t["train_seconds"],
+                        pv.get("rng", "seeded (finetune.seed)") if pv.get("dp") else "—"])
     return Section("Training, privacy accounting and utility", tables=[tr], paragraphs=[
         "Poisson sampling at rate q per step; DP runs use opacus DP-SGD (per-example clipping at C, Gaussian "
         "noise σ·C, σ calibrated so the accountant spends the target ε at δ). Validation perplexity is on "
-        "held-out rows of each run's dataset, on the tokens it trains on (the reply under SFT)."])
+        "held-out rows of each run's dataset, on the tokens it trains on (the reply under SFT). A seeded RNG makes a "
+        "run reproducible, and its guarantee then assumes the seed is secret; `finetune.dp.secure_rng: true` draws "
+        "the sampler and the noise from OS entropy with opacus' secure_mode (for real deployments). A DP run's "
+        "published step log holds step indices only: batch sizes, token counts, losses and step times are "
+        "functions of the data the accountant does not cover."])
 
 
 def _processed(inp: Inputs, marker: str) -> list[Path]:
@@ -641,7 +648,8 @@ def lineage_section(inp: Inputs) -> Section:
 
 
 #: the report's sections, in order; a section with nothing to show returns None and is left out
-SECTIONS = (headline_section, summary_section, audit_section, ceiling_section,
+SECTIONS = (headline_section, summary_section, lambda inp: selfcheck_section(inp.selfcheck), audit_section,
+            ceiling_section,
             lambda inp: response_section(inp.runs), lambda inp: study_section(inp.study_dir),
             exploratory_section, mia_section, blind_section,
             canary_designs_section, sweeps_section, lambda inp: variance_section(inp.variance_dir), exposure_section,
@@ -650,7 +658,8 @@ SECTIONS = (headline_section, summary_section, audit_section, ceiling_section,
 
 
 def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path("."),
-                 variance_dir: Path | None = None, study_dir: Path | None = None) -> dict:
+                 variance_dir: Path | None = None, study_dir: Path | None = None,
+                 selfcheck: Path | None = None) -> dict:
     """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
@@ -659,7 +668,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     inp = Inputs(metrics, read_roc(where.roc), where, lock, git, verified, out_dir / "plots", out_dir,
                  number_lineage(metrics, lock, git, verified),
                  {r: read_record(where.scores_dir(r))["run_record"].get("base_model", {}) for r in metrics["runs"]},
-                 variance_dir, study_dir)
+                 variance_dir, study_dir, selfcheck)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

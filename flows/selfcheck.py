@@ -1,0 +1,61 @@
+"""``leakaudit selfcheck`` (``python -m flows.selfcheck``): the DP engine audits itself. Orchestration only: each
+configuration is trained by stages/finetune/selfcheck.py and judged by stages/audit/selfcheck.py; the table is
+printed and reports/selfcheck.json written (exit 1 when a configuration is flagged)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Callable, Sequence
+
+from stages.audit import selfcheck as judge
+from stages.finetune import selfcheck as probe
+from stages.finetune.params import SelfcheckParams
+
+
+def check(sc: SelfcheckParams, configs: Sequence[probe.Config] | None = None, seed: int | None = None,
+          module: str = "stages.finetune.selfcheck", mutant: str | None = None,
+          log: Callable[[str], None] = print) -> list[dict]:
+    """Train and judge every configuration (family = how many); rows as reports/selfcheck.json holds them.
+    ``module``/``mutant``: a test's broken engine (tests/mutants.py) for the torchrun workers, and its name."""
+    configs = list(configs or probe.configs_of(sc))
+    base = sc.seed if seed is None else seed
+    rows = []
+    for k, config in enumerate(configs):
+        trial = probe.run_trial(sc, config, base * 1000 + k, module)
+        rows.append({"mode": config.mode, "paradigm": config.paradigm, "processes": config.processes,
+                     "mutant": mutant, "seed": base * 1000 + k,
+                     **judge.verdict(trial.scores, trial.members, trial.privacy, sc.guesses_in, sc.guesses_out,
+                                     sc.alpha, len(configs))})
+        log(judge.format_row(rows[-1]))
+    return rows
+
+
+def design(sc: SelfcheckParams) -> dict:
+    return {k: getattr(sc, k) for k in ("canaries", "guesses_in", "guesses_out", "sample_rate", "steps", "epsilon",
+                                        "delta", "max_grad_norm", "accountant", "alpha", "seed")}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from stages.core.cli import configure_process
+    from stages.core.io import write_json
+    from stages.core.params import PARAMS_FILE, load
+
+    ap = argparse.ArgumentParser(prog="leakaudit selfcheck", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", default=PARAMS_FILE)
+    ap.add_argument("--out", default=None, help="default: selfcheck.out, relative to the params file's folder")
+    args = ap.parse_args(argv)
+    configure_process()
+    probe.quiet_q1()
+    sc = load(SelfcheckParams, "selfcheck", args.params)
+    print(f"DP engine self-check: {sc.canaries} gradient canaries, q = {sc.sample_rate}, T = {sc.steps}, "
+          f"claimed ({sc.epsilon}, {sc.delta})-DP, {len(sc.configs)} configurations, "
+          f"flag at {1 - sc.alpha / len(sc.configs):.5f}")
+    print(judge.HEADER)
+    doc = judge.document(design(sc), check(sc))
+    write_json(Path(args.out) if args.out else Path(args.params).parent / sc.out, doc)
+    print("every configuration passes" if doc["all_pass"] else "FLAGGED: see the rows above")
+    return 0 if doc["all_pass"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
