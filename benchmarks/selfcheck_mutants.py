@@ -35,12 +35,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--out", default=str(ROOT / "reports/selfcheck_mutants.json"))
+    ap.add_argument("--only", nargs="*", default=None, help="these setups only (numbers 0..5, in SETUPS order)")
     args = ap.parse_args()
     sc = load(SelfcheckParams, "selfcheck", ROOT / "params.yaml")
     os.chdir(ROOT)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), str(ROOT)])
     rows = []
-    for name, config in SETUPS:
+    for i, (name, config) in enumerate(SETUPS):
+        if args.only is not None and str(i) not in args.only:
+            continue
         t0, flags, bounds = time.time(), 0, []
         for s in range(1000, 1000 + args.seeds):
             os.environ["SELFCHECK_MUTANT"] = name or ""
