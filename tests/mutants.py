@@ -17,22 +17,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from unittest.mock import patch
 
 import torch
 
 MUTANTS = ("noise_halved", "clip_off", "accountant_q", "rank_noise")
 #: the module whose clipping ``clip_off`` removes (a parameter-name fragment of the probe model)
 UNCLIPPED = "new_head"
-
-
-@contextlib.contextmanager
-def _patched(obj, name, value):
-    old = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, old)
 
 
 @contextlib.contextmanager
@@ -45,7 +36,7 @@ def noise_halved():
     def half(std, reference, generator=None, secure_mode=False):
         return real(std / 2, reference, generator, secure_mode)
 
-    with _patched(plain, "_generate_noise", half), _patched(fast, "_generate_noise", half):
+    with patch.object(plain, "_generate_noise", half), patch.object(fast, "_generate_noise", half):
         yield
 
 
@@ -93,8 +84,8 @@ def clip_off():
                 grad = grad.to(p.dtype)
                 p.grad = grad if p.grad is None else p.grad.add_(grad)
 
-    with _patched(DPOptimizer, "clip_and_accumulate", _clip_and_accumulate_except(UNCLIPPED)), \
-            _patched(loop, "make_private", make_private), _patched(Ledger, "settle", settle):
+    with patch.object(DPOptimizer, "clip_and_accumulate", _clip_and_accumulate_except(UNCLIPPED)), \
+            patch.object(loop, "make_private", make_private), patch.object(Ledger, "settle", settle):
         yield
 
 
@@ -109,7 +100,7 @@ def accountant_q(factor: float = 0.1):
         def told(self, sample_rate, _real=real):
             return _real(self, sample_rate=sample_rate * factor)
 
-        patches.append(_patched(cls, "get_optimizer_hook_fn", told))
+        patches.append(patch.object(cls, "get_optimizer_hook_fn", told))
     with contextlib.ExitStack() as stack:
         for p in patches:
             stack.enter_context(p)
@@ -133,8 +124,8 @@ def rank_noise():
                 p.grad += _generate_noise(self.noise_multiplier * self.max_grad_norm, p.grad, self.generator) \
                     / (self.expected_batch_size * self.world_size)
 
-    with _patched(DistributedDPOptimizer, "add_noise", add_noise), \
-            _patched(DistributedDPOptimizer, "reduce_gradients", reduce_gradients):
+    with patch.object(DistributedDPOptimizer, "add_noise", add_noise), \
+            patch.object(DistributedDPOptimizer, "reduce_gradients", reduce_gradients):
         yield
 
 

@@ -34,7 +34,10 @@ def selfcheck_section(path: Path | None) -> Section | None:
         f"assumption); a configuration is flagged when it rejects that claim at 1 − {d['alpha']}/{d['family']} "
         "(Bonferroni over the configurations checked). The Steinke bound assumes nothing and is looser (it degrades "
         "with m·δ). The ideal is what exact Gaussian scores of a correct engine give (median of a seeded "
-        "simulation). " + verdict,
+        "simulation). " + verdict
+        + (f" The guard's power: an engine adding half the noise it books is flagged in "
+           f"{data['power']['flag_rate']:.0%} of {data['power']['trials']} simulated runs at this family's level "
+           "(exact Gaussian scores); a smaller break can pass." if "power" in data else ""),
         f"Checked: {data['checked']}. Not checked: {data['not_checked']}. Deliberately broken engines (half the "
         "noise, one module unclipped, the accountant told q/10, noise after the all-reduce on one rank) are flagged "
         "by seeded tests (tests/finetune/test_selfcheck.py; flag rates over fresh seeds: "

@@ -132,3 +132,19 @@ def test_secure_rng_runs_differ_seeded_runs_repeat_and_the_log_holds_no_data_sta
     assert c.privacy["rng"].startswith("seeded")
     for res in (a, c):  # a DP run's step log: the step index only (no batch size, tokens, loss or time)
         assert res.log == [{"step": k + 1} for k in range(3)]
+
+
+def test_the_judgement_refuses_q_below_one_and_states_its_power():
+    """The flag tests the claim itself only where DP-SGD is the Gaussian mechanism (q = 1); the document states how
+    often the same test flags half the noise at the family's level."""
+    from stages.audit import selfcheck as judge
+    from stages.core.errors import ConfigError
+
+    privacy = {"sample_rate": 0.5, "steps": 1, "noise_multiplier": 1.08, "delta": 1e-5, "epsilon_spent": 4.0}
+    y = S.membership(100, 0)
+    with pytest.raises(ConfigError, match="selfcheck.sample_rate"):
+        judge.verdict(np.zeros(100), y, privacy, 10, 10, 0.001, 1)
+    row = {**judge.verdict(np.where(y, 1.0, 0.0), y, {**privacy, "sample_rate": 1.0}, 10, 10, 0.001, 1),
+           "mode": "bk", "paradigm": "rows", "processes": 1}
+    power = judge.document({"guesses_in": 10, "guesses_out": 10, "alpha": 0.001}, [row])["power"]
+    assert power["family"] == 1 and 0 <= power["flag_rate"] <= 1
