@@ -1,6 +1,6 @@
-"""Session fixtures: a tiny tokenizer, a tiny random Llama saved as a model directory and converted by the
-real base_model code, and a copy of the project whose params point at it. Everything is built in-process:
-no test downloads a model or data."""
+"""Session fixtures: a tiny tokenizer, a tiny random Llama (and, on demand, GPT-2, Qwen2, GPT-NeoX) saved as a
+model directory and converted by the real base_model code, and a copy of the project whose params point at it.
+Everything is built in-process: no test downloads a model or data."""
 from __future__ import annotations
 
 import os
@@ -66,3 +66,38 @@ def tiny_project(tmp_path_factory, tiny_model_dir) -> Path:
     (dest / "params.yaml").write_text(yaml.safe_dump(tiny_params(tiny_model_dir), sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "tiny params"], dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir_of(tmp_path_factory, tiny_tokenizer, tiny_model_dir):
+    """arch -> a tiny random model of that architecture (support.make_tiny_lm) + the tiny tokenizer, saved once
+    per session as a local HF model directory; "llama" is ``tiny_model_dir``."""
+    made = {"llama": tiny_model_dir}
+
+    def get(arch: str) -> Path:
+        if arch not in made:
+            d = tmp_path_factory.mktemp(f"tiny_lm_{arch}")
+            make_tiny_lm(len(tiny_tokenizer), arch=arch).save_pretrained(d)
+            tiny_tokenizer.save_pretrained(d)
+            made[arch] = d
+        return made[arch]
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_base_of(tmp_path_factory, tiny_model_dir_of, tiny_base):
+    """arch -> ``tiny_model_dir_of(arch)`` converted by the real base_model code path, once per session;
+    "llama" is ``tiny_base``."""
+    from stages.base_model.convert import convert
+    from stages.base_model.params import ModelParams
+
+    made = {"llama": tiny_base}
+
+    def get(arch: str) -> Path:
+        if arch not in made:
+            out = tmp_path_factory.mktemp(f"base_{arch}")
+            convert(ModelParams(name_or_path=str(tiny_model_dir_of(arch)), revision=None, dtype="float32",
+                                out=str(out)), out)
+            made[arch] = out
+        return made[arch]
+    return get

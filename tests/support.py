@@ -1,5 +1,5 @@
-"""Helpers shared by the tests: the project's params with overrides, a tiny random Llama, a copy of the
-project as a fresh git + DVC checkout, and running a command in it."""
+"""Helpers shared by the tests: the project's params with overrides, tiny random causal LMs (Llama by default;
+GPT-2, Qwen2, GPT-NeoX), a copy of the project as a fresh git + DVC checkout, and running a command in it."""
 from __future__ import annotations
 
 import os
@@ -28,15 +28,35 @@ def params(cls: type, section: str, **overrides: Any):
     return build(cls, deep_merge(section_of(project_raw(), section), overrides), section)
 
 
-def make_tiny_lm(vocab_size: int, seed: int = 0):
+def make_tiny_lm(vocab_size: int, seed: int = 0, arch: str = "llama"):
+    """A tiny random causal LM of architecture ``arch`` (gpt2 | llama | qwen2 | gpt_neox): hidden 32, 2 layers,
+    4 heads, 128 positions, bos/eos/pad 0, no dropout (as the others, GPT-2's off: runs compare exactly); embeddings
+    tied where the architecture ties them (not gpt_neox)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
 
+    common = dict(vocab_size=vocab_size, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    configs = {
+        "llama": lambda: transformers.LlamaConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=128, tie_word_embeddings=True, **common),
+        "qwen2": lambda: transformers.Qwen2Config(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=128, tie_word_embeddings=True, **common),
+        "gpt2": lambda: transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128,
+                                                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                                tie_word_embeddings=True, **common),
+        "gpt_neox": lambda: transformers.GPTNeoXConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            max_position_embeddings=128, tie_word_embeddings=False, **common),
+    }
+    if arch not in configs:
+        raise ValueError(f"unknown tiny architecture {arch!r} (known: {', '.join(configs)})")
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      tie_word_embeddings=True, bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    return LlamaForCausalLM(cfg).eval()
+    cfg = configs[arch]()
+    cls = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
+           "gpt2": transformers.GPT2LMHeadModel, "gpt_neox": transformers.GPTNeoXForCausalLM}[arch]
+    return cls(cfg).eval()
 
 
 def copy_project(dest: Path) -> Path:

@@ -4,8 +4,15 @@ backward pass.
 opacus' ghost clipping (``ghost``) runs two backward passes: a norm pass, whose hooks give each layer's
 activations a and output gradients g to opacus' norm samplers, then a second full backward pass of
 sum_i c_i * loss_i to get the clipped sum. The second pass recomputes every output gradient only to form,
-per layer, sum_i c_i * grad_i(W), which is a closed form in the (a, g) the norm pass already had: for a
-Linear layer sum_i c_i g_i^T a_i, for an embedding an index-add of c_i g_i, for RMSNorm sum_i c_i g_i * n(a_i).
+per layer, sum_i c_i * grad_i(W), which is a closed form in the (a, g) the norm pass already had:
+
+* Linear: W += sum_i c_i g_i^T a_i, b += sum_i c_i g_i;
+* transformers' Conv1D (GPT-2; W is (in, out)): W += sum_i c_i a_i^T g_i (the Linear form transposed), b as Linear;
+* Embedding: an index-add of c_i g_i at the ids;
+* RMSNorm: w += sum_i c_i g_i * n(a_i), n the RMS normalisation;
+* LayerNorm: w += sum_i c_i g_i * n(a_i), n the layer normalisation without affine; b += sum_i c_i g_i
+
+(each sum also over positions).
 ``bk`` keeps (a, g) from the norm pass (opacus still computes the norms, with its own samplers, so the
 clipping coefficients are opacus') and forms those sums directly: no second pass, no per-example gradient.
 It costs the memory of every trainable layer's output gradients for one chunk, which ghost frees as it
@@ -19,7 +26,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .grad_samplers import is_rms_norm, rms_norm_grad_sample
+from .grad_samplers import is_conv1d, is_layer_norm, is_rms_norm, layer_norm_grad_sample, rms_norm_grad_sample
 
 
 def _linear(layer: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict:
@@ -27,6 +34,16 @@ def _linear(layer: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict:
     out = {}
     if layer.weight.requires_grad:
         out[layer.weight] = g.T @ a
+    if layer.bias is not None and layer.bias.requires_grad:
+        out[layer.bias] = g.sum(0)
+    return out
+
+
+def _conv1d(layer: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict:
+    a, g = a.reshape(-1, a.shape[-1]).float(), g.reshape(-1, g.shape[-1]).float()
+    out = {}
+    if layer.weight.requires_grad:
+        out[layer.weight] = a.T @ g
     if layer.bias is not None and layer.bias.requires_grad:
         out[layer.bias] = g.sum(0)
     return out
@@ -49,6 +66,10 @@ def _rms_norm(layer: nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict:
     return {p: gs.float().sum(0) for p, gs in rms_norm_grad_sample(layer, [x], g).items()}  # (B, d) -> (d,)
 
 
+def _layer_norm(layer: nn.LayerNorm, x: torch.Tensor, g: torch.Tensor) -> dict:
+    return {p: gs.float().sum(0) for p, gs in layer_norm_grad_sample(layer, [x], g).items()}  # (B, d) -> (d,)
+
+
 def weighted_grads(module: nn.Module) -> Callable | None:
     """The closed-form clipped-sum function for ``module``'s type, or None when there is none."""
     if isinstance(module, nn.Linear):
@@ -57,6 +78,10 @@ def weighted_grads(module: nn.Module) -> Callable | None:
         return _embedding
     if is_rms_norm(module):
         return _rms_norm
+    if is_conv1d(module):
+        return _conv1d
+    if is_layer_norm(module):
+        return _layer_norm
     return None
 
 

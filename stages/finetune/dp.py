@@ -69,19 +69,29 @@ def unsupported_for_ghost(model: torch.nn.Module) -> list[str]:
             if any(p.requires_grad for p in m.parameters(recurse=False)) and type(m) not in GSM.NORM_SAMPLERS]
 
 
-def resolve_mode(model: torch.nn.Module, mode: str) -> str:
-    """``auto``: book-keeping (``bk``: one backward pass, no per-example gradient; benchmarks/dp_overhead.py
-    measured it fastest for LoRA and full fine-tuning) where every trainable module has opacus' norm sampler
-    and a closed-form clipped sum; ghost where only the norm samplers exist; hooks otherwise."""
+def choose_mode(model: torch.nn.Module, mode: str) -> tuple[str, str | None]:
+    """(mode, why): ``auto`` is book-keeping (``bk``: one backward pass, no per-example gradient;
+    benchmarks/dp_overhead.py measured it fastest for LoRA and full fine-tuning) where every trainable module has
+    opacus' norm sampler and a closed-form clipped sum; ghost where only the norm samplers exist; hooks otherwise.
+    ``why`` says which module ruled out bk when auto falls back (None otherwise); an explicit mode is kept."""
     if mode != "auto":
-        return mode
+        return mode, None
     from .bookkeeping import unsupported
     from .grad_samplers import register_for
 
-    register_for(model)  # RMSNorm's samplers, before asking which modules have one
-    if not unsupported_for_ghost(model):
-        return "ghost" if unsupported(model) else "bk"
-    return "hooks"
+    register_for(model)  # RMSNorm's, Conv1D's and LayerNorm's samplers, before asking which modules have one
+    missing = unsupported_for_ghost(model)
+    if missing:
+        return "hooks", f"ghost and bk have no norm sampler for {missing[0]}"
+    missing = unsupported(model)
+    if missing:
+        return "ghost", f"bk has no clipped-sum form for {missing[0]}"
+    return "bk", None
+
+
+def resolve_mode(model: torch.nn.Module, mode: str) -> str:
+    """The grad-sample mode ``mode`` (``auto`` or explicit) stands for on ``model`` (``choose_mode``)."""
+    return choose_mode(model, mode)[0]
 
 
 def wrap_model(model, dp, distributed: bool):
@@ -95,7 +105,7 @@ def wrap_model(model, dp, distributed: bool):
     from .bookkeeping import unsupported as unsupported_bk
     from .grad_samplers import register_for
 
-    register_for(model)  # exact per-example grads and norms for RMSNorm weights (full fine-tuning)
+    register_for(model)  # exact per-example grads and norms for RMSNorm, Conv1D, LayerNorm (full fine-tuning)
     errors = ModuleValidator.validate(model, strict=False)
     if errors:
         raise ValueError(f"model is not DP-compatible: {errors[0]}")
@@ -144,7 +154,9 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
 
     delta = dp.delta if dp.delta is not None else population ** -1.1
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
-    dp = dataclasses.replace(dp, grad_sample_mode=resolve_mode(model, dp.grad_sample_mode))
+    requested = dp.grad_sample_mode
+    mode, why = choose_mode(model, requested)
+    dp = dataclasses.replace(dp, grad_sample_mode=mode)
     net = wrap_model(model, dp, world_size > 1)
     # secure_rng: OS entropy, never written anywhere; else seeded (reproducible, the guarantee then assumes the
     # seed is secret). opacus' secure_mode also draws each noise value as a sum of Gaussians (floating-point attacks)
@@ -166,6 +178,10 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
                "divisor": divisor * world_size, "optimizer": f"DP-{optimizer_name}",
                "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size,
                "rng": "secure (OS entropy, opacus secure_mode)" if dp.secure_rng else "seeded (finetune.seed)"}
+    if requested == "auto":  # what auto chose, and why where it is not bk
+        privacy["grad_sample_mode_requested"] = requested
+        if why:
+            privacy["grad_sample_mode_reason"] = why
     ledger = Ledger(net) if dp.grad_sample_mode == "bk" else None
     return Private(net, opt, accountant, noise, privacy, dp.grad_sample_mode, ledger)
 

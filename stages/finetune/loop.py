@@ -114,10 +114,13 @@ def fixed_schedule(first: int, count: int, steps: int, repetitions: int, seed: i
 
 
 def norm_pass_targets(model) -> list[torch.Tensor]:
-    """What the ghost norm pass differentiates towards: every trainable parameter that is not a Linear
-    layer's (embeddings, norms, soft prompt, prefix). With the decoder's input embeddings added per chunk,
+    """What the ghost norm pass differentiates towards: every trainable parameter that is not a Linear (or
+    Conv1D) layer's (embeddings, norms, soft prompt, prefix). With the decoder's input embeddings added per chunk,
     autograd then reaches every layer's output gradient but skips the Linear weight gradients."""
-    linear = {id(p) for m in model.modules() if isinstance(m, torch.nn.Linear) for p in m.parameters(recurse=False)}
+    from .grad_samplers import is_conv1d
+
+    linear = {id(p) for m in model.modules() if isinstance(m, torch.nn.Linear) or is_conv1d(m)
+              for p in m.parameters(recurse=False)}
     return [p for p in model.parameters() if p.requires_grad and id(p) not in linear]
 
 

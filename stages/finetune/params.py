@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from ..core.errors import ConfigError
 from ..core.params import PARAMS_FILE, build, check, deep_merge, load, read_params
@@ -17,12 +17,15 @@ class LoraParams:
     r: int
     alpha: int
     dropout: float
-    targets: tuple[str, ...]
+    #: module names, or auto: the base model type's attention projections (peft's mapping; run.json records the
+    #: resolved names)
+    targets: Union[str, tuple[str, ...]]
 
     def problems(self):
         return check(self.r > 0, "r", "must be > 0", self.r) + check(
             0 <= self.dropout < 1, "dropout", "must be in [0, 1)", self.dropout
-        )
+        ) + check(self.targets == "auto" or (isinstance(self.targets, tuple) and len(self.targets) > 0), "targets",
+                  "must be auto or a non-empty list of module names", self.targets)
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "version": RUN_VERSION,
         "run": run,
         "params": dataclasses.asdict(ft),
-        "trainable": ft.trainable(meta).to_json(),
+        "trainable": model.spec.to_json(),  # as built: LoRA targets "auto" resolved (lm.trainable.build_model)
         "device": str(device),
         "world_size": world()[1],  # data-parallel processes (finetune.distributed)
         "base_model": read_json(where.base_model / "source.json", "base_model"),

@@ -22,6 +22,7 @@ or score needs, which is most of the saving on CPU: the 49k-way projection is th
 """
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Sequence
 
@@ -51,6 +52,8 @@ class CanaryLM(nn.Module):
         # opacus (it walks children, not unique modules), doubling its per-example gradients
         self.__dict__.update(decoder=causal.base_model,  # e.g. LlamaModel / GPT2Model (accepts inputs_embeds)
                              embed=causal.get_input_embeddings(), head=causal.get_output_embeddings())
+        #: the decoder takes position ids (forward_embeds passes them, one row per example)
+        self.positions = "position_ids" in inspect.signature(self.decoder.forward).parameters
         self.base_vocab = self.embed.num_embeddings
         self.num_new = int(num_new)
         d = self.embed.embedding_dim
@@ -183,6 +186,9 @@ class CanaryLM(nn.Module):
         if self.prefix_len:
             kw = {"past_key_values": self._prefix_cache(B), "use_cache": True}
             attention_mask = torch.cat([attention_mask.new_ones(B, self.prefix_len), attention_mask], dim=1)
+        if self.positions:  # batch-first (B, T), not the decoder's default (1, T): opacus needs one row per example
+            past = self.prefix_len  # for a trainable position embedding (GPT-2's wpe in full fine-tuning)
+            kw["position_ids"] = torch.arange(past, past + emb.shape[1], device=emb.device).expand(B, -1).contiguous()
         hidden = self.decoder(inputs_embeds=emb, attention_mask=attention_mask, **kw)[0]
         hidden = hidden[:, self.soft_prompt:]  # the soft prompt's own positions predict nothing
         return hidden, self.extra_logits(hidden)

@@ -1,18 +1,19 @@
 """The trainable model of a run: base model + paradigm + new-token rows, and saving/loading it.
 
-Paradigms: ``lora`` (peft LoRA on the target modules), ``full`` (every decoder weight), ``prompt``
-(peft prompt tuning) and ``prefix`` (peft prefix tuning). ``train_embeddings`` also trains the input
-embedding and the output head in any paradigm; a tied matrix is untied first into two trainable copies
-that both start from it (opacus clips per module, and cannot clip one weight used by two modules). New-token rows are trainable in every paradigm, and so are the input/output rows of
+Paradigms: ``lora`` (peft LoRA on the target modules; ``auto``: the model type's attention projections),
+``full`` (every decoder weight), ``prompt`` (peft prompt tuning) and ``prefix`` (peft prefix tuning).
+``train_embeddings`` also trains the input embedding and the output head in any paradigm; a tied matrix is
+untied first into two trainable copies that both start from it (opacus clips per module, and cannot clip one
+weight used by two modules). New-token rows are trainable in every paradigm, and so are the input/output rows of
 every vocabulary token a canary uses as its secret (``secret_rows``; ``finetune.secret_rows``), so
 every canary kind trains the same parameters for its secret tokens.
 
-``Trainable`` is the whole description: the fine-tune stage records it in run.json, and the attack
-stage rebuilds the same model from it before loading the trained tensors.
+``Trainable`` is the whole description: the fine-tune stage records the built model's ``spec`` (LoRA targets
+resolved) in run.json, and the attack stage rebuilds the same model from it before loading the trained tensors.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,9 @@ class Trainable:
     lora_r: int
     lora_alpha: int
     lora_dropout: float
-    lora_targets: tuple[str, ...]
+    #: module names, or "auto" (the base model type's attention projections, peft's mapping): ``build_model``
+    #: resolves it, and the model's ``spec`` (what run.json records) holds the resolved names
+    lora_targets: tuple[str, ...] | str
     virtual_tokens: int  # soft-prompt / prefix length (paradigms prompt / prefix)
     num_new_tokens: int  # rows of the new-token embedding and output head
     new_token_init: str  # mean | zero
@@ -39,16 +42,36 @@ class Trainable:
     train_embeddings: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "lora_targets": list(self.lora_targets), "secret_rows": list(self.secret_rows)}
+        targets = self.lora_targets if isinstance(self.lora_targets, str) else list(self.lora_targets)
+        return {**asdict(self), "lora_targets": targets, "secret_rows": list(self.secret_rows)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Trainable":
-        return cls(**{**data, "lora_targets": tuple(data["lora_targets"]), "secret_rows": tuple(data["secret_rows"])})
+        targets = data["lora_targets"]
+        return cls(**{**data, "lora_targets": targets if isinstance(targets, str) else tuple(targets),
+                      "secret_rows": tuple(data["secret_rows"])})
+
+
+def lora_targets(base, targets: tuple[str, ...] | str) -> tuple[str, ...]:
+    """The LoRA target module names: ``targets`` as given, or for "auto" the attention projections peft maps the
+    base model's ``config.model_type`` to (llama/qwen2: q_proj, v_proj; gpt2: c_attn; gpt_neox: query_key_value)."""
+    if not isinstance(targets, str):
+        return tuple(targets)
+    if targets != "auto":
+        raise ConfigError(f"finetune.lora.targets: must be 'auto' or a list of module names (got {targets!r})")
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as BY_TYPE
+
+    kind = getattr(base.config, "model_type", None)
+    if kind not in BY_TYPE:
+        raise ConfigError(f"finetune.lora.targets: 'auto' has no target modules for model type {kind!r}; "
+                          "list the module names")
+    return tuple(BY_TYPE[kind])
 
 
 def build_model(base_dir: str | Path, spec: Trainable, device, init: str | None = None):
     """(CanaryLM, tokenizer) ready to train: only the paradigm's weights + new rows require grad.
-    ``init`` overrides ``spec.new_token_init`` (loading uses "zero": the trained rows replace them)."""
+    ``init`` overrides ``spec.new_token_init`` (loading uses "zero": the trained rows replace them).
+    The model's ``spec`` is ``spec`` as built: LoRA targets "auto" resolved to the module names (``lora_targets``)."""
     base, tok = load_base(base_dir, device)
     for p in base.parameters():
         p.requires_grad_(False)
@@ -56,6 +79,7 @@ def build_model(base_dir: str | Path, spec: Trainable, device, init: str | None 
     if spec.paradigm == "lora":
         from peft import LoraConfig, get_peft_model
 
+        spec = replace(spec, lora_targets=lora_targets(base, spec.lora_targets))
         cfg = LoraConfig(r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
                          target_modules=list(spec.lora_targets), bias="none")
         try:
@@ -77,6 +101,7 @@ def build_model(base_dir: str | Path, spec: Trainable, device, init: str | None 
         untie_embeddings(base)
     model = CanaryLM(lm, num_new=spec.num_new_tokens, init=init or spec.new_token_init, soft_prompt=soft,
                      prefix=prefix, secret_rows=spec.secret_rows).to(device)
+    model.spec = spec
     return model, tok
 
 

@@ -563,18 +563,28 @@ def memorization_section(inp: Inputs) -> Section | None:
         "order, which is by frequency."])
 
 
+def _clipping(pv: dict) -> str:
+    """A DP run's grad-sample mode (finetune.dp.grad_sample_mode), with auto's reason where it did not pick bk."""
+    if not pv.get("dp") or not pv.get("grad_sample_mode"):
+        return "—"
+    why = pv.get("grad_sample_mode_reason")
+    return f"{pv['grad_sample_mode']} (auto: {why})" if why else pv["grad_sample_mode"]
+
+
 def training_section(inp: Inputs) -> Section:
     tr = Table(["run", "dataset", "DP", "σ", "C", "q", "steps T", "expected exposures q·T", "examples n",
-                "valid perplexity", "train seconds", "noise and sampler RNG"])
+                "valid perplexity", "train seconds", "noise and sampler RNG", "clipping"])
     for run, r in inp.runs.items():
         pv, t = r["privacy"], r["training"]
         tr.rows.append([run, r["dataset"], pv.get("dp"), pv.get("noise_multiplier"), pv.get("max_grad_norm"),
                         t["sample_rate"], t["steps"], t["expected_exposures_per_member"], t["n_examples"],
                         r["utility"]["valid_perplexity"], t["train_seconds"],
-                        pv.get("rng", "seeded (finetune.seed)") if pv.get("dp") else "—"])
+                        pv.get("rng", "seeded (finetune.seed)") if pv.get("dp") else "—", _clipping(pv)])
     return Section("Training, privacy accounting and utility", tables=[tr], paragraphs=[
         "Poisson sampling at rate q per step; DP runs use opacus DP-SGD (per-example clipping at C, Gaussian "
-        "noise σ·C, σ calibrated so the accountant spends the target ε at δ). Validation perplexity is on "
+        "noise σ·C, σ calibrated so the accountant spends the target ε at δ; clipping: how the per-example norms "
+        "were computed, `finetune.dp.grad_sample_mode`, with auto's reason where it did not pick bk). Validation "
+        "perplexity is on "
         "held-out rows of each run's dataset, on the tokens it trains on (the reply under SFT). A seeded RNG makes a "
         "run reproducible, and its guarantee then assumes the seed is secret; `finetune.dp.secure_rng: true` draws "
         "the sampler and the noise from OS entropy with opacus' secure_mode (for real deployments). A DP run's "

@@ -1,0 +1,179 @@
+"""The built-in trainer on GPT-2, Qwen2 and GPT-NeoX (Llama: test_ghost.py), tiny random models: ghost and bk give
+opacus hooks' clipped sum in LoRA and full fine-tuning (with and without the embeddings), auto picks bk, LoRA
+targets ``auto`` resolve to peft's mapping, a module without a sampler is refused by name, and the Conv1D and
+LayerNorm samplers equal autograd's per-example gradients."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
+from transformers.pytorch_utils import Conv1D
+
+from stages.core.errors import ConfigError
+from stages.core.params import build
+from stages.finetune.bookkeeping import weighted_grads
+from stages.finetune.dp import make_private, resolve_mode
+from stages.finetune.grad_samplers import (
+    _conv1d_norm_sampler,
+    _layer_norm_norm_sampler,
+    conv1d_grad_sample,
+    layer_norm_grad_sample,
+)
+from stages.finetune.params import LoraParams
+from stages.lm.examples import canary_examples
+from stages.lm.scoring import token_logprobs
+from stages.lm.trainable import Trainable, build_model, lora_targets, load_model, save_model
+
+from .test_ghost import one_step
+from .test_loop import dp_params, tiny_model
+
+CPU = torch.device("cpu")
+ARCHS = ["gpt2", "qwen2", "gpt_neox"]
+PARADIGMS = [("lora", False), ("full", False), ("full", True)]
+
+
+@pytest.mark.parametrize("paradigm,embeddings", PARADIGMS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ghost_and_bk_give_the_hooks_clipped_sum(tiny_base_of, arch, paradigm, embeddings):
+    base = tiny_base_of(arch)
+    for clip in (1e-2, 1e3):  # every example clipped / none clipped
+        hooks, m, *_ = one_step(base, "hooks", clip, False, paradigm, embeddings)
+        assert hooks and torch.sqrt(sum((g ** 2).sum() for g in hooks.values())) > 0
+        if embeddings:  # untied: the input embedding and the output head are two trained parameters
+            emb, head = m.lm.get_input_embeddings().weight, m.lm.get_output_embeddings().weight
+            assert emb is not head and emb.requires_grad and head.requires_grad
+            assert sum(g.numel() for g in hooks.values()) >= emb.numel() + head.numel()
+        for mode in ("ghost", "bk"):
+            got, *_ = one_step(base, mode, clip, False, paradigm, embeddings)
+            assert got.keys() == hooks.keys()
+            for n in got:
+                torch.testing.assert_close(got[n], hooks[n], rtol=1e-4, atol=1e-7, msg=f"{arch} {mode} {n} clip {clip}")
+    assert resolve_mode(m, "auto") == "bk"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_unclipped_dp_gradient_is_the_plain_gradient(tiny_base_of, arch):
+    """Full fine-tuning with the embeddings (every layer type of the architecture: Conv1D, LayerNorm, position
+    embeddings, ...): with clipping that never binds and no noise, the DP step is the plain gradient."""
+    from stages.finetune.loop import per_sample_losses
+    from stages.lm.batching import collate
+
+    base = tiny_base_of(arch)
+    delta, _, exs, tok = one_step(base, "hooks", 1e6, False, "full", True)
+    torch.manual_seed(0)
+    ref, _ = tiny_model(base, paradigm="full", virtual_tokens=3, train_embeddings=True)
+    ref.train()
+    (per_sample_losses(ref, collate(exs[:8], tok.pad_token_id, CPU)).sum() / 4).backward()
+    for n, p in ref.named_parameters():
+        if p.requires_grad:
+            torch.testing.assert_close(delta[n], p.grad, rtol=1e-4, atol=1e-7, msg=f"{arch} {n}")
+
+
+@pytest.mark.parametrize("arch", ARCHS + ["llama"])
+def test_lora_targets_auto_resolve_to_the_attention_projections(tiny_base_of, arch, tmp_path):
+    torch.manual_seed(0)
+    m, tok = tiny_model(tiny_base_of(arch), lora={"targets": "auto"})
+    assert m.spec.lora_targets == tuple(PEFT_TARGETS[arch])
+    record = m.spec.to_json()  # run.json's trainable block
+    assert record["lora_targets"] == PEFT_TARGETS[arch]
+    wrapped = {n.split(".lora_A")[0].split(".")[-1] for n, _ in m.named_parameters() if ".lora_A" in n}
+    assert wrapped == set(PEFT_TARGETS[arch])
+    # the attack stage rebuilds the model from run.json's trainable block: the same modules, the same tensors
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn_like(p))
+    save_model(m, tmp_path)
+    m2, _ = load_model(tiny_base_of(arch), tmp_path, Trainable.from_json(record), CPU)
+    assert m2.spec == m.spec
+    m.eval()
+    rng = np.random.default_rng(0)
+    rows = [{"kind": "new_token", "prefix_ids": rng.integers(1, m.base_vocab, 6).tolist(),
+             "secret_ids": [m.base_vocab + i % 20]} for i in range(8)]
+    for x, y in zip(token_logprobs(m, canary_examples(rows, "sft"), tok.pad_token_id),
+                    token_logprobs(m2, canary_examples(rows, "sft"), tok.pad_token_id)):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
+
+
+def test_lora_targets_refuse_what_they_cannot_resolve():
+    with pytest.raises(ConfigError, match=r"^finetune.lora.targets: 'auto' has no target modules for model type "
+                                          r"'mystery'; list the module names$"):
+        lora_targets(SimpleNamespace(config=SimpleNamespace(model_type="mystery")), "auto")
+    assert lora_targets(None, ["c_attn"]) == ("c_attn",)
+    ok = {"r": 4, "alpha": 8, "dropout": 0.0}
+    assert build(LoraParams, {**ok, "targets": "auto"}, "finetune.lora").targets == "auto"
+    assert build(LoraParams, {**ok, "targets": ["c_attn"]}, "finetune.lora").targets == ("c_attn",)
+    for bad in ("q_proj", [], 3):
+        with pytest.raises(ConfigError, match=r"^finetune.lora.targets: "):
+            build(LoraParams, {**ok, "targets": bad}, "finetune.lora")
+
+
+class OwnConv1D(Conv1D):
+    """A Conv1D whose forward is its own: no sampler is registered for it (its math is not known)."""
+
+    def forward(self, x):
+        return super().forward(x)
+
+
+class OwnLayerNorm(torch.nn.LayerNorm):
+    def forward(self, x):
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("arch,path,cls", [("gpt2", "lm.transformer.h.0.mlp.c_fc", OwnConv1D),
+                                           ("gpt_neox", "lm.gpt_neox.layers.1.post_attention_layernorm", OwnLayerNorm)])
+def test_a_module_without_sampler_is_refused_by_type_and_auto_records_why(tiny_base_of, arch, path, cls):
+    torch.manual_seed(0)
+    m, _ = tiny_model(tiny_base_of(arch), paradigm="full")
+    m.get_submodule(path).__class__ = cls
+    for mode in ("ghost", "bk"):
+        params = [p for p in m.parameters() if p.requires_grad]
+        with pytest.raises(ConfigError, match=rf"^finetune.dp.grad_sample_mode: ghost clipping has no norm sampler for "
+                                              rf"{path} \({cls.__name__}\); use 'hooks'$"):
+            make_private(m, torch.optim.SGD(params, lr=1.0), dp_params(enabled=True, grad_sample_mode=mode),
+                         sample_rate=0.5, steps=1, population=8, seed=0, optimizer_name="sgd", device=CPU)
+    params = [p for p in m.parameters() if p.requires_grad]
+    private = make_private(m, torch.optim.SGD(params, lr=1.0), dp_params(enabled=True, grad_sample_mode="auto"),
+                           sample_rate=0.5, steps=1, population=8, seed=0, optimizer_name="sgd", device=CPU)
+    assert private.mode == private.privacy["grad_sample_mode"] == "hooks"
+    assert private.privacy["grad_sample_mode_requested"] == "auto"
+    why = f"ghost and bk have no norm sampler for {path} ({cls.__name__})"
+    assert private.privacy["grad_sample_mode_reason"] == why
+
+
+def _per_example(layer, a, g):
+    """Autograd's per-example gradients of sum(layer(a_i) * g_i), one example at a time."""
+    out = {n: [] for n, _ in layer.named_parameters()}
+    for ai, gi in zip(a, g):
+        layer.zero_grad()
+        (layer(ai[None]) * gi[None]).sum().backward()
+        for n, p in layer.named_parameters():
+            out[n].append(p.grad.clone())
+    return {n: torch.stack(v) for n, v in out.items()}
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (3,)])  # positions per example, or none
+@pytest.mark.parametrize("kind", ["conv1d", "layer_norm"])
+def test_conv1d_and_layer_norm_samplers_match_autograd(kind, shape):
+    torch.manual_seed(0)
+    layer = Conv1D(6, 4) if kind == "conv1d" else torch.nn.LayerNorm(4)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(torch.randn_like(p))
+    grad_fn, norm_fn = ((conv1d_grad_sample, _conv1d_norm_sampler) if kind == "conv1d"
+                        else (layer_norm_grad_sample, _layer_norm_norm_sampler))
+    a = torch.randn(*shape, 4)
+    g = torch.randn(*layer(a).shape)
+    want = _per_example(layer, a, g)
+    names = {p: n for n, p in layer.named_parameters()}
+    got = grad_fn(layer, [a], g)
+    assert {names[p] for p in got} == {"weight", "bias"}
+    for p, gs in got.items():
+        torch.testing.assert_close(gs, want[names[p]])
+    for p, norms in norm_fn(layer, [a], g).items():
+        torch.testing.assert_close(norms, want[names[p]].flatten(1).norm(dim=1))
+    coef = torch.rand(len(a))  # book-keeping's clipped sum, sum_i c_i grad_i
+    c = coef.reshape(-1, *([1] * (g.dim() - 1)))
+    for p, total in weighted_grads(layer)(layer, a, g * c).items():
+        torch.testing.assert_close(total, torch.einsum("n,n...->...", coef, want[names[p]]))

@@ -1,0 +1,76 @@
+"""The whole DAG (`dvc repro`) on a tiny random GPT-2, Qwen2 and GPT-NeoX (Llama: test_pipeline.py): LoRA without DP,
+LoRA under DP (bk), full fine-tuning under DP (ghost) and full fine-tuning with the embeddings under DP (hooks), the
+LoRA targets left to ``auto``; only the loss attack, one dataset, no secrets."""
+import json
+import math
+import re
+
+import pytest
+import yaml
+from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
+from support import copy_project, run, tiny_params
+
+pytestmark = pytest.mark.slow
+
+ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "qwen2": "Qwen2ForCausalLM", "gpt_neox": "GPTNeoXForCausalLM"}
+DP = {"enabled": True, "epsilon": 8.0}
+RUNS = {"lora_nondp": {},
+        "lora_dp": {"dp": {**DP, "grad_sample_mode": "bk"}},
+        "full_dp": {"paradigm": "full", "dp": {**DP, "grad_sample_mode": "ghost"}},
+        "full_emb_dp": {"paradigm": "full", "train_embeddings": True, "dp": {**DP, "grad_sample_mode": "hooks"}}}
+
+
+def arch_params(model_dir) -> dict:
+    """tiny_params cut to what RUNS need: personachat only, no secrets, two canary kinds, the loss attack."""
+    p = tiny_params(model_dir)
+    p["preprocess"]["datasets"] = {"personachat": p["preprocess"]["datasets"]["personachat"]}
+    p["secrets"]["datasets"] = {}
+    p["canaries"].update(kinds=["new_token", "random"])
+    p["canaries"]["users"]["enabled"] = False
+    p["canaries"]["formatted"]["enabled"] = False
+    p["finetune"]["lora"]["targets"] = "auto"
+    p["runs"] = RUNS
+    p["attack"].update(attacks=["loss"], runs={})
+    p["audit"]["exploratory"].update(k_pos=[5], k_neg=[0])
+    return p
+
+
+def non_finite(x, path: str = "") -> list[str]:
+    if isinstance(x, dict):
+        return [bad for k, v in x.items() for bad in non_finite(v, f"{path}.{k}".lstrip("."))]
+    if isinstance(x, list):
+        return [bad for i, v in enumerate(x) for bad in non_finite(v, f"{path}[{i}]")]
+    if isinstance(x, float) and not math.isfinite(x) or x in ("nan", "inf", "-inf"):
+        return [f"{path}={x}"]
+    return []
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "qwen2", "gpt_neox"])
+def test_every_paradigm_and_clipping_mode_runs_end_to_end(arch, tiny_model_dir_of, tmp_path):
+    dest = copy_project(tmp_path)
+    (dest / "params.yaml").write_text(yaml.safe_dump(arch_params(tiny_model_dir_of(arch)), sort_keys=False))
+    (dest / "data/secrets").mkdir(parents=True)  # the fine-tune's dependency on secrets, with none extracted
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", f"tiny {arch}"], dest)
+    out = run(["dvc", "repro"], dest).stdout
+    ran = set(re.findall(r"Running stage '([^']+)'", out))
+    assert {f"{stage}@{r}" for stage in ("finetune", "attack") for r in RUNS} | {"audit", "report"} <= ran
+    metrics = json.loads((dest / "reports/metrics.json").read_text())
+    assert set(metrics["runs"]) == set(RUNS)
+    report = (dest / "reports/report.md").read_text()
+    for name, over in RUNS.items():
+        r = metrics["runs"][name]
+        assert non_finite(r) == (["privacy.epsilon_spent=inf"] if name == "lora_nondp" else []), name
+        for kind in ("new_token", "random"):
+            assert 0 <= r["attacks"]["loss"][kind]["auroc"] <= 1
+        assert {"eps_lb_95", "gdp_eps_lb_95"} <= set(r["audit_primary"])
+        record = json.loads((dest / f"data/models/{name}/run.json").read_text())
+        assert record["base_model"]["architecture"] == ARCHITECTURES[arch]
+        lora = over.get("paradigm", "lora") == "lora"
+        assert record["trainable"]["lora_targets"] == (PEFT_TARGETS[arch] if lora else "auto"), name
+        if lora:
+            assert r["trainable"]["lora_targets"] == PEFT_TARGETS[arch]
+        mode = over.get("dp", {}).get("grad_sample_mode")
+        assert record["privacy"].get("grad_sample_mode") == mode, name
+        if mode:
+            assert r["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
+            assert re.search(rf"^\| {name} \|.*\| {mode} \|$", report, re.M), name
