@@ -8,6 +8,7 @@
     leakaudit ui --cron "0 3 * * *"    # local Prefect server + the scheduled deployment; prints the URL
     leakaudit doctor                   # packages, model file, data paths, writable caches
     leakaudit selfcheck                # the DP engine audits itself -> reports/selfcheck.json
+    leakaudit export-canaries --run ext --out export/   # a run's training set, to train elsewhere
 
 Each subcommand only orchestrates: the stages, flows and DVC do the work. Errors are one line on stderr
 (``error: ...``) with a non-zero exit.
@@ -36,6 +37,9 @@ EXAMPLES = {
     "selfcheck": "leakaudit selfcheck          # gradient canaries through the DP path of every clipping mode and\n"
                  "                               # paradigm; prints the table, writes reports/selfcheck.json, exit 1 "
                  "if flagged",
+    "export-canaries": "leakaudit export-canaries --run ext --out /tmp/ext-export\n"
+                       "                               # train.jsonl, dataset/, tokenizer/, export.json; the sealed "
+                       "membership file\n                               # goes to runs.ext.external.membership",
 }
 
 
@@ -44,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                                  epilog="subcommands:\n" + "\n".join(f"  {k:8s} {_first(v)}" for k, v in EXAMPLES.items()),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".", help="the project checkout (default: current directory)")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,sweep,variance,report,lineage,ui,doctor,selfcheck}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,sweep,variance,report,lineage,ui,doctor,selfcheck,export-canaries}")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, description=help_, epilog="example:\n  " + EXAMPLES[name],
@@ -74,6 +78,15 @@ def _parser() -> argparse.ArgumentParser:
                           "fine-tune's own DP path, against its accountant (params: selfcheck)")
     sc.add_argument("--params", default="params.yaml")
     sc.add_argument("--out", default=None, help="default: selfcheck.out in the params")
+    ex = add("export-canaries", "write a run's canary-augmented training set (no membership column) to train it "
+                                "elsewhere, and the sealed membership file the audit of that model reads")
+    ex.add_argument("--run", required=True, help="the run whose params decide the set (runs.<run>)")
+    ex.add_argument("--out", required=True, help="directory to write (replaced atomically)")
+    ex.add_argument("--membership", default=None,
+                    help="where the auditor keeps the membership file (default: runs.<run>.external.membership)")
+    ex.add_argument("--params", default="params.yaml")
+    ex.add_argument("--no-repro", action="store_true",
+                    help="do not `dvc repro` the stages the export reads (base model, data, secrets, canaries)")
     return ap
 
 
@@ -172,6 +185,25 @@ def cmd_selfcheck(args) -> int:
                           + (["--out", args.out] if args.out else []))
 
 
+def cmd_export_canaries(args) -> int:
+    from stages.core.params import read_params
+    from stages.datasets import get_dataset
+    from stages.finetune.export import export_for
+    from stages.finetune.params import load_finetune
+
+    repo = Path(args.repo)
+    params = repo / args.params
+    if not args.no_repro:
+        spec = get_dataset(load_finetune(args.run, params, read_params(params)).dataset)
+        stages = ["canaries"] + ([f"secrets@{spec.secrets}"] if spec.secrets else [])
+        subprocess.run(["dvc", "repro", *stages], cwd=repo, check=True)
+    membership = Path(args.membership) if args.membership else None
+    manifest = export_for(args.run, params, Path(args.out), membership)
+    print(f"exported {manifest['rows']} rows ({manifest['canary_rows']} member canaries) to {args.out}; "
+          f"membership sha-256 {manifest['membership_sha256']}")
+    return 0
+
+
 def cmd_doctor(args) -> int:
     from flows.doctor import checks
 
@@ -184,7 +216,7 @@ def cmd_doctor(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "variance": cmd_variance, "report": cmd_report, "lineage": cmd_lineage, "ui": cmd_ui,
-            "doctor": cmd_doctor, "selfcheck": cmd_selfcheck}
+            "doctor": cmd_doctor, "selfcheck": cmd_selfcheck, "export-canaries": cmd_export_canaries}
 
 if __name__ == "__main__":
     main()

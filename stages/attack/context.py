@@ -24,8 +24,9 @@ from ..core.artifacts import Locations
 from ..core.errors import ConfigError
 from ..core.io import file_digest, read_json
 from ..datasets import DATASETS, get_dataset, read_split, sample
-from ..finetune.schema import RunRecord, TextSetup, split_rows, text_examples_of, training_text
+from ..finetune.schema import EXTERNAL_DIR, RunRecord, TextSetup, split_rows, text_examples_of, training_text
 from ..lm.canary_lm import CanaryLM
+from ..lm.external import load_external
 from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from ..lm.loading import load_base
 from ..lm.scoring import token_logprobs
@@ -83,6 +84,12 @@ class AttackContext:
     @property
     def target_model(self):
         if self._target is None:
+            if self.info["external"]:  # trained elsewhere: the imported copy (stages.finetune.external)
+                self._target, self.tok = load_external(self.run_dir / EXTERNAL_DIR, self.where.base_model,
+                                                       self.device)
+                files = self.info["external"]["files"]
+                self.fingerprints["target"] = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()
+                return self._target
             spec = Trainable.from_json(self.info["trainable"])
             self._target, self.tok = load_model(self.where.base_model, self.run_dir, spec, self.device)
             self.fingerprints["target"] = file_digest(self.run_dir / TRAINABLE, "sha1")
@@ -129,6 +136,8 @@ class AttackContext:
             ok = (self.where.base_model / "config.json").is_file()
             return None if ok else f"no base model at {self.where.base_model}"
         if need == "initial_rows":  # the whitebox score reads vocabulary secrets' starting rows off the frozen head
+            if self.info["external"]:
+                return f"run {self.run} was trained elsewhere, so which rows stayed frozen is not known"
             return None if not self.info["trainable"]["train_embeddings"] else (
                 f"run {self.run} trained the output head (finetune.train_embeddings), so the rows its secrets "
                 "started from are not in the model")
@@ -156,7 +165,10 @@ class AttackContext:
 
     def _build_canaries(self) -> list[Item]:
         tok, objective = self.tokenizer, self.setup.objective
-        _, canaries = read_canaries(self.where.canaries)
+        meta, canaries = read_canaries(self.where.canaries)
+        # the text zlib compresses: new tokens decode to nothing, as under the base tokenizer (an external run's
+        # tokenizer spells them <|canary_j|>, whose digits would make zlib differ from the loss per canary)
+        vocab = meta["base_vocab_size"]
         out = []
         for kind, rows in canaries.items():
             field = np.unique(np.concatenate([np.asarray(r["secret_ids"], dtype=np.int64) for r in rows]))
@@ -164,7 +176,7 @@ class AttackContext:
                 ref = np.asarray(r["base_token_logprobs"], dtype=np.float32)
                 n = int((e.labels != -100).sum())
                 shown = r["secret_ids"] if objective == "sft" else r["prefix_ids"] + r["secret_ids"]
-                out.append(Item(r["canary_id"], kind, r["member"], e, tok.decode(shown),
+                out.append(Item(r["canary_id"], kind, r["member"], e, tok.decode([i for i in shown if i < vocab]),
                                 reference=ref[-n:] if len(ref) else None, candidates=field,
                                 secret_tokens=len(r["secret_ids"])))
         return out

@@ -150,7 +150,7 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
     result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
         else primary
     result["audit_exploratory"] = exploratory_family(canaries, params, delta)
-    if canaries:
+    if canaries and not info["external"]:  # an external run's inclusion counts are unknown
         result["canary_response"] = canary_response(canaries, params.primary.kind, info["canary_inclusions"],
                                                     info["privacy"], params.bootstrap, params.seed,
                                                     params.min_per_side)

@@ -90,6 +90,39 @@ class DiagnosticsParams:
 
 
 @dataclass(frozen=True)
+class ClaimParams:
+    """A privacy guarantee stated by whoever trained an external model: reported as their claim, never measured."""
+
+    epsilon: float
+    delta: float
+    #: the DP-SGD parameters the claim rests on (the audit's ceiling is computed from them)
+    sample_rate: float
+    steps: int
+    noise_multiplier: float
+
+    def problems(self):
+        return (check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
+                + check(0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
+                + check(0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]", self.sample_rate)
+                + check(self.steps >= 1, "steps", "must be >= 1", self.steps)
+                + check(self.noise_multiplier > 0, "noise_multiplier", "must be > 0", self.noise_multiplier))
+
+
+@dataclass(frozen=True)
+class ExternalParams:
+    """A run trained outside the pipeline on the set ``leakaudit export-canaries`` wrote: the finetune stage
+    imports the model instead of training, and attack, audit and report run on it unchanged."""
+
+    #: a Hugging Face model directory (config.json + weights + tokenizer) or a PEFT adapter directory
+    #: (adapter_config.json) over the base model, trained with the exported tokenizer
+    model: str
+    #: the sealed membership file the export wrote (kept by the auditor, never given to the trainer)
+    membership: str
+    #: the trainer's own DP claim, or null (no DP claimed)
+    claim: Optional[ClaimParams]
+
+
+@dataclass(frozen=True)
 class FinetuneParams:
     out_dir: str
     #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
@@ -142,10 +175,20 @@ class FinetuneParams:
     checkpoint_every: int
     checkpoint_dir: str
     diagnostics: DiagnosticsParams
+    #: null: the pipeline trains the run; else the run was trained elsewhere (leakaudit export-canaries)
+    external: Optional[ExternalParams]
 
     def problems(self):
         return (
-            check(self.dataset in DATASETS, "dataset", f"must be a dataset ({', '.join(DATASETS.names())})",
+            check(self.external is None or not self.dp.enabled, "external",
+                  "an external run is not trained here: state its DP guarantee in external.claim, not dp.enabled",
+                  self.dp.enabled)
+            + check(self.external is None or self.distributed.nproc_per_node == 1, "external",
+                    "an external run is imported, not trained: needs distributed.nproc_per_node: 1",
+                    self.distributed.nproc_per_node)
+            + check(self.external is None or self.canaries, "external",
+                    "an external run audits the exported canaries: needs canaries: true", self.canaries)
+            + check(self.dataset in DATASETS, "dataset", f"must be a dataset ({', '.join(DATASETS.names())})",
                   self.dataset)
             + check(self.steps > 0, "steps", "must be > 0", self.steps)
             + check(self.sample_rate is None or 0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]",

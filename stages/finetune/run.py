@@ -159,6 +159,7 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "privacy": privacy,
         "canary_inclusions": member_inclusions(inputs, result),
         "canary_gradients": gradients,
+        "external": None,
     }
 
 
@@ -167,6 +168,10 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
     """Train run ``run`` and write it into ``out_dir`` (the caller makes that atomic and seeds torch).
     Data-parallel ranks other than 0 pass ``out_dir`` None: they train their share and write nothing."""
     device = device or pick_device(ft.device)
+    if ft.external is not None:
+        from .external import import_external
+
+        return import_external(run, ft, where, out_dir, device) if out_dir is not None else None
     meta, canaries = read_canaries(where.canaries)
     model, tok = build_model(where.base_model, ft.trainable(meta), device)
     inputs = gather_inputs(ft, where, canaries, tok)

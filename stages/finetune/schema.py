@@ -4,7 +4,9 @@
   ``trainable`` describes the model (``stages.lm.trainable.Trainable``), ``params`` the finetune params
   the run used;
 * ``trainable.safetensors`` (and ``adapter/`` for LoRA): the trained tensors;
-* ``privacy.json`` and ``train_log.jsonl``.
+* ``privacy.json`` and ``train_log.jsonl``;
+* ``external/``: instead of the trained tensors, the imported model of a run trained elsewhere
+  (``stages.finetune.external``).
 
 ``text_examples_of`` and ``trained_rows`` say which text a run trained on (a seeded sample of its
 dataset's training split), so attacks score exactly those rows against held-out ones.
@@ -23,10 +25,11 @@ from ..core.io import read_json, write_json
 from ..datasets import get_dataset, read_split, sample
 from ..lm.examples import Example, text_examples
 
-RUN_VERSION = 5  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
+RUN_VERSION = 6  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
 #                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed;
-#                 5: canary_inclusions, canary_gradients, privacy.divisor
+#                 5: canary_inclusions, canary_gradients, privacy.divisor; 6: external
 RUN_FILE = "run.json"
+EXTERNAL_DIR = "external"  # the imported model of a run trained elsewhere
 
 
 class RunRecord(TypedDict):
@@ -65,6 +68,9 @@ class RunRecord(TypedDict):
     #: sampled it, and the canaries' gradient diagnostics per kind (DP runs; None otherwise)
     canary_inclusions: dict[str, int]
     canary_gradients: dict[str, Any] | None
+    #: a run trained elsewhere (finetune.external): model_kind (hf | peft), files (path -> sha-256 of the imported
+    #: copy in external/), membership_sha256, claim (whether the privacy record is the trainer's claim); else None
+    external: dict[str, Any] | None
 
 
 def write_run(path: Path, record: RunRecord) -> None:

@@ -30,12 +30,13 @@ def load_base(model_dir: str | Path, device=None):
     return model, tok
 
 
-def load_tokenizer(model_dir: str | Path):
-    """The base model's tokenizer (pad = eos when it has no pad token)."""
+def load_tokenizer(model_dir: str | Path, base: bool = True):
+    """The base model's tokenizer (pad = eos when it has no pad token); ``base`` False: any tokenizer directory
+    (a PEFT adapter's has no config.json)."""
     from transformers import AutoTokenizer
 
     model_dir = Path(model_dir)
-    if not (model_dir / "config.json").is_file():
+    if base and not (model_dir / "config.json").is_file():
         raise missing(model_dir / "config.json", "base_model")
     tok = AutoTokenizer.from_pretrained(model_dir)
     if tok.pad_token_id is None:

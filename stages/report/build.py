@@ -437,6 +437,8 @@ def _family_bound(r: dict, attack: str, kind: str, primary: dict, key: str | Non
 
 
 def _trainable_text(t: dict) -> str:
+    if t["paradigm"] == "external":
+        return "trained elsewhere: which parameters were trained is the trainer's, not known here"
     what = {"lora": f"LoRA r={t['lora_r']} on {', '.join(t['lora_targets'])}",
             "full": "every decoder weight (the tied embedding matrix frozen)",
             "prompt": f"a {t['virtual_tokens']}-token soft prompt",
@@ -447,8 +449,16 @@ def _trainable_text(t: dict) -> str:
 
 def _kinds_sentence(runs: dict[str, dict]) -> str:
     """What the kind comparison rests on: the same parameters for every kind's secret tokens, or not."""
+    external = [run for run, t in runs.items() if t["paradigm"] == "external"]
+    runs = {run: t for run, t in runs.items() if run not in external}
     fair = all(t["secret_rows"] for t in runs.values())
     trained = "; ".join(f"{run}: {_trainable_text(t)}" for run, t in runs.items())
+    if external:
+        elsewhere = (f"Run {', '.join(external)} was trained elsewhere: whether its kinds trained the same parameters "
+                     "is not known here, so its kind comparison is descriptive.")
+        if not runs:
+            return elsewhere
+        return f"{_kinds_sentence(runs)} {elsewhere}"
     if fair:
         return ("Every canary kind of a run is inserted under the same model, steps and sampling rate q (the same "
                 "expected number of exposures per canary), and every secret token, of every kind, member or not, "
@@ -574,9 +584,12 @@ def _clipping(pv: dict) -> str:
 def training_section(inp: Inputs) -> Section:
     tr = Table(["run", "dataset", "DP", "σ", "C", "q", "steps T", "expected exposures q·T", "examples n",
                 "valid perplexity", "train seconds", "noise and sampler RNG", "clipping"])
+    external = []
     for run, r in inp.runs.items():
         pv, t = r["privacy"], r["training"]
-        tr.rows.append([run, r["dataset"], pv.get("dp"), pv.get("noise_multiplier"), pv.get("max_grad_norm"),
+        if pv.get("external"):
+            external.append(_external_note(run, pv))
+        tr.rows.append([f"{run} (trained elsewhere)" if pv.get("external") else run, r["dataset"], pv.get("dp"), pv.get("noise_multiplier"), pv.get("max_grad_norm"),
                         t["sample_rate"], t["steps"], t["expected_exposures_per_member"], t["n_examples"],
                         r["utility"]["valid_perplexity"], t["train_seconds"],
                         pv.get("rng", "seeded (finetune.seed)") if pv.get("dp") else "—", _clipping(pv)])
@@ -589,7 +602,22 @@ def training_section(inp: Inputs) -> Section:
         "run reproducible, and its guarantee then assumes the seed is secret; `finetune.dp.secure_rng: true` draws "
         "the sampler and the noise from OS entropy with opacus' secure_mode (for real deployments). A DP run's "
         "published step log holds step indices only: batch sizes, token counts, losses and step times are "
-        "functions of the data the accountant does not cover."])
+        "functions of the data the accountant does not cover."] + external)
+
+
+def _external_note(run: str, pv: dict) -> str:
+    """What an external run's row means: imported, not trained here; its privacy figures are a claim."""
+    text = (f"**Run {run} was trained outside the pipeline** (`finetune.external`: the model was imported and "
+            "attacked and audited unchanged; its members are the exported canaries, its sealed membership file's "
+            "sha-256 is in run.json). Its training columns are unknown here. ")
+    if not pv.get("dp"):
+        return text + "No DP guarantee was claimed for it."
+    ours = pv["accountant_epsilon_of_claim"]
+    text += (f"Its ε = {fmt(pv['epsilon_spent'])} at δ = {pv['delta']:.2g}, σ, and q, T are **the trainer's "
+             f"claim, not measured**; our accountant (PRV) gives ε = {fmt(ours)} for the claimed σ, q, T.")
+    if ours > pv["epsilon_spent"] * 1.01:
+        text += " **The claim is inconsistent: its own σ, q, T spend more than the ε it states.**"
+    return text
 
 
 def _processed(inp: Inputs, marker: str) -> list[Path]:

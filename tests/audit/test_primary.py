@@ -38,7 +38,7 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
               "trainable": {"paradigm": "lora", "lora_r": 8, "lora_targets": ["q_proj"], "virtual_tokens": 16,
                             "num_new_tokens": 1000, "secret_rows": [5, 6]}, "trainable_parameters": 1234,
               "canary_inclusions": {f"new_token-{i}": int(i % 4) for i in range(M) if members["new_token"][i]},
-              "canary_gradients": None}
+              "canary_gradients": None, "external": None}
     write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r", "run_record": record,
                               "attacks": {"loss": "membership", "ref_ratio": "membership", "zlib": "membership"},
                               "model_fingerprints": {}})

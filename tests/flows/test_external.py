@@ -1,0 +1,86 @@
+"""Audit a model trained elsewhere: `leakaudit export-canaries`, training with plain transformers
+(docs/examples/train_exported.py, no opacus), then `dvc repro` imports, attacks, audits and reports it."""
+import json
+import shutil
+
+import pytest
+import yaml
+from support import PYTHON, ROOT, copy_project, run, tiny_params
+
+pytestmark = pytest.mark.slow
+
+CLAIM = {"epsilon": 8.0, "delta": 1.0e-5, "sample_rate": 0.5, "steps": 10, "noise_multiplier": 0.9}
+
+
+@pytest.fixture(scope="module")
+def external_project(tmp_path_factory, tiny_model_dir):
+    dest = copy_project(tmp_path_factory.mktemp("external"))
+    p = tiny_params(tiny_model_dir)
+    ext = {"model": "external/model", "membership": "external/membership.json", "claim": CLAIM}
+    p["runs"] = {"ext": {"external": ext, "max_text_rows": 24}}
+    p["attack"]["attacks"] = ["loss", "zlib", "contrast", "exposure"]
+    p["attack"]["runs"] = {}
+    (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "external run"], dest)
+    return dest
+
+
+def test_export_train_elsewhere_and_audit(external_project):
+    d = external_project
+    out = run([PYTHON, "-m", "flows.cli", "export-canaries", "--run", "ext", "--out", "export"], d).stdout
+    manifest = json.loads((d / "export/export.json").read_text())
+    assert f"membership sha-256 {manifest['membership_sha256']}" in out
+    rows = [json.loads(line) for line in (d / "export/train.jsonl").open()]
+    assert len(rows) == manifest["rows"] == manifest["text_rows"] + manifest["canary_rows"] + manifest["formatted_rows"]
+    assert set(rows[0]) == {"id", "text", "prompt", "completion"}  # no membership column
+    membership = json.loads((d / "external/membership.json").read_text())
+    members = {c for ids in membership["members"].values() for c in ids}
+    exported = {s.split(":", 1)[1] for s in membership["examples"].values() if s.startswith("canary:")}
+    assert exported == members and not exported & {c for ids in membership["non_members"].values() for c in ids}
+    assert not any(r["id"] in members for r in rows)  # ids are opaque
+
+    run([PYTHON, str(ROOT / "docs/examples/train_exported.py"), "--export", "export", "--base", "data/models/base",
+         "--out", "external/model", "--epochs", "3", "--lr", "3e-3"], d)
+    res = run(["dvc", "repro"], d)
+    assert "Running stage 'finetune@ext'" in res.stdout
+    info = json.loads((d / "data/models/ext/run.json").read_text())
+    assert info["external"]["model_kind"] == "hf" and info["external"]["claim"] is True
+    assert "model.safetensors" in info["external"]["files"]
+    assert (d / "data/models/ext/external/model.safetensors").is_file()
+    metrics = json.loads((d / "reports/metrics.json").read_text())["runs"]["ext"]
+    assert metrics["privacy"]["accountant"] == "trainer's claim" and metrics["privacy"]["epsilon_spent"] == 8.0
+    assert metrics["privacy"]["accountant_epsilon_of_claim"] > 0
+    primary = metrics["audit_primary"]
+    assert primary["m"] > 0 and primary["eps_lb_95"] >= 0 and primary["accountant_epsilon"] == 8.0
+    auroc = metrics["attacks"]["loss"]["new_token"]["auroc"]
+    assert auroc > 0.5  # three epochs on the members: the loss attack separates them from the never-seen canaries
+    report = (d / "reports/report.md").read_text()
+    assert "ext (trained elsewhere)" in report and "the trainer's claim, not measured" in report
+
+
+def test_import_refuses_a_foreign_membership_file_and_an_unknown_tokenizer(external_project):
+    d = external_project
+    mfile = d / "external/membership.json"
+    saved = mfile.read_bytes()
+    try:
+        record = json.loads(saved)
+        record["canaries_digest"] = "0" * 64
+        mfile.write_text(json.dumps(record))
+        res = run(["dvc", "repro", "-f", "-s", "finetune@ext"], d, check=False)
+        assert res.returncode != 0
+        assert "external/membership.json: exported from another canary set" in res.stderr
+    finally:
+        mfile.write_bytes(saved)
+    model = d / "external/model"
+    shutil.copytree(model, d / "external/plain")
+    for f in (d / "external/plain").glob("tok*"):
+        f.unlink()
+    shutil.copy2(d / "data/models/base/tokenizer.json", d / "external/plain/tokenizer.json")
+    shutil.copy2(d / "data/models/base/tokenizer_config.json", d / "external/plain/tokenizer_config.json")
+    p = yaml.safe_load((d / "params.yaml").read_text())
+    p["runs"]["ext"]["external"]["model"] = "external/plain"
+    (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    res = run(["dvc", "repro", "-s", "finetune@ext"], d, check=False)
+    assert res.returncode != 0
+    assert "tokenizer does not know canary token <|canary_0|>" in res.stderr
+    assert not (d / "data/models/ext").exists() or (d / "data/models/ext/run.json").is_file()
