@@ -21,6 +21,7 @@ against opacus' hooks mode for every paradigm.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -29,24 +30,19 @@ from torch import nn
 from .grad_samplers import is_conv1d, is_layer_norm, is_rms_norm, layer_norm_grad_sample, rms_norm_grad_sample
 
 
-def _linear(layer: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict:
+def _affine(layer: nn.Module, a: torch.Tensor, g: torch.Tensor, in_out: bool = False) -> dict:
+    """Linear (weight (out, in): sum_i c_i g_i^T a_i) or, ``in_out``, transformers' Conv1D (weight (in, out))."""
     a, g = a.reshape(-1, a.shape[-1]).float(), g.reshape(-1, g.shape[-1]).float()
     out = {}
     if layer.weight.requires_grad:
-        out[layer.weight] = g.T @ a
+        out[layer.weight] = a.T @ g if in_out else g.T @ a
     if layer.bias is not None and layer.bias.requires_grad:
         out[layer.bias] = g.sum(0)
     return out
 
 
-def _conv1d(layer: nn.Module, a: torch.Tensor, g: torch.Tensor) -> dict:
-    a, g = a.reshape(-1, a.shape[-1]).float(), g.reshape(-1, g.shape[-1]).float()
-    out = {}
-    if layer.weight.requires_grad:
-        out[layer.weight] = a.T @ g
-    if layer.bias is not None and layer.bias.requires_grad:
-        out[layer.bias] = g.sum(0)
-    return out
+_linear = _affine
+_conv1d = functools.partial(_affine, in_out=True)
 
 
 def _embedding(layer: nn.Embedding, ids: torch.Tensor, g: torch.Tensor) -> dict:

@@ -27,7 +27,7 @@ import numpy as np
 from ..canaries.schema import META, read_canaries
 from ..core.artifacts import Locations
 from ..core.errors import DataError
-from ..core.io import atomic_dir, atomic_file, file_digest, read_json
+from ..core.io import atomic_dir, atomic_file, file_digest, missing, read_json
 from ..lm.examples import Example, bos_id
 from ..lm.loading import load_tokenizer
 from .params import FinetuneParams
@@ -51,10 +51,10 @@ def canary_token(j: int) -> str:
 def canaries_digest(canary_dir: Path) -> str:
     """sha-256 over the canary set's files (meta and every kind's table): which canaries, which members."""
     canary_dir = Path(canary_dir)
-    meta = read_json(canary_dir / META, "canaries")
-    files = [META] + sorted(p.name for p in canary_dir.glob("*.parquet"))
-    h = hashlib.sha256(json.dumps(meta["kinds"], sort_keys=True).encode())
-    for name in files:
+    if not (canary_dir / META).is_file():
+        raise missing(canary_dir / META, "canaries")
+    h = hashlib.sha256()
+    for name in [META] + sorted(p.name for p in canary_dir.glob("*.parquet")):
         h.update(name.encode() + file_digest(canary_dir / name, "sha256").encode())
     return h.hexdigest()
 

@@ -43,7 +43,7 @@ def copy_model(src: Path, dest: Path) -> dict[str, str]:
     return digests
 
 
-def check_membership(run: str, ft: FinetuneParams, where: Locations, record: dict, meta: dict,
+def check_membership(run: str, ft: FinetuneParams, where: Locations, record: dict,
                      canaries: dict[str, list[dict]]) -> None:
     path = ft.external.membership
     if record["canaries_digest"] != canaries_digest(where.canaries):
@@ -91,7 +91,7 @@ def import_external(run: str, ft: FinetuneParams, where: Locations, out_dir: Pat
     kind = model_kind(src)
     membership = read_membership(Path(ext.membership))
     meta, canaries = read_canaries(where.canaries)
-    check_membership(run, ft, where, membership, meta, canaries)
+    check_membership(run, ft, where, membership, canaries)
     digests = copy_model(src, out_dir / EXTERNAL_DIR)
     model, tok = load_external(out_dir / EXTERNAL_DIR, where.base_model, device)
     check_tokenizer(tok, model, meta, str(src))

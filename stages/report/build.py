@@ -280,10 +280,13 @@ def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, P
     got = (r.get("audit_primary") or {}).get(first) or 0.0
     png = inp.plots_dir / f"privacy_{run}.png"
     label = _bound_label(first)
+    said = "the trainer's claimed" if pv.get("claimed") else "accountant"  # an external run's claim is not ours
     privacy_plot(pv["profile"], canary, pv["epsilon_spent"], pv["delta"], got or None,
-                 f"run {run}: accountant ε = {pv['epsilon_spent']:.2f} vs audited {label} = {got:.2f}", png)
+                 f"run {run}: {said} ε = {pv['epsilon_spent']:.2f} vs audited {label} = {got:.2f}", png)
     inp.plot_data("privacy", run, region_points(pv["epsilon_spent"], pv["delta"], canary))
-    return (f"Run {run}: the accountant's privacy profile, and the loss attack's ROC on canaries "
+    profile = ("our accountant's profile of the trainer's claimed σ, q, T" if pv.get("claimed")
+               else "the accountant's privacy profile")
+    return (f"Run {run}: {profile}, and the loss attack's ROC on canaries "
             "inside the (ε, δ) privacy region (dashed: the region at the pre-registered test's ε̂)", png)
 
 

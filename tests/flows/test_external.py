@@ -77,10 +77,13 @@ def test_import_refuses_a_foreign_membership_file_and_an_unknown_tokenizer(exter
         f.unlink()
     shutil.copy2(d / "data/models/base/tokenizer.json", d / "external/plain/tokenizer.json")
     shutil.copy2(d / "data/models/base/tokenizer_config.json", d / "external/plain/tokenizer_config.json")
+    record = d / "data/models/ext/run.json"
+    before = record.read_bytes() if record.is_file() else None  # DVC removed it when the forced import failed
     p = yaml.safe_load((d / "params.yaml").read_text())
     p["runs"]["ext"]["external"]["model"] = "external/plain"
     (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     res = run(["dvc", "repro", "-s", "finetune@ext"], d, check=False)
     assert res.returncode != 0
     assert "tokenizer does not know canary token <|canary_0|>" in res.stderr
-    assert not (d / "data/models/ext").exists() or (d / "data/models/ext/run.json").is_file()
+    assert not list((d / "data/models").glob(".ext.tmp-*"))  # no partial import left behind
+    assert (record.read_bytes() if record.is_file() else None) == before
