@@ -62,7 +62,7 @@ MODES = (None, "ghost", "bk", "hooks")
 def measure(args, name: str, mode: str | None, steps: int, chunk: int) -> dict:
     import torch
 
-    from stages.finetune.loop import train
+    from stages.finetune.loop import TrainConfig, train
     from stages.lm.trainable import build_model
 
     ctx = args.ctx
@@ -74,9 +74,10 @@ def measure(args, name: str, mode: str | None, steps: int, chunk: int) -> dict:
     dp = dataclasses.replace(ctx["ft"].dp, enabled=True, delta=1e-5, grad_sample_mode=mode) if mode else None
     base_rss = rss_mb()
     with PeakRSS() as mem:
-        res = train(model, ctx["examples"], steps=steps + 1, batch_size=ctx["ft"].batch_size, physical_batch_size=chunk,
-                    lr=ctx["ft"].lr, weight_decay=ctx["ft"].weight_decay, clip_norm=ctx["ft"].clip_norm,
-                    seed=ctx["ft"].seed, pad_id=tok.pad_token_id, dp=dp)
+        res = train(model, ctx["examples"], TrainConfig(
+            steps=steps + 1, batch_size=ctx["ft"].batch_size, physical_batch_size=chunk, lr=ctx["ft"].lr,
+            weight_decay=ctx["ft"].weight_decay, clip_norm=ctx["ft"].clip_norm, seed=ctx["ft"].seed,
+            pad_id=tok.pad_token_id, dp=dp))
     secs = [r["seconds"] for r in res.log[1:]]
     tokens = sum(r["tokens"] for r in res.log[1:])
     out = {"config": name, "mode": mode or "non-DP", "trainable": n_train, "chunk": chunk,
@@ -94,7 +95,8 @@ def load_context(args) -> dict:
     from stages.core.artifacts import locations
     from stages.core.params import read_params
     from stages.finetune.params import load_finetune
-    from stages.finetune.schema import TextSetup, text_examples_of
+    from stages.finetune.schema import TextSetup
+    from stages.finetune.text import text_examples_of
     from stages.lm.examples import canary_examples
     from stages.lm.loading import load_tokenizer
 

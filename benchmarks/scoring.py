@@ -23,27 +23,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def main() -> None:
+def args_of():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--loop-examples", type=int, default=200)
     ap.add_argument("--text-rows", type=int, default=200)
     ap.add_argument("--batch-size", type=int, default=64)
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    import numpy as np
-    import torch
 
+def workload(args):
+    """(model, tokenizer, examples: every canary + text rows, canaries by kind)."""
     from stages.canaries.schema import read_canaries
     from stages.core.artifacts import locations
     from stages.core.params import read_params
     from stages.finetune.params import load_finetune
-    from stages.finetune.schema import TextSetup, text_examples_of
-    from stages.lm.batching import chunks, collate
+    from stages.finetune.schema import TextSetup
+    from stages.finetune.text import text_examples_of
     from stages.lm.canary_lm import CanaryLM
     from stages.lm.examples import canary_examples
     from stages.lm.loading import load_base
-    from stages.lm.scoring import token_logprobs
 
     raw = read_params(args.params)
     ft = load_finetune(next(iter(raw["runs"])), args.params, raw)
@@ -53,10 +52,17 @@ def main() -> None:
     model = CanaryLM(base, num_new=meta["num_new_tokens"], init=meta["new_token_init"]).eval()
     text = text_examples_of(where.processed, "test", tok, TextSetup.of(ft), args.text_rows, 0)
     examples = [e for rows in canaries.values() for e in canary_examples(rows, "sft")] + text
-    n_tokens = sum(len(e) - 1 for e in examples)  # positions fed to the model
-    pad = tok.pad_token_id
+    return model, tok, examples, canaries
 
-    parts = chunks(range(len(examples)), [len(e) for e in examples], args.batch_size)
+
+def time_ours_and_bare(model, examples, pad, batch_size):
+    """Best of two alternating timings of ``token_logprobs`` and of the transformer body on the same batches."""
+    import torch
+
+    from stages.lm.batching import chunks, collate
+    from stages.lm.scoring import token_logprobs
+
+    parts = chunks(range(len(examples)), [len(e) for e in examples], batch_size)
 
     def bare() -> None:
         with torch.no_grad():
@@ -65,19 +71,23 @@ def main() -> None:
                 model.decoder(inputs_embeds=model.embed_ids(b["input_ids"]), attention_mask=b["attention_mask"],
                               use_cache=False)
 
-    token_logprobs(model, examples[:64], pad, args.batch_size)  # warm-up
+    token_logprobs(model, examples[:64], pad, batch_size)  # warm-up
     t_ours, t_bare = float("inf"), float("inf")
     for _ in range(2):  # alternate and keep the best of each, so neither gets a warmer machine
         t = time.time()
-        ours = token_logprobs(model, examples, pad, args.batch_size)
+        ours = token_logprobs(model, examples, pad, batch_size)
         t_ours = min(t_ours, time.time() - t)
         t = time.time()
         bare()
         t_bare = min(t_bare, time.time() - t)
+    return ours, t_ours, t_bare
 
-    rng = np.random.default_rng(0)
-    subset = [examples[i] for i in rng.choice(len(examples), min(args.loop_examples, len(examples)), replace=False)]
-    sub_tokens = sum(len(e) - 1 for e in subset)
+
+def time_loop(model, subset):
+    """The naive per-example loop: full log-softmax, one example at a time; (log-probs, seconds)."""
+    import numpy as np
+    import torch
+
     t = time.time()
     loop = []
     with torch.no_grad():
@@ -87,19 +97,31 @@ def main() -> None:
             logits = torch.cat([model.head(hidden), model.new_head(hidden)], -1).log_softmax(-1)[0]
             lab = e.labels[1:]
             loop.append(logits[np.flatnonzero(lab != -100), lab[lab != -100]].numpy())
-    t_loop = time.time() - t
-    # the loop computes the same numbers
-    idx = {id(e): i for i, e in enumerate(examples)}
-    err = max(float(np.abs(ours[idx[id(e)]] - lp).max()) for e, lp in zip(subset, loop))
+    return loop, time.time() - t
 
-    tps = lambda n, s: n / s  # noqa: E731
-    print(f"examples {len(examples)} ({sum(len(r) for r in canaries.values())} canaries + {len(text)} text rows), "
+
+def main() -> None:
+    import numpy as np
+    import torch
+
+    args = args_of()
+    model, tok, examples, canaries = workload(args)
+    n_tokens = sum(len(e) - 1 for e in examples)  # positions fed to the model
+    ours, t_ours, t_bare = time_ours_and_bare(model, examples, tok.pad_token_id, args.batch_size)
+    rng = np.random.default_rng(0)
+    subset = [examples[i] for i in rng.choice(len(examples), min(args.loop_examples, len(examples)), replace=False)]
+    sub_tokens = sum(len(e) - 1 for e in subset)
+    loop, t_loop = time_loop(model, subset)
+    idx = {id(e): i for i, e in enumerate(examples)}  # the loop computes the same numbers
+    err = max(float(np.abs(ours[idx[id(e)]] - lp).max()) for e, lp in zip(subset, loop))
+    n_canaries = sum(len(r) for r in canaries.values())
+    print(f"examples {len(examples)} ({n_canaries} canaries + {len(examples) - n_canaries} text rows), "
           f"{n_tokens} tokens, batch {args.batch_size}, torch threads {torch.get_num_threads()}")
-    print(f"ours : {tps(n_tokens, t_ours):8.0f} tokens/s ({t_ours:.1f} s)")
-    print(f"bare : {tps(n_tokens, t_bare):8.0f} tokens/s ({t_bare:.1f} s)  transformer body only, same batches")
-    print(f"loop : {tps(sub_tokens, t_loop):8.0f} tokens/s ({t_loop:.1f} s for {len(subset)} examples)")
+    print(f"ours : {n_tokens / t_ours:8.0f} tokens/s ({t_ours:.1f} s)")
+    print(f"bare : {n_tokens / t_bare:8.0f} tokens/s ({t_bare:.1f} s)  transformer body only, same batches")
+    print(f"loop : {sub_tokens / t_loop:8.0f} tokens/s ({t_loop:.1f} s for {len(subset)} examples)")
     print(f"ours / bare = {t_bare / t_ours:.2f}   (goal >= 0.9)")
-    per_pass = tps(n_tokens, t_ours) / tps(sub_tokens, t_loop)
+    per_pass = (n_tokens / t_ours) / (sub_tokens / t_loop)
     print(f"ours / loop = {per_pass:.1f}x per forward pass  (goal >= 10)")
     # the attack stage scores each example once and every membership attack (loss, zlib, min-k, ratio)
     # reads the cache; a naive implementation runs the loop once per attack plus once for the reference

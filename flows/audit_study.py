@@ -27,11 +27,11 @@ if __name__ == "__main__":  # command-line entry: offline Prefect settings befor
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.sweep import _dvc, committed_metrics, queue_status
+from flows.sweep import _dvc, check_points, committed_metrics, queue_status
+from stages.audit.api import FIELDS, study_rows, summarise
 from stages.audit.params import AuditParams
-from stages.audit.study import FIELDS, study_rows, summarise
 from stages.core.errors import ConfigError
-from stages.core.params import load, read_params
+from stages.core.params import load, read_params, section_of
 from stages.finetune.params import load_finetune
 
 STUDY_FILE = "study.json"
@@ -41,13 +41,23 @@ def exp_name(phase: str, seed: int, label: str) -> str:
     return f"study-{phase[:3]}-s{seed}-{label}".replace(".", "p").replace("_", "-")
 
 
-def point_sets(study, seed: int, run_overrides: dict, others: list[str]) -> list[str]:
-    """The -S overrides of one study experiment."""
-    sets = [f"~runs.{r}" for r in others]
+def point_sets(study, seed: int, run_overrides: dict, drop: list[str]) -> list[str]:
+    """The -S overrides of one study experiment (``drop``: the keys it deletes, from ``dropped``)."""
+    sets = [f"~{key}" for key in drop]
     sets += [f"attack.attacks=[{','.join(study.attacks)}]", f"canaries.seed={seed}", f"finetune.seed={seed}"]
     for key, value in flat(run_overrides, f"runs.{study.run}"):
         sets.append(f"++{key}={value}")  # add or override: the run entry may not set it yet
     return sets
+
+
+def dropped(study, raw: dict) -> list[str]:
+    """The params keys a study experiment deletes: every other run, and the attack lists and guessing rules that name
+    one (the params loader refuses a rule for a run that does not exist)."""
+    others = [r for r in raw["runs"] if r != study.run]
+    keys = [f"runs.{r}" for r in others]
+    for section in ("attack.runs", "audit.primary.runs"):
+        keys += [f"{section}.{r}" for r in others if r in (section_of(raw, section) or {})]
+    return keys
 
 
 def flat(d: dict, prefix: str):
@@ -69,7 +79,7 @@ def committed_profile(study, raw: dict) -> str:
 
 def plan(phase: str, study, raw: dict, profiles: list[str] | None = None) -> dict[str, dict]:
     """experiment name -> {seed, profile, recipe, sets} (development: only ``profiles`` when given)."""
-    others = [r for r in raw["runs"] if r != study.run]
+    drop = dropped(study, raw)
     points = {}
     if phase == "development":
         for seed in study.development_seeds:
@@ -77,18 +87,18 @@ def plan(phase: str, study, raw: dict, profiles: list[str] | None = None) -> dic
                 if profiles and name not in profiles:
                     continue
                 points[exp_name(phase, seed, name)] = {"seed": seed, "profile": name, "recipe": None,
-                                                       "sets": point_sets(study, seed, prof, others)}
+                                                       "sets": point_sets(study, seed, prof, drop)}
     elif phase == "confirmation":
         name = committed_profile(study, raw)
         for seed in study.confirmation_seeds:
             points[exp_name(phase, seed, name)] = {"seed": seed, "profile": name, "recipe": None,
-                                                   "sets": point_sets(study, seed, {}, others)}
+                                                   "sets": point_sets(study, seed, {}, drop)}
     elif phase == "recipes":
         name = committed_profile(study, raw)
         for recipe, over in study.recipes.items():
             points[exp_name(phase, study.recipe_seed, recipe)] = {
                 "seed": study.recipe_seed, "profile": name, "recipe": recipe,
-                "sets": point_sets(study, study.recipe_seed, over, others)}
+                "sets": point_sets(study, study.recipe_seed, over, drop)}
     else:
         raise ConfigError(f"--phase: unknown phase {phase!r} (development, confirmation, recipes)")
     return points
@@ -101,7 +111,7 @@ def read_study(out: Path) -> list[dict]:
 
 def write_study(out: Path, rows: list[dict], primary: dict) -> None:
     """study.json (rows and per-design summaries) and study.md, atomically."""
-    from stages.report.render import Table, fmt, md_table
+    from stages.core.formatting import Table, fmt, md_table
 
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise([r for r in rows if r["phase"] != "recipes"])
@@ -179,6 +189,7 @@ def audit_study(phase: str, repo: str = ".", collect_only: str | None = None,
     if earlier:
         log.info("from %s: %s; to run: %s", resume[:8], ", ".join(earlier), ", ".join(todo) or "none")
     if not collect_only:
+        check_points(repo, {name: points[name]["sets"] for name in todo})
         for name in todo:
             queue_point(name, points[name]["sets"], repo)
             log.info("queued %s: %s", name, " ".join(points[name]["sets"]))

@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-prefect", action="store_true", help="plain `dvc repro` (no Prefect)")
     run.add_argument("--stages", nargs="*", default=None, help="only these stages (and only if DVC finds them stale)")
     run.add_argument("--force", action="store_true", help="rerun even when DVC finds a stage up to date")
+    run.epilog += ("\n\nexit codes: 0 done, 1 a stage failed (--no-prefect: DVC's code), 143 after SIGTERM and\n"
+                   "130 after SIGINT, within 10 s: the running stage is stopped, no DVC lock is left held; the\n"
+                   "next run skips finished stages and resumes a fine-tune from its last checkpoint")
     sweep = add("sweep", "sweep params through DVC experiments (flows.sweep; every flag is passed on)")
     sweep.add_argument("args", nargs=argparse.REMAINDER)
     var = add("variance", "empirical privacy variance: the variance.sweep grid of DP fine-tunes at a fixed epsilon, "
@@ -106,16 +109,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def cmd_run(args) -> int:
-    if args.no_prefect:
-        cmd = ["dvc", "repro"] + (["--force"] if args.force else []) + list(args.stages or [])
-        return subprocess.run(cmd, cwd=args.repo, check=False).returncode
-    from flows.settings import apply_offline_defaults
+    """Exit 0 when every stage is done; 1 when one failed (--no-prefect: DVC's code); 143 after SIGTERM, 130 after
+    SIGINT, within seconds (flows.dvc_adapter.exit_on_signal): the running stage's process group is stopped, DVC
+    leaves no lock held, and the next run skips the finished stages and resumes a fine-tune from its checkpoint."""
+    from flows.dvc_adapter import exit_on_signal, run_dvc
 
-    apply_offline_defaults()
-    from flows.pipeline import pipeline
+    with exit_on_signal():
+        if args.no_prefect:
+            return run_dvc(["dvc", "repro"] + (["--force"] if args.force else []) + list(args.stages or []), args.repo)
+        from flows.settings import apply_offline_defaults
 
-    state = pipeline(repo=args.repo, stages=args.stages, force=args.force, return_state=True)
-    return 0 if state.is_completed() else 1
+        apply_offline_defaults()
+        from flows.pipeline import pipeline
+
+        state = pipeline(repo=args.repo, stages=args.stages, force=args.force, return_state=True)
+        return 0 if state.is_completed() else 1
 
 
 def cmd_sweep(args) -> int:
@@ -152,7 +160,7 @@ def cmd_lineage(args) -> int:
 
 def render_trace(t: dict) -> str:
     """The chain as text: value -> producing stage -> params -> inputs' md5 -> upstream stages -> raw files -> git."""
-    from stages.report.render import flatten
+    from stages.core.formatting import flatten
 
     lines = [f"{t['path']} = {t['value']!r}", f"  in {t['file']}, written by stage '{t['stage']}'"]
     for i, s in enumerate(t["chain"]):
@@ -188,7 +196,7 @@ def cmd_selfcheck(args) -> int:
 def cmd_export_canaries(args) -> int:
     from stages.core.params import read_params
     from stages.datasets import get_dataset
-    from stages.finetune.export import export_for
+    from stages.finetune.api import export_for
     from stages.finetune.params import load_finetune
 
     repo = Path(args.repo)

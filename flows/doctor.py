@@ -27,7 +27,7 @@ def _package(dist: str, module: str) -> tuple[bool, str, str]:
 
 
 def _model(raw: dict) -> tuple[bool, str, str]:
-    from stages.base_model.convert import resolve
+    from stages.base_model.api import resolve
     from stages.core.errors import StageError
 
     name = raw["model"]["name_or_path"]

@@ -5,7 +5,8 @@ stage is stale and records what ran in dvc.lock; Prefect adds retries, logs, sch
 After each stage the flow publishes that stage's dvc.lock entry (dep/out md5s, params, git commit)
 as a Prefect markdown artifact, so lineage is visible in the UI; at the end, the report's headline block
 with links to the report files (artifact ``headline``). No Prefect result caching: DVC's
-cache is the only cache.
+cache is the only cache. A signal stops the running stage's process group (dvc repro and its stage) and
+ends the run within seconds (``flows.dvc_adapter.exit_on_signal``); the next run resumes.
 
     python -m flows.pipeline                     # ephemeral Prefect server, whole DAG
     python -m flows.pipeline --stages audit report
@@ -24,7 +25,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.dvc_adapter import artifact_key, headline_artifact, lock_markdown, repro, stage_order
+from flows.dvc_adapter import artifact_key, exit_on_signal, headline_artifact, lock_markdown, repro, stage_order
 
 
 @task(name="dvc-stage", task_run_name="{stage}", retries=1, retry_delay_seconds=5,
@@ -67,7 +68,8 @@ def main(argv=None) -> None:
     ap.add_argument("--stages", nargs="*", default=None)
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args(argv)
-    pipeline(repo=args.repo, stages=args.stages, force=args.force)
+    with exit_on_signal():  # SIGTERM/SIGINT: the stage stopped, exit 143/130 within seconds
+        pipeline(repo=args.repo, stages=args.stages, force=args.force)
 
 
 if __name__ == "__main__":

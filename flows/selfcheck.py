@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Callable, Sequence
 
-from stages.audit import selfcheck as judge
-from stages.finetune import selfcheck as probe
+from stages.audit.api import selfcheck as judge
+from stages.finetune.api import selfcheck as probe
 from stages.finetune.params import SelfcheckParams
 
 

@@ -10,12 +10,14 @@ from pathlib import Path
 
 
 def offline_defaults() -> dict[str, str]:
+    """Prefect's own settings plus the project's offline environment (stages.core.env, its one definition)."""
+    from stages.core.env import OFFLINE_ENV
+
     return {
         "PREFECT_HOME": str(Path.cwd() / ".prefect"),
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "DO_NOT_TRACK": "1",
-        "DVC_NO_ANALYTICS": "1",
+        **OFFLINE_ENV,
     }
 
 

@@ -17,13 +17,17 @@ the chosen metrics (reports/sweeps/<name>.{json,md}) in which every row names it
 
 A point with several params separates them with ';' (--set 'finetune.lr=0.002;finetune.steps=50').
 ``--collect-only COMMIT`` re-tabulates a finished (or interrupted) sweep without running anything.
+Every point's params (params.yaml with its overrides, applied by DVC's own parser) are validated before any point is
+queued; the tables come from ``stages.audit.api``.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
@@ -35,8 +39,11 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from stages.audit.schema import NON_CANARY_GROUPS
-from stages.report.render import Table, ci, flatten, fmt, md_table
+from stages.audit.api import sweep_markdown
+from stages.core.errors import ConfigError
+from stages.core.formatting import flatten
+from stages.core.params import read_params
+from stages.params import validate_params
 
 
 def _dvc(args: list[str], repo: str) -> str:
@@ -44,6 +51,35 @@ def _dvc(args: list[str], repo: str) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"dvc {' '.join(args)} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
     return proc.stdout
+
+
+def experiment_params(repo: str | Path, sets: list[str]) -> dict:
+    """The params.yaml an experiment queued with these `-S` overrides runs with: DVC's own override code applied to
+    a copy of the workspace's params.yaml (overrides of other files are not read here)."""
+    from dvc.utils.cli_parse import to_path_overrides
+    from dvc.utils.hydra import apply_overrides
+
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "params.yaml"
+        shutil.copyfile(Path(repo) / "params.yaml", target)
+        overrides = to_path_overrides(sets).get("params.yaml", [])
+        try:
+            apply_overrides(target, overrides)
+        except Exception as exc:  # noqa: BLE001 - DVC's parse errors carry their reason in the cause
+            reason = " ".join(str(exc.__cause__ or exc).split())
+            raise ConfigError(f"--set {' '.join(overrides)}: {reason}") from None
+        return read_params(target)
+
+
+def check_points(repo: str | Path, names: dict[str, list[str]]) -> None:
+    """Every point's params validated (the whole file, every section and cross-section rule) before any is queued:
+    a bad point is a one-line ConfigError naming the point and the key."""
+    for exp, sets in names.items():
+        try:
+            raw = experiment_params(repo, sets)
+        except ConfigError as exc:
+            raise ConfigError(f"sweep point {exp}: {exc}") from None
+        validate_params(raw, f"params.yaml with sweep point {exp}")
 
 
 @task(name="queue-experiment", cache_policy=NO_CACHE, persist_result=False)
@@ -83,43 +119,6 @@ def collect(show: list, names: list[str], metrics_file: str = "reports/metrics.j
     return rows
 
 
-def _with_ci(metrics: dict, base: str) -> str:
-    """value [lo, hi] when the metrics carry the interval next to the value (x / x_ci95, or value / ci95)."""
-    v, lo_hi = metrics.get(base), metrics.get(base + "_ci95") or metrics.get(base.rsplit(".", 1)[0] + ".ci95")
-    return ci(v, lo_hi) if v is not None and isinstance(lo_hi, list) and len(lo_hi) == 2 else fmt(v)
-
-
-def canary_table(rows: list[dict], sets: dict[str, list[str]], attack: str = "loss") -> str:
-    """One line per (experiment, run, canary kind): TPR@1%FPR and AUROC with their 95% bootstrap intervals, and the
-    run's pre-registered epsilon-hat on the line of the kind its primary test uses."""
-    pat = re.compile(rf"^runs\.([^.]+)\.attacks\.{re.escape(attack)}\.([^.]+)\.auroc$")
-    t = Table(["experiment", "params set", "run", "canary kind", "members / non-members", "TPR@1%FPR [95% CI]",
-               "AUROC [95% CI]", "primary test", "ε̂95", "ε̂99"])
-    for r in rows:
-        m = r["metrics"]
-        for key in sorted(k for k in m if pat.match(k)):
-            run, kind = pat.match(key).groups()
-            if kind in NON_CANARY_GROUPS:
-                continue
-            b, p = f"runs.{run}.attacks.{attack}.{kind}", f"runs.{run}.audit_primary"
-            primary = m.get(p + ".kind") == kind
-            t.rows.append([r["experiment"], " ".join(sets.get(r["experiment"], [])), run, kind,
-                           f"{fmt(m.get(b + '.members'))} / {fmt(m.get(b + '.non_members'))}",
-                           _with_ci(m, b + ".tpr_at_fpr.0.01.value"), _with_ci(m, b + ".auroc"),
-                           f"{m.get(p + '.attack')}, k₊={m.get(p + '.k_pos')}, k₋={m.get(p + '.k_neg')}" if primary
-                           else "–", m.get(p + ".eps_lb_95") if primary else None,
-                           m.get(p + ".eps_lb_99") if primary else None])
-    return md_table(t) if t.rows else ""
-
-
-def table(rows: list[dict], sets: dict[str, list[str]], keys: list[str]) -> str:
-    t = Table(["experiment", "commit", "params set", *keys])
-    for r in rows:
-        vals = ["; ".join(fmt(v) for m, v in r["metrics"].items() if m.endswith(k)) or None for k in keys]
-        t.rows.append([r["experiment"], f"`{(r['rev'] or '')[:8]}`", " ".join(sets.get(r["experiment"], [])), *vals])
-    return md_table(t)
-
-
 def queue_status(repo: str) -> dict[str, str]:
     """Experiment name -> status (Queued, Running, Success, Failed, ...) from `dvc queue status`."""
     out = {}
@@ -146,12 +145,7 @@ def write_tables(name: str, names: dict[str, list[str]], baseline: str, repo: st
     if missing:
         raise RuntimeError(f"sweep {name}: no experiment {', '.join(missing)} derived from commit {baseline[:8]} "
                            "(`dvc exp show --rev` lists what exists)")
-    keys = keys or ["loss.new_token.auroc", "loss.random.auroc", "audit_primary.eps_lb_95"]
-    md = f"# Sweep {name}\n\nDVC experiments derived from commit `{baseline[:8]}`.\n\n" + table(rows, names, keys) + "\n"
-    kinds = canary_table(rows, names)
-    if kinds:
-        md += ("\nLoss attack on the canaries of every run of every experiment (95% bootstrap intervals over members "
-               "and non-members; ε̂ is each run's pre-registered test, audit.primary):\n\n" + kinds + "\n")
+    md = sweep_markdown(name, baseline, rows, names, keys)
     out = Path(repo) / "reports" / "sweeps"
     out.mkdir(parents=True, exist_ok=True)
     for suffix, text in ((".json", json.dumps({"baseline": baseline, "points": names, "rows": rows}, indent=2)),
@@ -173,6 +167,7 @@ def sweep(name: str, points: list[list[str]], repo: str = ".", jobs: int = 1,
     baseline = collect_only or subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                                               text=True, check=True).stdout.strip()
     if not collect_only:
+        check_points(repo, names)
         for exp, pts in names.items():
             queue(exp, pts, repo)
             log.info("queued %s: %s", exp, " ".join(pts))
@@ -195,9 +190,13 @@ def main(argv=None) -> None:
                     help="do not run: tabulate this sweep's experiments derived from COMMIT (e.g. after an interruption)")
     args = ap.parse_args(argv)
     points = [s.split(";") for s in args.sets]
+    if not args.collect_only:  # a bad point fails here, before Prefect starts
+        check_points(args.repo, {f"{args.name}-{i}": pts for i, pts in enumerate(points)})
     sweep(name=args.name, points=points, repo=args.repo, jobs=args.jobs, keys=args.keys,
           collect_only=args.collect_only)
 
 
 if __name__ == "__main__":
-    main()
+    from stages.core.cli import run_cli
+
+    run_cli(main)

@@ -16,12 +16,14 @@ calibrated by the accountant to the point's epsilon). No point assumes a filesys
 
 A point that fails (a stage error, divergence, a lost worker) is retried `variance.sweep.retries` times, then
 recorded as failed with its error; the other points complete and are tabulated.
+
+The flow only orchestrates: the grid, a point's params, the divergence rule and the table's rows come from
+``stages.variance.api``; every point's params are validated by the root params loader before any is dispatched.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import shutil
@@ -40,15 +42,15 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from stages.core.env import OFFLINE_ENV
 from stages.core.errors import DataError
-from stages.core.params import load
-from stages.report.render import Table, fmt, md_table
-from stages.variance.params import SweepParams, VarianceParams
-from stages.variance.schema import point_record, read_point_refs, write_points
+from stages.core.params import read_params
+from stages.params import Params, load_params, validate_params
+from stages.variance.api import RUN, apply_point, markdown, point_params, points, tabulate
+from stages.variance.params import SweepParams
+from stages.variance.schema import read_point_refs, write_points
 
-#: the run name every point's experiment trains, attacks and audits
-RUN = "point"
-ENV = {"DVC_NO_ANALYTICS": "1", "GX_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+ENV = {**OFFLINE_ENV,
        "GIT_AUTHOR_NAME": "leakaudit-sweep", "GIT_AUTHOR_EMAIL": "sweep@leakaudit.invalid",
        "GIT_COMMITTER_NAME": "leakaudit-sweep", "GIT_COMMITTER_EMAIL": "sweep@leakaudit.invalid"}
 
@@ -61,32 +63,15 @@ def sh(args: list[str], cwd: str | Path, env: dict | None = None) -> str:
     return proc.stdout
 
 
-def fmt_num(x: float) -> str:
-    return f"{x:g}".replace(".", "p").replace("-", "m")
-
-
-def points(sp: SweepParams) -> list[dict]:
-    """Every (epsilon, b, T, eta, seed) of the grid, each with its experiment name and its params overrides."""
-    out = []
-    for eps, b, t, lr, seed in itertools.product(sp.epsilons, sp.grid.batch_size, sp.grid.steps, sp.grid.lr,
-                                                 sp.seeds):
-        name = f"{sp.name}-e{fmt_num(eps)}-b{b}-t{t}-lr{fmt_num(lr)}-s{seed}"
-        dp = {"enabled": True, "epsilon": float(eps), "delta": sp.delta}
-        run = {**sp.run, "batch_size": int(b), "steps": int(t), "lr": float(lr), "seed": int(seed), "dp": dp}
-        out.append({"point": name, "epsilon": float(eps), "batch_size": int(b), "steps": int(t), "lr": float(lr),
-                    "seed": int(seed), "runs": {RUN: run}, "attacks": list(sp.attacks)})
-    return out
-
-
-def apply_point(params_path: Path, point: dict) -> None:
-    """The point's params: `runs` = its one run, `attack.runs` = its attacks (written with PyYAML, so every
-    float reads back as a float)."""
-    import yaml
-
-    raw = yaml.safe_load(params_path.read_text())
-    raw["runs"] = point["runs"]
-    raw.setdefault("attack", {})["runs"] = {RUN: point["attacks"]}
-    params_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+def checked_points(params_file: Path) -> tuple[Params, list[dict]]:
+    """The root params and the grid's points, every point's params (the file's, with the point's run and attacks)
+    validated before any is dispatched: a bad point is a one-line ConfigError naming it and the key."""
+    raw = read_params(params_file)
+    params = load_params(params_file, raw)
+    pts = points(params.variance.sweep)
+    for p in pts:
+        validate_params(point_params(raw, p), f"{params_file} with variance point {p['point']}")
+    return params, pts
 
 
 @task(name="sweep-point", cache_policy=NO_CACHE, persist_result=False)
@@ -158,16 +143,6 @@ def task_runner(sp: SweepParams):
                                           "threads_per_worker": 1, "dashboard_address": None})
 
 
-def diverged(run: dict, limit: float) -> str | None:
-    """Why a finished point counts as divergent training (validation loss not finite or above ``limit``)."""
-    loss = (run.get("utility") or {}).get("valid_nll")
-    try:
-        ok = loss is not None and float(loss) <= limit
-    except (TypeError, ValueError):
-        ok = False
-    return None if ok else f"diverged: validation loss {loss} > variance.sweep.diverged_loss = {limit:g}"
-
-
 def exp_ref(rev: str, name: str) -> str:
     """The full ref of experiment ``name`` on base commit ``rev`` (a bare name is ambiguous once an earlier sweep
     on another commit used it)."""
@@ -175,21 +150,16 @@ def exp_ref(rev: str, name: str) -> str:
 
 
 def collect(repo: Path, git_remote: str, rev: str, done: dict[str, dict], failed: dict[str, str], pts: list[dict],
-            measure: str, limit: float) -> list[dict]:
-    """Pull the finished experiments' refs and build one row per point from its experiment's metrics (a divergent
-    run is recorded as failed, with its experiment)."""
-    rows = []
+            params: Params) -> list[dict]:
+    """Pull the finished experiments' refs and tabulate every point from its experiment's metrics."""
     if done:
         sh(["dvc", "exp", "pull", "--no-cache", "--force", git_remote, *[exp_ref(rev, n) for n in done]], cwd=repo)
-    for p in pts:
-        name = p["point"]
-        if name in done:
-            run = json.loads(sh(["git", "show", f"{done[name]['rev']}:reports/metrics.json"], cwd=repo))["runs"][RUN]
-            why = diverged(run, limit)
-            rows.append(point_record(p, run, measure, "failed" if why else "completed", why, done[name]))
-        else:
-            rows.append(point_record(p, None, measure, "failed", failed.get(name, "not run"), None))
-    return rows
+
+    def read_run(exp_rev: str) -> dict:
+        return json.loads(sh(["git", "show", f"{exp_rev}:reports/metrics.json"], cwd=repo))["runs"][RUN]
+
+    vp = params.variance
+    return tabulate(pts, done, failed, read_run, vp.measure, vp.sweep.diverged_loss, params.audit.primary.confidences)
 
 
 @flow(name="privacy-variance-sweep", persist_result=False)
@@ -198,9 +168,8 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
     comes from the params: use `run_sweep`)."""
     log = get_run_logger()
     root = Path(repo).resolve()
-    vp = load(VarianceParams, "variance", root / params_file)
-    sp = vp.sweep
-    pts = points(sp)
+    params, pts = checked_points(root / params_file)
+    vp, sp = params.variance, params.variance.sweep
     git_remote, dvc_remote, rev = setup_remotes(root, sp)
     log.info("sweep %s: %d points from commit %s; git remote %s, DVC remote %s", sp.name, len(pts), rev[:8],
              git_remote, dvc_remote)
@@ -220,25 +189,12 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
             except BaseException as exc:  # noqa: BLE001 - any failure of a point is recorded, never fatal
                 failed[name] = " ".join(str(exc).split())[:500] or type(exc).__name__
             log.warning("point %s: FAILED after %d retries: %s", name, sp.retries, failed.get(name))
-    rows = collect(root, git_remote, rev, done, failed, pts, vp.measure, sp.diverged_loss)
+    rows = collect(root, git_remote, rev, done, failed, pts, params)
     write_points(root / vp.table, rows, {"sweep": sp.name, "base_commit": rev, "params": asdict(sp)})
-    md = markdown(rows, sp.name, rev)
+    md = markdown(rows, sp.name, rev, params.audit.primary.confidences)
     create_markdown_artifact(key=f"variance-{sp.name}".lower().replace("_", "-"), markdown=md,
                              description=f"empirical privacy variance sweep {sp.name}")
     return rows
-
-
-def markdown(rows: list[dict], name: str, rev: str) -> str:
-    """The sweep table as the flow's Prefect artifact."""
-    t = Table(["point", "status", "ε", "b", "T", "η", "seed", "valid loss", "ε spent", "σ", "score mean", "score max",
-               "ε̂95", "exposure", "experiment"])
-    for r in rows:
-        status = r["status"] if r["status"] == "completed" else f"FAILED: {r.get('error') or ''}"[:160]
-        t.rows.append([r["point"], status, r["epsilon"], r["batch_size"], r["steps"], fmt(r["lr"], 4),
-                       r["seed"], r["valid_loss"], r["eps_spent"], r["sigma"], r["score_mean"], r["score_max"],
-                       r["eps_hat"], r["exposure"], f"`{r['rev'][:8]}`" if r["rev"] else None])
-    return (f"# Variance sweep {name}\n\nPoints from commit `{rev[:8]}`; each is a DVC experiment (`dvc exp show`, "
-            f"`dvc exp apply <point>`).\n\n{md_table(t)}\n")
 
 
 def drain_prefect_workers() -> None:
@@ -281,23 +237,24 @@ def shared_api():
 def run_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
     """The flow on the task runner `variance.sweep.cluster` asks for (a LocalCluster or a scheduler address),
     driver and workers reporting to one Prefect API."""
-    vp = load(VarianceParams, "variance", Path(repo) / params_file)
+    params, _ = checked_points(Path(repo) / params_file)  # a bad point fails here, before any server or worker
     with shared_api():
-        return variance_sweep.with_options(task_runner=task_runner(vp.sweep))(repo=repo, params_file=params_file)
+        return variance_sweep.with_options(task_runner=task_runner(params.variance.sweep))(repo=repo,
+                                                                                           params_file=params_file)
 
 
 def retabulate(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
     """Rebuild the sweep table from the experiments it already names (e.g. after the table's schema gained a
     column): the same points, experiment commits and failures, no point rerun."""
     root = Path(repo).resolve()
-    vp = load(VarianceParams, "variance", root / params_file)
+    params, pts = checked_points(root / params_file)
+    vp, sp = params.variance, params.variance.sweep
     old, meta = read_point_refs(root / vp.table)
-    sp, pts = vp.sweep, points(vp.sweep)
     if meta.get("sweep") != sp.name or [r["point"] for r in old] != [p["point"] for p in pts]:
         raise DataError(f"{vp.table}: sweep {meta.get('sweep')!r} is not variance.sweep {sp.name!r} with this grid")
     done = {r["point"]: {"rev": r["rev"]} for r in old if r["rev"]}
     failed = {r["point"]: r["error"] for r in old if not r["rev"]}
-    rows = collect(root, remotes(root, sp)[0], meta["base_commit"], done, failed, pts, vp.measure, sp.diverged_loss)
+    rows = collect(root, remotes(root, sp)[0], meta["base_commit"], done, failed, pts, params)
     write_points(root / vp.table, rows, meta)
     return rows
 

@@ -1,19 +1,29 @@
 """Session fixtures: a tiny tokenizer, a tiny random Llama (and, on demand, GPT-2, Qwen2, GPT-NeoX) saved as a
-model directory and converted by the real base_model code, and a copy of the project whose params point at it.
-Everything is built in-process: no test downloads a model or data."""
+model directory and converted by the real base_model code, and copies of the project whose params point at it:
+a pristine template per session (and one reproduced once), a copy of either per test, so no test depends on
+another or on their order. Everything is built in-process: no test downloads a model or data."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from support import ROOT, copy_project, make_tiny_lm, run, tiny_params
+from stages.core.env import apply_offline_env
+from support import ROOT, Reproduced, clone_project, copy_project, make_tiny_lm, run, tiny_params
 
 # what the stage CLIs set in their entry point (stages.core.cli), for the library code the tests call directly
-for _k, _v in {"GX_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1", "DO_NOT_TRACK": "1",
-               "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
-    os.environ.setdefault(_k, _v)
+apply_offline_env()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The fast tier by default: tests marked `slow` (the end-to-end tier) are deselected unless the command line
+    gives -m (`-m slow`) or names a test (path::name), which then runs whatever its tier."""
+    if config.option.markexpr or any("::" in arg for arg in config.args):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 def _corpus() -> list[str]:
@@ -58,14 +68,36 @@ def tiny_base(tmp_path_factory, tiny_model_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_project(tmp_path_factory, tiny_model_dir) -> Path:
-    """A copy of the project whose params point at the tiny model; not yet reproduced."""
+def tiny_template(tmp_path_factory, tiny_model_dir) -> Path:
+    """A copy of the project whose params point at the tiny model, committed, not reproduced. Never changed:
+    a test takes its own copy (``tiny_project``)."""
     import yaml
 
-    dest = copy_project(tmp_path_factory.mktemp("project"))
+    dest = copy_project(tmp_path_factory.mktemp("tiny_template"))
     (dest / "params.yaml").write_text(yaml.safe_dump(tiny_params(tiny_model_dir), sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "tiny params"], dest)
     return dest
+
+
+@pytest.fixture
+def tiny_project(tiny_template, tmp_path) -> Path:
+    """This test's own copy of ``tiny_template`` (tmp_path/project): not reproduced, free to change."""
+    return clone_project(tiny_template, tmp_path / "project")
+
+
+@pytest.fixture(scope="session")
+def reproduced_template(tmp_path_factory, tiny_template) -> Reproduced:
+    """``tiny_template`` after one whole `dvc repro` (run once per session; its stdout kept). Never changed
+    afterwards: a test only reads it, or takes its own copy (``reproduced_project``)."""
+    dest = clone_project(tiny_template, tmp_path_factory.mktemp("reproduced") / "project")
+    return Reproduced(dest, run(["dvc", "repro"], dest).stdout)
+
+
+@pytest.fixture
+def reproduced_project(reproduced_template, tmp_path) -> Path:
+    """This test's own copy of the reproduced project (DVC cache and outputs included, so nothing reruns that
+    the test does not change): tmp_path/project."""
+    return clone_project(reproduced_template.path, tmp_path / "project")
 
 
 @pytest.fixture(scope="session")

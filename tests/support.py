@@ -1,11 +1,14 @@
 """Helpers shared by the tests: the project's params with overrides, tiny random causal LMs (Llama by default;
-GPT-2, Qwen2, GPT-NeoX), a copy of the project as a fresh git + DVC checkout, and running a command in it."""
+GPT-2, Qwen2, GPT-NeoX), a copy of the project as a fresh git + DVC checkout (and a copy of such a copy, cache
+included), the tiny project's stage names, and running a command in it."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,35 @@ def copy_project(dest: Path) -> Path:
                 ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "fixture"]):
         subprocess.run(cmd, cwd=dest, check=True)
     return dest
+
+
+def clone_project(src: Path, dest: Path) -> Path:
+    """A copy of a project made by ``copy_project`` (git history, params, DVC cache and workspace outputs), so
+    the copy is exactly as reproduced as ``src``: no stage reruns that would not rerun there. DVC's state
+    (.dvc/tmp: hash cache keyed by inode, locks) stays behind; the copy rehashes its files once."""
+    def skip(folder: str, names: list[str]) -> list[str]:
+        return ["tmp"] if Path(folder) == src / ".dvc" else []
+
+    shutil.copytree(src, dest, symlinks=True, ignore=skip)
+    return dest
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """A project after one `dvc repro` and that command's stdout."""
+    path: Path
+    stdout: str
+
+
+# the stages of the tiny project (tiny_params' runs)
+ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
+              "secrets@enron", "secrets@tofu", "canaries", "audit", "variance", "report"} | {
+    f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")}
+
+
+def ran(stdout: str) -> set[str]:
+    """The stages a `dvc repro` ran, from its stdout."""
+    return set(re.findall(r"Running stage '([^']+)'", stdout))
 
 
 def tiny_params(model_dir: Path) -> dict:

@@ -10,17 +10,15 @@ from stages.attack.params import AttackParams
 from stages.attack.run import resolve_attacks, run_attacks
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
-from stages.core.errors import ConfigError
 from stages.core.io import atomic_dir
-from stages.core.params import load, run_names
+from stages.core.params import load, require_run
 from stages.finetune.schema import read_run
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, "run")
     params = load(AttackParams, "attack", args.params, raw)
-    if args.run not in run_names(raw, args.params):
-        raise ConfigError(f"{args.params}: runs.{args.run}: no such run (known: {', '.join(run_names(raw))})")
+    require_run(raw, args.run, args.params)
     where = locations(raw, args.params)
     resolve_attacks(args.run, params, key_prefix=f"{args.params}: ")  # unknown names fail before any work
     record = read_run(where.run_dir(args.run), args.run)

@@ -3,7 +3,8 @@
 ``AttackContext.items(source)`` builds the items of a source: ``canaries`` (every kind; members
 and non-members), ``text`` (the run's own training rows vs as many never-trained rows of the same
 dataset; for user-level data, of the same held-in users) or ``users`` (the attacker's samples of held-in and
-held-out users). ``target(items)`` and
+held-out users). Who is a member is read from the run's manifest (``finetune.schema.read_manifest``), never
+drawn again here. ``target(items)`` and
 ``reference(items)`` return per-token log-probabilities of the labelled positions under the
 fine-tuned model and the reference (base) model; each (model, example) is computed once, in one
 length-bucketed batched pass, and kept in a table keyed by model fingerprint and example hash that
@@ -15,23 +16,23 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from ..canaries.schema import FORMATTED_FILE, apply_canary_users, load_canary_users, read_canaries, read_formatted
+from ..canaries.schema import FORMATTED_FILE, load_canary_users, read_canaries, read_formatted, read_reference
 from ..core.artifacts import Locations
 from ..core.errors import ConfigError
 from ..core.io import file_digest, read_json
-from ..datasets import DATASETS, get_dataset, read_split, sample
-from ..finetune.schema import EXTERNAL_DIR, RunRecord, TextSetup, split_rows, text_examples_of, training_text
+from ..datasets import DATASETS, get_dataset, read_split
+from ..datasets.users import apply_canary_users
+from ..finetune.schema import EXTERNAL_DIR, RunRecord, TextSetup, read_manifest
 from ..lm.canary_lm import CanaryLM
 from ..lm.external import load_external
 from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from ..lm.loading import load_base
 from ..lm.scoring import token_logprobs
 from ..lm.trainable import TRAINABLE, Trainable, load_model
-from ..secrets.schema import read_secrets, secrets_path
+from ..secrets.schema import secrets_path
 
 
 @dataclass
@@ -52,16 +53,6 @@ def example_key(e: Example) -> str:
     h = hashlib.sha1(e.ids.tobytes())
     h.update(e.labels.tobytes())
     return h.hexdigest()
-
-
-def held_in_unseen_rows(processed: Path, dataset: str, canary_users: dict[str, dict]) -> list[dict]:
-    """Non-members of a user-level text pool: never-trained rows (the test split) of held-in users only, the same
-    users the members' trained rows come from (canary users by their drawn set). A row's split within a user is a
-    seeded draw, so the two sides differ only by training. Rows of held-out users differ by who wrote them (on the
-    Enron users run their blind baseline reached AUROC 0.84: a user-inference pool, not a text one), and rows of
-    every user mix the two."""
-    rows = apply_canary_users(split_rows(processed, dataset, "test", canary_users), canary_users)
-    return [r for r in rows if r["user_set"] == "held_in"]
 
 
 class AttackContext:
@@ -163,9 +154,23 @@ class AttackContext:
             self._items[source] = getattr(self, f"_build_{source}")()
         return self._items[source]
 
+    @functools.cached_property
+    def manifest(self) -> dict[str, list[dict]]:
+        """The run's manifest rows by source (rank order)."""
+        out: dict[str, list[dict]] = {}
+        for r in read_manifest(self.run_dir):
+            out.setdefault(r["source"], []).append(r)
+        return out
+
+    def membership(self, source: str) -> dict[str, bool]:
+        """candidate id -> member, as the fine-tune recorded it."""
+        return {r["candidate_id"]: r["member"] for r in self.manifest.get(source, [])}
+
     def _build_canaries(self) -> list[Item]:
         tok, objective = self.tokenizer, self.setup.objective
         meta, canaries = read_canaries(self.where.canaries)
+        member = self.membership("canary")
+        reference = read_reference(self.where.canary_reference)
         # the text zlib compresses: new tokens decode to nothing, as under the base tokenizer (an external run's
         # tokenizer spells them <|canary_j|>, whose digits would make zlib differ from the loss per canary)
         vocab = meta["base_vocab_size"]
@@ -173,10 +178,11 @@ class AttackContext:
         for kind, rows in canaries.items():
             field = np.unique(np.concatenate([np.asarray(r["secret_ids"], dtype=np.int64) for r in rows]))
             for r, e in zip(rows, canary_examples(rows, objective)):
-                ref = np.asarray(r["base_token_logprobs"], dtype=np.float32)
+                ref = np.asarray(reference[r["canary_id"]], dtype=np.float32)
                 n = int((e.labels != -100).sum())
                 shown = r["secret_ids"] if objective == "sft" else r["prefix_ids"] + r["secret_ids"]
-                out.append(Item(r["canary_id"], kind, r["member"], e, tok.decode([i for i in shown if i < vocab]),
+                out.append(Item(r["canary_id"], kind, member[r["canary_id"]], e,
+                                tok.decode([i for i in shown if i < vocab]),
                                 reference=ref[-n:] if len(ref) else None, candidates=field,
                                 secret_tokens=len(r["secret_ids"])))
         return out
@@ -186,40 +192,35 @@ class AttackContext:
         return load_canary_users(self.where.canaries) if self.dataset.users else {}
 
     def _build_text(self) -> list[Item]:
+        """The run's trained pairs against as many never-trained ones (``params.text_items`` of each side at most),
+        as the fine-tune drew them."""
         tok, setup = self.tokenizer, self.setup
-        secrets = read_secrets(self.where.secrets, self.dataset.secrets) if self.info["secret_control"] else None
-        members, _ = training_text(self.where.processed, setup, tok, self.canary_users, secrets)
-        n = len(members) if self.params.text_items is None else min(self.params.text_items, len(members))
-        members = members[:n]
-        if self.dataset.users:
-            heldout = self._held_in_users_unseen_rows(n, setup.seed + 7)
-        else:
-            heldout = text_examples_of(self.where.processed, "test", tok, setup, n, setup.seed + 7, self.canary_users)
+        rows = self.manifest.get("text", [])
+        sides = {m: [r for r in rows if r["member"] is m] for m in (True, False)}
+        n = len(sides[True]) if self.params.text_items is None else min(self.params.text_items, len(sides[True]))
         out = []
-        for tag, exs, member in (("member", members, True), ("heldout", heldout, False)):
-            for i, e in enumerate(exs):
-                out.append(Item(f"text-{tag}-{i:05d}", "text", member, e, tok.decode(e.ids[e.labels != -100])))
+        for member, tag in ((True, "member"), (False, "heldout")):
+            side = sides[member][:n]
+            exs = text_examples([(r["prompt"], r["target"]) for r in side], tok, setup.max_length, setup.objective)
+            for r, e in zip(side, exs):
+                out.append(Item(r["candidate_id"], "text", member, e, tok.decode(e.ids[e.labels != -100])))
         return out
-
-    def _held_in_users_unseen_rows(self, n: int, seed: int) -> list[Example]:
-        pairs = sample(self.dataset.pairs(held_in_unseen_rows(self.where.processed, self.dataset.name,
-                                                              self.canary_users)), n, seed)
-        return text_examples(pairs, self.tokenizer, self.setup.max_length, self.setup.objective)
 
     def _build_formatted(self) -> list[Item]:
         """Every candidate of every format, scored on the whole sentence (exposure ranks them)."""
         tok = self.tokenizer
-        return [Item(r["canary_id"], r["format"], r["inserted"],
+        inserted = self.membership("formatted")
+        return [Item(r["canary_id"], r["format"], inserted[r["canary_id"]],
                      make_example([bos_id(tok)], tok(r["text"], add_special_tokens=False)["input_ids"], "nwp",
                                   "formatted"),
                      r["text"], repetitions=r["repetitions"]) for r in read_formatted(self.where.canaries) or []]
 
     def _build_users(self) -> list[Item]:
         """The attacker's samples of every user (never trained on), canary users' substrings inserted."""
-        cu = self.canary_users
+        cu, held_in = self.canary_users, self.membership("user")
         rows = apply_canary_users(read_split(self.where.processed, self.dataset.name, "attacker"), cu)
         exs = text_examples(self.dataset.pairs(rows), self.tokenizer, self.setup.max_length, self.setup.objective)
-        return [Item(r["message_id"], "canary_users" if r["user"] in cu else "users", r["user_set"] == "held_in", e,
+        return [Item(r["message_id"], "canary_users" if r["user"] in cu else "users", held_in[r["user"]], e,
                      r["body"], user=r["user"]) for r, e in zip(rows, exs)]
 
     # ------------------------------------------------------------------ log-probabilities

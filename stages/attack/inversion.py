@@ -13,16 +13,16 @@ can only emit tokens it knows, and the small output layer keeps CPU training to 
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..finetune.schema import text_examples_of
 from ..lm.batching import collate
-from ..lm.examples import make_example
+from ..core.seeds import stream
+from ..datasets import read_split, sample
+from ..lm.examples import make_example, text_examples
 from .registry import register_attack
 
 
@@ -90,13 +90,12 @@ def invert(emb_train, tok_train, emb_test, tok_test, params, seed: int = 0) -> d
         vocab = {t: i + 2 for i, t in enumerate(sorted({t for s in tok_train for t in s}))}  # 0 = <eos>, 1 = <unk>
         train = [[vocab.get(t, 1) for t in s][: g.max_length] for s in tok_train]
         model = Inverter(emb_train.shape[1], len(vocab) + 2, g.width, g.layers, g.max_length + 1)
-        t0 = time.time()
         losses = fit_inverter(model, emb_train, train, g, np.random.default_rng(seed))
         inv = {i: t for t, i in vocab.items()}
         decoded = [[inv[i] for i in s if i in inv] for s in model.decode(emb_test, g.max_length, eos=0)]
     true = [s[: g.max_length] for s in tok_test]
     return {**prf(decoded, true), "train_texts": len(train), "test_texts": len(true), "attacker_vocab": len(vocab),
-            "final_loss": float(np.mean(losses[-10:])), "seconds": time.time() - t0}
+            "final_loss": float(np.mean(losses[-10:]))}
 
 
 def fit_inverter(model: Inverter, emb: torch.Tensor, train: list[list[int]], g, rng: np.random.Generator) -> list[float]:
@@ -130,15 +129,16 @@ def eia(ctx, params) -> dict:
     tok = ctx.tokenizer
     model = ctx.target_model
 
-    def texts(split, n, seed):
-        exs = text_examples_of(ctx.where.processed, split, tok, ctx.setup, n, seed)
+    def texts(split, n, seed):  # the attacker's own draw of never-trained text (auxiliary and test splits)
+        pairs = sample(ctx.dataset.pairs(read_split(ctx.where.processed, ctx.dataset.name, split)), n, seed)
+        exs = text_examples(pairs, tok, ctx.setup.max_length, ctx.setup.objective)
         toks = [[int(t) for t in e.ids[e.labels != -100] if t != tok.eos_token_id][: g.max_length] for e in exs]
         toks = [t for t in toks if t]
         return [make_example([tok.eos_token_id], t, "nwp", "eia") for t in toks], toks
 
     aux_split = ctx.dataset.auxiliary_split
-    aux_ex, aux_tok = texts(aux_split, g.aux_texts, ctx.setup.seed + 11)
-    test_ex, test_tok = texts("test", g.test_texts, ctx.setup.seed + 13)
+    aux_ex, aux_tok = texts(aux_split, g.aux_texts, stream("attack.eia.aux").int_seed(ctx.setup.seed))
+    test_ex, test_tok = texts("test", g.test_texts, stream("attack.eia.test").int_seed(ctx.setup.seed))
     emb_aux = sentence_embeddings(model, aux_ex, tok.pad_token_id, params.batch_size)
     emb_test = sentence_embeddings(model, test_ex, tok.pad_token_id, params.batch_size)
     return {"attack": "eia", "victim": "fine-tuned", "aux_split": aux_split, "eval_split": "test",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..finetune.schema import trained_rows
 from ..lm.generate import generate
 from ..secrets.schema import read_secrets
 from .registry import register_attack
@@ -27,16 +26,13 @@ def select_secrets(ctx, params, kinds: tuple[str, ...]) -> tuple[list[dict], lis
     """The secrets of the kinds scored: at most ``max_secrets`` trained ones and as many held-out ones as a control,
     each arm a seeded random draw (``generation.arm_seed``) from its secrets, never the file's order (the secrets
     file is sorted by frequency, so "the first n" would make the control the most frequent secrets).
-    With the run's randomised control (finetune.secret_control) the arms are its coins; without it, whether
-    the run's training rows contained each secret (frequency-confounded: the report says so)."""
-    secrets = [s for s in read_secrets(ctx.where.secrets, ctx.dataset.secrets) if s["kind"] in kinds]
-    control = ctx.info["secret_control"]
-    if control:
-        arm = {**{i: True for i in control["trained"]}, **{i: False for i in control["held_out"]}}
-        secrets = [s for s in secrets if s["secret_id"] in arm]
-        trained = [arm[s["secret_id"]] for s in secrets]
-    else:
-        trained = ctx.dataset.trained_secrets(trained_rows(ctx.where.processed, ctx.setup, ctx.canary_users), secrets)
+    Which secrets were trained on is the run's manifest: with its randomised control (finetune.secret_control)
+    the control's coins; without it, whether the run's training rows contained each secret (frequency-confounded:
+    the report says so)."""
+    trained_of = ctx.membership("secret")
+    secrets = [s for s in read_secrets(ctx.where.secrets, ctx.dataset.secrets)
+               if s["kind"] in kinds and s["secret_id"] in trained_of]
+    trained = [trained_of[s["secret_id"]] for s in secrets]
     cap = params.generation.max_secrets
     idx_t, idx_u = draw_arms(trained, cap, params.generation.arm_seed)
     keep = idx_t + idx_u

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..core.params import check
+from ..core.params import check, missing_keys, run_names
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,10 @@ class AttackParams:
                 + check(0 < self.min_k <= 1, "min_k", "must be in (0, 1]", self.min_k)
                 + check(self.text_items is None or self.text_items > 0, "text_items", "must be > 0",
                         self.text_items))
+
+    def relations(self, raw: dict) -> list[tuple[str, str]]:
+        """Each per-run attack list names a configured run (a misspelt one would silently run the defaults)."""
+        return missing_keys(self.runs, run_names(raw), "attack.runs", "run in runs")
 
     def for_run(self, run: str) -> tuple[str, ...]:
         return self.runs.get(run, self.attacks)

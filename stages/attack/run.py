@@ -48,5 +48,5 @@ def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: 
             write_json(out_dir / f"{a.name}.json", out)
         log.info("attack %s on %s done", a.name, run)
     write_table(pa.Table.from_pylist(ctx.cache_rows(), schema=LOGPROBS), out_dir / "logprobs.parquet", LOGPROBS)
-    write_record(out_dir, {"version": ATTACK_VERSION, "run": run, "run_record": record,
+    write_record(out_dir, {"version": ATTACK_VERSION, "run": run,
                            "attacks": {a.name: a.family for a in attacks}, "model_fingerprints": ctx.fingerprints})

@@ -3,7 +3,8 @@
 * ``<attack>.parquet``: SCORES (membership), MEMORIZATION (VMR/AIR/ACR) or EXPOSURE, by the attack's
   family; ``<attack>.json`` for the other families (embedding inversion);
 * ``logprobs.parquet`` (LOGPROBS): the per-token log-probability cache every attack read;
-* ``run.json``: an ``AttackRecord`` (versioned): the fine-tuned run's record plus which attacks ran.
+* ``run.json``: an ``AttackRecord`` (versioned): which attacks ran on which model weights (the fine-tuned run's
+  own record and manifest stay in its run directory: ``stages.finetune.schema``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json
 
-ATTACK_VERSION = 1
+ATTACK_VERSION = 2  # 2: the fine-tuned run's record is no longer copied in (read it from the run: finetune.schema)
 
 #: one membership score per item (a canary, a text sample, a user); higher = more likely a member
 SCORES = pa.schema([
@@ -59,7 +60,6 @@ FAMILY_SCHEMAS = {"membership": SCORES, "memorization": MEMORIZATION, "exposure"
 class AttackRecord(TypedDict):
     version: int
     run: str
-    run_record: dict[str, Any]  # the fine-tuned run's RunRecord (stages.finetune.schema)
     attacks: dict[str, str]  # attack -> family, in the order they ran
     model_fingerprints: dict[str, str]  # target / reference -> fingerprint of the weights scored
 

@@ -25,9 +25,10 @@ from scipy.optimize import brentq
 from scipy.special import logsumexp, ndtr
 from scipy.stats import binom
 
+from ..core.privacy import calibrate_sigma
 from .gdp import gdp_epsilon_lower_bound
-from .one_run import clip_guesses, epsilon_lower_bound, guesses
-from .schema import confidence_tag
+from .one_run import epsilon_lower_bound, guesses
+from .schema import clip_guesses, confidence_tag
 
 
 def _mixture(sample_rate: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -136,11 +137,7 @@ def ideal_audit(sample_rate: float, steps: int, noise_multiplier: float, *, m: i
 def planned_ceiling(regime, primary, confidences, trials: int, seed: int) -> dict:
     """The ceiling of a DP regime that was not run (e.g. the GPU preset): sigma calibrated by opacus's accountant
     to (epsilon, delta) at its q and T, then the last-iterate epsilon and the ideal primary test on its m canaries."""
-    from opacus.accountants.utils import get_noise_multiplier
-
-    sigma = float(get_noise_multiplier(target_epsilon=regime.epsilon, target_delta=regime.delta,
-                                       sample_rate=regime.sample_rate, steps=regime.steps,
-                                       accountant=regime.accountant, epsilon_tolerance=0.005))
+    sigma = calibrate_sigma(regime.epsilon, regime.delta, regime.sample_rate, regime.steps, regime.accountant)
     k_pos, k_neg = clip_guesses(primary.k_pos, primary.k_neg, regime.canaries)
     ideal = ideal_audit(regime.sample_rate, regime.steps, sigma, m=regime.canaries, k_pos=k_pos, k_neg=k_neg,
                         delta=regime.delta,

@@ -21,6 +21,7 @@ import math
 import numpy as np
 from scipy.stats import binom
 
+from .schema import clip_guesses
 
 
 def _check(m: int, r: int, v: int) -> None:
@@ -69,12 +70,6 @@ def epsilon_lower_bound(num_canaries: int, num_guesses: int, num_correct: int, d
         else:
             hi = mid
     return lo
-
-
-def clip_guesses(k_pos: int, k_neg: int, m: int) -> tuple[int, int]:
-    """The (k_pos, k_neg) actually made on m canaries: "in" guesses first, "out" guesses from what is left."""
-    k_pos = min(k_pos, m)
-    return k_pos, min(k_neg, m - k_pos)
 
 
 def guesses(scores, members, k_pos: int, k_neg: int) -> tuple[int, int, int]:

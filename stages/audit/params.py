@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.params import check
+from ..core.params import Accountant, check, missing_keys, run_names, section_of
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class PlannedRegime:
     steps: int
     epsilon: float
     delta: float
-    accountant: str
+    accountant: Accountant
     #: canaries of the primary kind (m)
     canaries: int
 
@@ -89,7 +89,6 @@ class PlannedRegime:
                 + check(self.steps >= 1, "steps", "must be >= 1", self.steps)
                 + check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
                 + check(0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
-                + check(self.accountant in ("prv", "rdp"), "accountant", "must be prv or rdp", self.accountant)
                 + check(self.canaries >= 1, "canaries", "must be >= 1", self.canaries))
 
 
@@ -207,3 +206,11 @@ class AuditParams:
             + check(self.bootstrap >= 0, "bootstrap", "must be >= 0", self.bootstrap)
             + check(self.min_per_side >= 2, "min_per_side", "must be >= 2", self.min_per_side)
         )
+
+    def relations(self, raw: dict) -> list[tuple[str, str]]:
+        """The primary test scores a configured canary kind, and its per-run rules name configured runs."""
+        kinds = section_of(raw, "canaries.kinds")
+        return ([("audit.primary.kind", f"must be one of canaries.kinds ({', '.join(map(str, kinds))}) "
+                                        f"(got {self.primary.kind!r})")]
+                if isinstance(kinds, list) and self.primary.kind not in kinds else []) \
+            + missing_keys(self.primary.runs, run_names(raw), "audit.primary.runs", "run in runs")

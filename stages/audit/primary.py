@@ -20,8 +20,8 @@ from scipy.stats import rankdata
 from ..core.errors import ConfigError
 from .ceiling import ideal_audit, last_iterate_epsilon
 from .gdp import gdp_epsilon, gdp_mu_lower_bound
-from .one_run import clip_guesses, epsilon_lower_bound, guesses
-from .schema import confidence_key, confidence_tag
+from .one_run import epsilon_lower_bound, guesses
+from .schema import clip_guesses, confidence_key, confidence_tag
 
 #: kind -> attack -> (item ids, scores, members), canary kinds only
 Canaries = dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]

@@ -6,7 +6,7 @@ import hashlib
 import json
 import logging
 
-from ..canaries.schema import META, load_canary_users, read_canaries
+from ..canaries.schema import META, load_canary_users, read_canaries, read_reference
 from ..core.artifacts import Locations
 from .ceiling import planned_ceiling
 from .iid import sanity_check
@@ -21,9 +21,12 @@ def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict
     """(metrics.json content, ROC points of every run's membership scores)."""
     guard = None
     if params.sanity_check.enabled and (where.canaries / META).is_file():
-        guard = sanity_check(read_canaries(where.canaries)[1], params.sanity_check.alpha, str(where.canaries))
+        reference = read_reference(where.canary_reference)
+        rows = {k: [{**r, "base_token_logprobs": reference[r["canary_id"]]} for r in v]
+                for k, v in read_canaries(where.canaries)[1].items()}
+        guard = sanity_check(rows, params.sanity_check.alpha, str(where.canaries))
     lengths = {u: r["length"] for u, r in load_canary_users(where.canaries).items()}
-    results = {run: audit_run(where.scores_dir(run), params, lengths) for run in runs}
+    results = {run: audit_run(where.run_dir(run), where.scores_dir(run), params, lengths) for run in runs}
     primary = params.primary
     registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences),
                   "runs": {r: dataclasses.asdict(g) for r, g in primary.runs.items()}}

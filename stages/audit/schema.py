@@ -11,6 +11,7 @@ Bonferroni-corrected over the family, and is never a headline.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -147,12 +148,37 @@ def read_roc(path: Path) -> dict[tuple[str, str, str], tuple[list[float], list[f
 
 
 def confidence_tag(confidence: float) -> str:
-    """0.95 -> "95": the suffix of the metrics keys of a confidence (eps_lb_95, gdp_eps_lb_95)."""
-    return str(int(round(confidence * 100)))
+    """0.95 -> "95", 0.999 -> "999": the suffix of the metrics keys of a confidence (eps_lb_95, gdp_eps_lb_95), its
+    percentage without the decimal point. Build and read such keys only through ``confidence_key``/``confidence_of``."""
+    if not 0.1 <= confidence < 1:
+        raise ValueError(f"confidence {confidence!r}: a bound's confidence must be in [0.1, 1)")
+    return f"{round(confidence * 100, 6):g}".replace(".", "")
 
 
-def confidence_key(confidence: float) -> str:
-    return f"eps_lb_{confidence_tag(confidence)}"
+def confidence_key(confidence: float, prefix: str = "") -> str:
+    """The key of the one-run bound at ``confidence``: eps_lb_95; with ``prefix`` e.g. gdp_eps_lb_95."""
+    return f"{prefix}eps_lb_{confidence_tag(confidence)}"
+
+
+_BOUND_KEY = re.compile(r"(?:^|\.)(?P<prefix>[a-z_]*?)eps_lb_(?P<tag>[1-9][0-9]*)$")
+
+
+def confidence_of(key: str, prefix: str = "") -> float | None:
+    """The confidence a bound key names (its last dotted part): "eps_lb_95" -> 0.95, "audit_primary.eps_lb_999" ->
+    0.999, ("gdp_eps_lb_99", "gdp_") -> 0.99; None when the key is no bound with that ``prefix``. Inverse of
+    ``confidence_key``."""
+    m = _BOUND_KEY.search(key)
+    if m is None or m["prefix"] != prefix:
+        return None
+    confidence = float(f"0.{m['tag']}")  # the tag is a percentage in [10, 100) without its point
+    return confidence if confidence_tag(confidence) == m["tag"] else None
+
+
+def clip_guesses(k_pos: int, k_neg: int, m: int) -> tuple[int, int]:
+    """The (k_pos, k_neg) a one-run test actually makes on m canaries: "in" guesses first, "out" guesses from what
+    is left. The only definition of the rule: the audit's tests record these counts, and readers match them."""
+    k_pos = min(k_pos, m)
+    return k_pos, min(k_neg, m - k_pos)
 
 
 def fpr_keys(metrics: Metrics) -> list[str]:

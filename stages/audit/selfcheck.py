@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..core.errors import ConfigError
+from ..core.seeds import stream
 from .ceiling import ideal_counts, trial_bounds
 from .gdp import gdp_epsilon_lower_bound, gdp_mu_lower_bound
 from .one_run import epsilon_lower_bound, guesses
@@ -27,13 +28,14 @@ IDEAL_TRIALS = 201  # odd: the median count is one trial's
 def _ideal(sample_rate: float, steps: int, sigma: float, m: int, k_in: int, k_out: int, delta: float) -> float:
     """GDP epsilon-hat95 at the median count of ``ceiling.ideal_counts`` (exact Gaussian scores of a correct engine;
     the bound is monotone in the count, so this is the median bound)."""
-    counts = ideal_counts(sample_rate, steps, sigma, m=m, k_pos=k_in, k_neg=k_out, trials=IDEAL_TRIALS, seed=0)
+    counts = ideal_counts(sample_rate, steps, sigma, m=m, k_pos=k_in, k_neg=k_out, trials=IDEAL_TRIALS,
+                          seed=stream("audit.selfcheck.ideal").int_seed())
     v = int(np.median([c[2] for c in counts]))
     return gdp_epsilon_lower_bound(m, counts[0][1], v, delta, 0.95)
 
 
 def half_noise_power(row: dict, k_in: int, k_out: int, alpha: float, family: int, trials: int = 200,
-                     seed: int = 1) -> dict:
+                     seed: int = stream("audit.selfcheck.half_noise").int_seed()) -> dict:
     """The guard's power: how often the same test, at the same per-configuration level, flags an engine that adds
     half the noise its accountant books (exact Gaussian scores, seeded simulation)."""
     counts = ideal_counts(row["sample_rate"], row["steps"], row["noise_multiplier"] / 2, m=row["canaries"],

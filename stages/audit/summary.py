@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ..attack.schema import FAMILY_SCHEMAS, read_attack_json, read_attack_table, read_record
+from ..finetune.schema import read_manifest, read_run
 from .exposure import summarize
 from .response import canary_response
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
@@ -103,17 +104,22 @@ def trainable_summary(info: dict) -> dict:
             "secret_token_rows": len(t["secret_rows"]), "parameters": info["trainable_parameters"]}
 
 
-def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[RunMetrics, list[dict]]:
-    """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points;
+def member_inclusions(run_dir: Path) -> dict[str, int]:
+    """Member canary id -> steps that sampled it, from the run's manifest."""
+    return {r["candidate_id"]: r["inclusions"] for r in read_manifest(run_dir, "canary") if r["member"]}
+
+
+def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[RunMetrics, list[dict]]:
+    """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points, from the
+    fine-tuned run's record and manifest (``run_dir``) and its attacks' scores (``scores_dir``);
     ``user_lengths``: canary user -> substring length (per-length user inference)."""
     record = read_record(scores_dir)
-    info = record["run_record"]
+    info = read_run(run_dir)
     delta = audit_delta(params, info["privacy"])
     result: RunMetrics = {
         "privacy": info["privacy"],
         "training": {k: info[k] for k in ("steps", "sample_rate", "expected_batch_size",
-                                          "expected_exposures_per_member", "n_examples", "n_population",
-                                          "train_seconds")},
+                                          "expected_exposures_per_member", "n_examples", "n_population")},
         "trainable": trainable_summary(info),
         "dataset": info["params"]["dataset"],
         "utility": {"valid_nll": info["valid"]["nll"], "valid_perplexity": info["valid"]["perplexity"]},
@@ -151,7 +157,7 @@ def audit_run(scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[R
         else primary
     result["audit_exploratory"] = exploratory_family(canaries, params, delta)
     if canaries and not info["external"]:  # an external run's inclusion counts are unknown
-        result["canary_response"] = canary_response(canaries, params.primary.kind, info["canary_inclusions"],
+        result["canary_response"] = canary_response(canaries, params.primary.kind, member_inclusions(run_dir),
                                                     info["privacy"], params.bootstrap, params.seed,
                                                     params.min_per_side)
         result["canary_gradients"] = info["canary_gradients"]

@@ -1,4 +1,5 @@
-"""DVC stage ``canaries``: build m canaries per kind -> data/canaries/<kind>.parquet + meta.json + GX results."""
+"""DVC stage ``canaries``: build m canaries per kind -> data/canaries/<kind>.parquet + meta.json + GX results, and
+their reference log-probabilities -> data/reference/canaries.parquet (floats in a file of their own)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,7 @@ from stages.canaries.params import CanaryParams
 from stages.canaries.users import build_canary_users
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
-from stages.core.io import atomic_dir
+from stages.core.io import atomic_dir, atomic_file
 from stages.core.params import load
 from stages.datasets import get_dataset
 from stages.lm.loading import load_tokenizer
@@ -28,9 +29,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     heldout = get_dataset(params.corpus).heldout_splits
     samples = (corpus_texts(where.processed, params.corpus, heldout, tok, targets_only=True)
                if params.prefix == "heldout" else None)
-    with atomic_dir(Path(params.out_dir)) as tmp:
+    with atomic_dir(Path(params.out_dir)) as tmp, atomic_file(Path(params.reference_out)) as ref:
         build_canaries(params, vocab, tmp, where=params.out_dir, model_dir=where.base_model, corpus=corpus,
-                       prefix_samples=samples)
+                       prefix_samples=samples, reference_out=ref)
         if params.users.enabled:
             build_canary_users(params.users, where.processed, tok, tmp)
 

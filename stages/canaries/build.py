@@ -19,7 +19,7 @@ from ..lm.scoring import token_logprobs
 from .checks import canary_suite
 from .formatted import build_formatted
 from .kinds import CANARY_KINDS, Corpus, KindContext, KindSpec, Vocab, build_kind
-from .schema import CANARIES, FORMATTED, FORMATTED_FILE, META, kind_path
+from .schema import CANARIES, FORMATTED, FORMATTED_FILE, META, REFERENCE, kind_path
 
 log = logging.getLogger("stages.canaries")
 
@@ -37,8 +37,8 @@ def vocab_of(model_dir: Path, tok) -> Vocab:
     return Vocab(base_size=base_size, allowed=allowed, words=tuple(words))
 
 
-def reference_logprobs(rows: list[dict], model_dir: Path, num_new: int, init: str, batch_size: int = 64) -> None:
-    """Add ``base_token_logprobs``: every position's log-probability under the reference model (the
+def reference_logprobs(rows: list[dict], model_dir: Path, num_new: int, init: str, batch_size: int = 64) -> list[dict]:
+    """REFERENCE rows: every position's log-probability of each canary under the reference model (the
     base model plus the new-token rows at their initial values, i.e. the model before fine-tuning).
     Attacks use it for reference-calibrated scores; the canary sanity check compares it across members."""
     device = pick_device("auto")
@@ -46,8 +46,8 @@ def reference_logprobs(rows: list[dict], model_dir: Path, num_new: int, init: st
     model = CanaryLM(base, num_new=num_new, init=init).to(device)
     examples = [make_example(r["prefix_ids"], r["secret_ids"], "nwp", r["kind"]) for r in rows]
     lps = token_logprobs(model, examples, tok.pad_token_id, batch_size, desc="reference scores")
-    for r, lp in zip(rows, lps):
-        r["base_token_logprobs"] = lp.astype("float32").tolist()
+    return [{"canary_id": r["canary_id"], "base_token_logprobs": lp.astype("float32").tolist()}
+            for r, lp in zip(rows, lps)]
 
 
 def corpus_texts(processed_dir: Path, dataset: str, splits, tok, targets_only: bool = False) -> list[list[int]]:
@@ -119,8 +119,9 @@ def write_formatted(params, words: tuple[str, ...], out_dir: Path) -> dict:
 
 
 def build_canaries(params, vocab: Vocab, out_dir: Path, where: str = "data/canaries", model_dir: Path | None = None,
-                   corpus: Corpus | None = None, prefix_samples=None) -> dict:
-    """Write every kind's canaries (schema- and GX-checked) and meta.json into ``out_dir``.
+                   corpus: Corpus | None = None, prefix_samples=None, reference_out: Path | None = None) -> dict:
+    """Write every kind's canaries (schema- and GX-checked) and meta.json into ``out_dir``, and with
+    ``reference_out`` their reference log-probabilities there (REFERENCE; empty lists without ``model_dir``).
 
     ``corpus`` (token statistics of the fine-tuning data) is needed by the unigram/bigram kinds,
     ``model_dir`` by model-based canaries and the reference log-probabilities every canary gets,
@@ -136,10 +137,10 @@ def build_canaries(params, vocab: Vocab, out_dir: Path, where: str = "data/canar
     gx_reports = {kind: check_suites([canary_suite(kind, rows, params)], f"{where}/{kind}.parquet")[f"canaries_{kind}"]
                   for kind, rows in rows_of.items()}
     all_rows = [r for rows in rows_of.values() for r in rows]
-    if model_dir is not None:
-        reference_logprobs(all_rows, model_dir, num_new, params.new_token_init)
-    for r in all_rows:
-        r.setdefault("base_token_logprobs", [])
+    if reference_out is not None:
+        ref = (reference_logprobs(all_rows, model_dir, num_new, params.new_token_init) if model_dir is not None
+               else [{"canary_id": r["canary_id"], "base_token_logprobs": []} for r in all_rows])
+        write_table(pa.Table.from_pylist(ref, schema=REFERENCE), reference_out, REFERENCE)
     for kind, rows in rows_of.items():
         write_table(pa.Table.from_pylist(rows, schema=CANARIES), kind_path(out_dir, kind), CANARIES)
         log.info("canaries: %s m=%d members=%d new tokens=%d", kind, len(rows), kinds_meta[kind]["members"],

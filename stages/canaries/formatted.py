@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import DataError
+from ..core.seeds import stream
 
 NAMES = """Liam Emma Noah Olivia Elijah Ava James Sophia William Isabella Benjamin Mia Lucas Charlotte Henry Amelia
 Alexander Harper Mason Evelyn Michael Abigail Ethan Emily Daniel Elizabeth Jacob Sofia Logan Avery Jackson Ella Levi
@@ -69,11 +70,9 @@ def candidates(fmt: str, n: int, rng: np.random.Generator, vocab_words: list[str
 def build_formatted(params, vocab_words: list[str]) -> list[dict]:
     """All candidates of every configured format; the first ``inserted_fraction`` of a seeded
     order are inserted, the i-th of those ``repetition_step * i`` times."""
-    import zlib
-
     rows = []
     for fmt in params.formats:
-        rng = np.random.default_rng([params.seed, zlib.crc32(fmt.encode()), 7])
+        rng = stream("canaries.formatted").numpy(params.seed, key=fmt)
         template, fills = candidates(fmt, params.candidates, rng, vocab_words)
         n_in = int(round(len(fills) * params.inserted_fraction))
         for i, fill in enumerate(fills):

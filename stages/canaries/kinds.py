@@ -7,13 +7,13 @@ all canaries are scored afterwards.
 """
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from ..core.registry import Registry
+from ..core.seeds import stream
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def register_kind(name: str, new_tokens: Callable[[int, int], int] | None = None
 
 def kind_rng(seed: int, kind: str) -> np.random.Generator:
     """Independent stream per kind: adding or removing a kind leaves the others unchanged."""
-    return np.random.default_rng([seed, zlib.crc32(kind.encode())])
+    return stream("canaries.kind").numpy(seed, key=kind)
 
 
 def _rarity_order(ctx: KindContext, rng: np.random.Generator) -> np.ndarray:

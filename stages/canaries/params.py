@@ -68,6 +68,8 @@ class CanaryUsersParams:
 @dataclass(frozen=True)
 class CanaryParams:
     out_dir: str
+    #: the reference (base) model's per-position log-probabilities of every canary (REFERENCE)
+    reference_out: str
     seed: int
     kinds: tuple[str, ...]
     num_canaries: int

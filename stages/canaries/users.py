@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from ..core.errors import DataError
 from ..core.io import write_table
+from ..core.seeds import stream
 from ..datasets import get_dataset, read_split
 from .schema import CANARY_USERS, CANARY_USERS_FILE
 
@@ -34,7 +34,7 @@ def build_canary_users(params, processed_dir: Path, tok, out_dir: Path) -> list[
     need = len(params.lengths) * params.per_length
     if need > len(pool):
         raise DataError(f"canaries.users: {need} canary users asked for but {params.dataset} has {len(pool)} users")
-    rng = np.random.default_rng(params.seed)
+    rng = stream("canaries.users").numpy(params.seed)
     rows = []
     for length in params.lengths:
         coins = rng.random(params.per_length) < 0.5

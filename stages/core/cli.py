@@ -8,22 +8,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import warnings
 from typing import Any, Callable, Sequence
 
+from .env import apply_offline_env
 from .errors import StageError, one_line
 from .params import PARAMS_FILE, read_params
-
-#: telemetry off: the pipeline runs offline and reproducibly (an exported value wins)
-OFFLINE_ENV = {
-    "GX_ANALYTICS_ENABLED": "false",
-    "DO_NOT_TRACK": "1",
-    "DVC_NO_ANALYTICS": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-}
 
 #: third-party warnings that say nothing about our results
 QUIET_WARNINGS = (
@@ -36,8 +27,7 @@ QUIET_WARNINGS = (
 
 def configure_process() -> None:
     """Environment defaults, logging and warning filters for a stage process."""
-    for key, value in OFFLINE_ENV.items():
-        os.environ.setdefault(key, value)
+    apply_offline_env()
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

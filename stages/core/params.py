@@ -22,6 +22,10 @@ from .errors import ConfigError
 
 PARAMS_FILE = "params.yaml"
 
+#: the privacy accountants (opacus PRV and RDP): the one type of every ``accountant`` key (finetune.dp,
+#: audit.ceiling.planned.<regime>, selfcheck)
+Accountant = Literal["prv", "rdp"]
+
 
 def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
     path = Path(path)
@@ -129,10 +133,17 @@ def section_of(raw: dict, section: str) -> Any:
 
 
 def load(cls: type, section: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> Any:
-    """``cls`` built from the (dotted) ``section`` of params.yaml; errors start with the file's path."""
+    """``cls`` built from the (dotted) ``section`` of params.yaml; errors start with the file's path.
+
+    A section whose values must agree with another section's declares ``relations(raw)``: its
+    ``[(dotted key, message)]`` problems are refused here, so the stage and the whole-file check
+    (``stages.params.validate_params``) run the same rule."""
     raw = read_params(path) if raw is None else raw
     try:
-        return build(cls, section_of(raw, section), section)
+        obj = build(cls, section_of(raw, section), section)
+        for key, msg in obj.relations(raw) if hasattr(obj, "relations") else ():
+            raise ConfigError(f"{key}: {msg}")
+        return obj
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
@@ -155,5 +166,19 @@ def run_names(raw: dict, path: str | Path = PARAMS_FILE) -> list[str]:
     if not isinstance(runs, dict):
         raise ConfigError(f"{path}: runs: expected a mapping of run name -> finetune overrides")
     return list(runs)
+
+
+def require_run(raw: dict, run: str, path: str | Path = PARAMS_FILE) -> None:
+    """The one check that ``run`` names an entry of ``runs:`` (finetune and attack stages, the root params)."""
+    names = run_names(raw, path)
+    if run not in names:
+        raise ConfigError(f"{path}: runs.{run}: no such run (known: {', '.join(names) or 'none'})")
+
+
+def missing_keys(keys, known, prefix: str, what: str) -> list[tuple[str, str]]:
+    """A ``relations()`` entry per key of ``keys`` not in ``known``: ``[("<prefix>.<key>", "no such <what> ...")]``."""
+    known = list(known)
+    return [(f"{prefix}.{k}", f"no such {what} (known: {', '.join(map(str, known)) or 'none'})")
+            for k in keys if k not in known]
 
 

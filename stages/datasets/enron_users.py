@@ -26,6 +26,7 @@ import pyarrow as pa
 from ..core.gx import Expectation as E
 from ..core.gx import Suite
 from ..core.params import check
+from ..core.seeds import stream
 from . import enron
 from .enron import body_key, read_messages, unique_ids
 from .spec import DatasetSpec, Processed, register_dataset, require_path, row_count_suites, row_ranges, split_groups
@@ -112,8 +113,9 @@ def build(params: EnronUsersParams) -> Processed:
               ("examples of those users", sum(len(v) for v in per_user.values()))]
     kept = {u: v for u, v in per_user.items() if len(v) >= params.min_samples}
     stats.append((f"users with >= {params.min_samples} examples", len(kept)))
-    rng = np.random.default_rng(params.seed)
-    sets = split_groups(sorted(kept), 0.0, 0.5, params.seed)  # "test" half = held-out users
+    rng = stream("datasets.enron_users.rows").numpy(params.seed)
+    sets = split_groups(sorted(kept), 0.0, 0.5, stream("datasets.enron_users.users").int_seed(params.seed))  # "test"
+    # half = held-out users
     out: dict[str, list[dict]] = {s: [] for s in SPLITS}
     for u in sorted(kept):
         user_set = "held_out" if u in sets["test"] else "held_in"

@@ -4,7 +4,8 @@ A ``DatasetSpec`` holds everything the stages need to know about one dataset, in
 module: its params (``preprocess.datasets.<name>``), the raw reader with its filters and splits
 (``build``), the Arrow schema of its processed rows, its Great Expectations contract, the
 (prompt, target) pairs fine-tuning and scoring use, which splits are held out, and where its real
-secrets come from. Adding a dataset is one module plus its test.
+secrets come from. Adding a dataset: this module's spec registered, its import in ``__init__``, its
+``preprocess.datasets.<name>`` params and its tests (the README says how).
 """
 from __future__ import annotations
 

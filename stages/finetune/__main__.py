@@ -1,6 +1,6 @@
 """DVC stage ``finetune@<run>``: fine-tune the base model on a processed dataset (PersonaChat by default)
 plus the member canaries (non-DP or opacus DP-SGD) -> data/models/<run>/ (adapter, new-token rows,
-run.json, privacy.json, train_log.jsonl)."""
+run.json, manifest.parquet, train_log.jsonl) and its timings -> logs/finetune/<run>.json."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,6 +10,7 @@ from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
 from stages.core.errors import StageError
 from stages.core.io import atomic_dir
+from stages.core.seeds import stream
 from stages.finetune import distributed
 from stages.finetune.params import load_finetune
 from stages.finetune.run import run_finetune
@@ -31,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              f"{exc.get_first_failure()[1].message}") from None
         return
     rank, _, device = distributed.init(ft.device)
-    torch.manual_seed(ft.seed)  # the trainable weights' initialisation (LoRA, new rows) draws from torch's RNG
+    torch.manual_seed(stream("finetune.init").int_seed(ft.seed))  # the trainable weights' initialisation (LoRA, new rows) draws from torch's RNG
     try:
         if rank == 0:
             with atomic_dir(Path(ft.out_dir) / args.run) as tmp:

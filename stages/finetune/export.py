@@ -28,6 +28,7 @@ from ..canaries.schema import META, read_canaries
 from ..core.artifacts import Locations
 from ..core.errors import DataError
 from ..core.io import atomic_dir, atomic_file, file_digest, missing, read_json
+from ..core.seeds import stream
 from ..lm.examples import Example, bos_id
 from ..lm.loading import load_tokenizer
 from .params import FinetuneParams
@@ -99,7 +100,7 @@ def export_run(run: str, ft: FinetuneParams, where: Locations, out: Path, member
     sources: list[tuple[str, Example]] = [(f"text:{i:06d}", e) for i, e in enumerate(inputs.text)]
     sources += [(f"canary:{cid}", e) for cid, e in zip(inputs.canary_ids, inputs.canaries)]
     sources += [(f"formatted:{i:06d}", e) for i, e in enumerate(inputs.formatted)]
-    order = np.random.default_rng(ft.seed).permutation(len(sources))
+    order = stream("finetune.export_order").numpy(ft.seed).permutation(len(sources))
     rows, back, roundtrip = [], {}, 0
     for i in order.tolist():
         source, e = sources[i]

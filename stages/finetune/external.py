@@ -15,14 +15,15 @@ from pathlib import Path
 from ..canaries.schema import read_canaries
 from ..core.artifacts import Locations
 from ..core.errors import DataError
-from ..core.io import file_digest, read_json, write_json
+from ..core.io import file_digest, read_json
 from ..lm.external import load_external, model_kind
 from ..lm.loading import load_tokenizer
 from ..lm.trainable import Trainable
 from .export import canaries_digest, canary_token, read_membership
 from .loop import mean_nll
 from .params import FinetuneParams
-from .run import canary_shares, gather_inputs
+from .manifest import write_run_manifest
+from .run import canary_shares, gather_inputs, write_timing
 from .schema import EXTERNAL_DIR, RUN_VERSION, RunRecord, TextSetup, write_run
 
 log = logging.getLogger("stages.finetune")
@@ -98,7 +99,6 @@ def import_external(run: str, ft: FinetuneParams, where: Locations, out_dir: Pat
     inputs = gather_inputs(ft, where, canaries, load_tokenizer(where.base_model))
     utility = mean_nll(model, inputs.evals, tok.pad_token_id)
     privacy = claimed_privacy(ft)
-    write_json(out_dir / "privacy.json", privacy)
     spec = ft.trainable(meta)
     record: RunRecord = {
         "version": RUN_VERSION, "run": run, "params": dataclasses.asdict(ft),
@@ -114,13 +114,14 @@ def import_external(run: str, ft: FinetuneParams, where: Locations, out_dir: Pat
         **canary_shares(inputs.canaries, inputs.formatted, inputs.pool, [], 1.0, 0.0),
         "sample_rate": privacy["sample_rate"], "expected_batch_size": None, "steps": privacy["steps"],
         "expected_exposures_per_member": None, "canary_insertion": "external",
-        "trainable_parameters": sum(p.numel() for p in model.parameters()), "train_seconds": None,
-        "resumed_from_step": 0, "final_loss": None, "valid": {"rows": len(inputs.evals), **utility},
-        "privacy": privacy, "canary_inclusions": {}, "canary_gradients": None,
+        "trainable_parameters": sum(p.numel() for p in model.parameters()), "final_loss": None, "valid": {"rows": len(inputs.evals), **utility},
+        "privacy": privacy, "canary_gradients": None,
         "external": {"model_kind": kind, "files": digests, "membership_sha256": membership["sha256"],
                      "claim": privacy.get("claimed", False)},
     }
     write_run(out_dir / "run.json", record)
+    write_run_manifest(out_dir, inputs, None)  # which candidates the export held; its sampling we did not see
+    write_timing(ft, run, {"train_seconds": None, "imported": True, "device": str(device)})
     log.info("run %s: imported an external %s model (%d files), valid ppl %.2f", run, kind, len(digests),
              utility["perplexity"] or float("nan"))
     return record

@@ -9,16 +9,11 @@ DP (``dp.py``): the model is wrapped by opacus for per-example clipping, the opt
 DPOptimizer and its accountant (PRV or RDP) is stepped by the optimizer's hook once per logical step with
 sample rate q. A logical batch is processed in chunks (opacus' virtual steps, ``signal_skip_step``);
 clipping is per example, noise is added once per logical step, and the sum is divided by the expected
-batch size q * population of the fixed candidate pool (a public constant; ``dp.public_divisor``). Three ways to clip (``finetune.dp.grad_sample_mode``):
-
-* ``hooks``: opacus' GradSampleModule materialises every per-example gradient of a chunk;
-* ``ghost``: opacus' ghost clipping computes only per-example gradient norms (from each layer's
-  activations and output gradients), then backpropagates the loss weighted by the clipping factors: the
-  gradient is the clipped sum without any per-example gradient in memory. The norm pass stops at the
-  decoder's input embeddings (``ghost_backward``): it needs output gradients, not weight gradients, so
-  it computes none of the Linear layers' weight gradients, which the second pass computes once.
-* ``bk``: book-keeping (``bookkeeping.py``): ghost clipping's norm pass, then the clipped sum formed from
-  the activations and output gradients that pass already had, instead of a second backward pass.
+batch size q * population of the fixed candidate pool (a public constant; ``dp.public_divisor``). Three ways to clip
+(``finetune.dp.grad_sample_mode``), registered clipping strategies (``strategies.py``): ``hooks`` (opacus'
+per-example gradients), ``ghost`` (opacus' ghost clipping, ``ghost.py``: per-example norms, then the loss weighted
+by the clipping factors is backpropagated) and ``bk`` (book-keeping, ``bookkeeping.py``: the clipped sum from the
+norm pass's records, no second pass).
 
 Data-parallel (``world_size`` > 1, under torchrun): every rank draws the same Poisson batch from the same
 seeded generator and trains its share (every world_size-th sampled example), so the logical batch is the
@@ -39,12 +34,15 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core.errors import ConfigError
+from ..core.seeds import stream
 from ..lm.batching import chunks, collate
 from ..lm.examples import Example
 from ..lm.scoring import autocast, per_example_sums, token_logprobs
 from .checkpoint import Checkpointer, restore, snapshot
 from .diagnostics import inclusion_counts
-from .dp import NORM_PASS_MODES, make_private, secure_seed, spent
+from .dp import Private, make_private, secure_seed, spent
+from .ghost import unwrap
+from .params import DPParams, FinetuneParams
 
 
 @dataclass
@@ -59,13 +57,6 @@ class TrainResult:
     resumed_from: int = 0
     #: steps that sampled each example (the pool, then the scheduled ones): diagnostics.inclusion_counts
     inclusions: np.ndarray | None = None
-
-
-def unwrap(model):
-    """The CanaryLM inside opacus' wrappers (GradSampleModule ``_module``, DPDDP ``module``)."""
-    while not hasattr(model, "logprobs_at"):
-        model = getattr(model, "_module", None) or model.module
-    return model
 
 
 def per_sample_losses(model, batch) -> torch.Tensor:
@@ -106,78 +97,27 @@ def fixed_schedule(first: int, count: int, steps: int, repetitions: int, seed: i
     """step -> indices (``first`` .. ``first + count - 1``) of examples on a fixed schedule: each joins the
     batches of ``repetitions`` distinct steps drawn once, up front, from a stream separate from the sampler."""
     schedule: dict[int, list[int]] = {}
-    srng = np.random.default_rng([seed, 17])
+    srng = stream("finetune.schedule").numpy(seed)
     for j in range(count):
         for s in srng.choice(steps, size=min(repetitions, steps), replace=False):
             schedule.setdefault(int(s), []).append(first + j)
     return schedule
 
 
-def norm_pass_targets(model) -> list[torch.Tensor]:
-    """What the ghost norm pass differentiates towards: every trainable parameter that is not a Linear (or
-    Conv1D) layer's (embeddings, norms, soft prompt, prefix). With the decoder's input embeddings added per chunk,
-    autograd then reaches every layer's output gradient but skips the Linear weight gradients."""
-    from .grad_samplers import is_conv1d
-
-    linear = {id(p) for m in model.modules() if isinstance(m, torch.nn.Linear) or is_conv1d(m)
-              for p in m.parameters(recurse=False)}
-    return [p for p in model.parameters() if p.requires_grad and id(p) not in linear]
-
-
-def ghost_backward(net, losses: torch.Tensor, targets: list[torch.Tensor], ledger=None) -> None:
-    """opacus' ghost clipping for one chunk: per-example gradient norms by a first backward pass through the
-    norm samplers, then the backward pass of sum_i c_i * loss_i with c_i = min(1, C / norm_i) (hooks off),
-    which leaves the clipped sum in ``.grad``. As opacus' DPTensorFastGradientClipping.backward, except the
-    first pass asks autograd only for what the norm samplers need (``norm_pass_targets``).
-
-    With a ``ledger`` (book-keeping, ``bookkeeping.py``) the norm pass also records each layer's activations
-    and output gradients, and the clipped sum is formed from them: no second pass."""
-    params = net.trainable_parameters
-    for p in params:
-        p.__dict__.pop("_norm_sample", None)
-    inner = unwrap(net)
-    first = [inner.last_input] + targets if inner.last_input is not None else targets
-    if ledger is not None:
-        ledger.recording = True
-    try:
-        torch.autograd.grad(losses.sum(), first, retain_graph=ledger is None, allow_unused=True)
-    finally:
-        if ledger is not None:
-            ledger.recording = False
-    inner.last_input = None
-    missing = [n for n, p in net.named_parameters() if p.requires_grad and not hasattr(p, "_norm_sample")]
-    if missing:
-        raise RuntimeError(f"ghost clipping: no per-example norm for {missing[0]} (its layer saw no gradient)")
-    coef = net.get_clipping_coef().to(losses.device)
-    if ledger is not None:
-        return ledger.settle(coef)
-    net.disable_hooks()
-    try:
-        (coef * losses).sum().backward()
-    finally:
-        net.enable_hooks()
-
-
-def dp_step(net, opt, params, examples, parts, pad_id: int, device, mode: str = "hooks",
-            targets: list | None = None, ledger=None) -> list[torch.Tensor]:
-    """One logical DP step over its physical chunks: per-example clipping, noise once at the last chunk."""
+def dp_step(private: Private, params, examples, parts, pad_id: int, device) -> list[torch.Tensor]:
+    """One logical DP step over its physical chunks: per-example clipping by the run's clipping strategy, noise
+    once at the last chunk."""
+    net, opt, strategy = private.net, private.optimizer, private.strategy
     losses = []
     if not parts:  # empty Poisson batch: the step still adds noise
-        for p in params:
-            if mode in NORM_PASS_MODES:
-                p.grad = torch.zeros_like(p)
-            else:
-                p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
+        strategy.empty_grads(params)
         opt.step()
         opt.zero_grad()
     for j, part in enumerate(parts):
         batch = collate([examples[i] for i in part], pad_id, device)
         with autocast(device):
             ls = per_sample_losses(net, batch)
-        if mode in NORM_PASS_MODES:
-            ghost_backward(net, ls, targets, ledger)
-        else:
-            ls.mean().backward()  # opacus 'mean' rescales by the chunk size -> per-example grads
+        strategy.backward(private, ls)
         opt.signal_skip_step(do_skip=j < len(parts) - 1)
         opt.step()
         opt.zero_grad()
@@ -222,88 +162,186 @@ def step_loss(losses: list[torch.Tensor], world_size: int) -> float:
     return float(total[0] / total[1]) if total[1] > 0 else float("nan")
 
 
-def train(model, examples: Sequence[Example], *, steps: int, batch_size: int, physical_batch_size: int, lr: float,
-          weight_decay: float, clip_norm: float, seed: int, pad_id: int, dp=None, sample_rate: float | None = None,
-          optimizer: str = "adamw", momentum: float = 0.0, checkpoint: Checkpointer | None = None,
-          on_step: Callable[[dict], None] | None = None, scheduled: Sequence[Example] = (),
-          repetitions: int = 1, population: int | None = None, progress: bool = True) -> TrainResult:
-    """Train ``model`` (a CanaryLM already on its device) in place; returns what happened.
+@dataclass(frozen=True)
+class TrainConfig:
+    """What ``train`` does with a pool: the recipe (``FinetuneParams``) and the run's facts (``TrainConfig.of``)."""
 
-    Long because it is the loop's one place where sampling, the DP wrapping, data-parallel sharding,
-    checkpoints and the step log meet.
+    steps: int
+    batch_size: int
+    physical_batch_size: int
+    lr: float
+    weight_decay: float
+    clip_norm: float
+    seed: int
+    pad_id: int
+    dp: DPParams | None = None  # None or disabled: non-private AdamW/SGD with global-norm clipping
+    sample_rate: float | None = None  # q; None = batch_size / population
+    optimizer: str = "adamw"
+    momentum: float = 0.0
+    #: canaries inserted a fixed number of times (non-DP only): each joins the batches of ``repetitions`` steps
+    #: on top of the Poisson-sampled pool
+    scheduled: tuple[Example, ...] = ()
+    repetitions: int = 1
+    #: the candidate pool q (and the default delta) is computed from: every example that could have been drawn
+    #: in, e.g. text rows plus all canaries, members or not, so that q, sigma and delta do not depend on the
+    #: membership draw the audit randomises. None = the pool trained on
+    population: int | None = None
+    checkpoint: Checkpointer | None = None
+    on_step: Callable[[dict], None] | None = None  # called with each step's log record
+    progress: bool = True
 
-    ``population`` is the size of the candidate pool the rate q = batch_size / population (and the default
-    delta) is computed from: every example that could have been drawn in, e.g. text rows plus all canaries,
-    members or not, so that q, sigma and delta do not depend on the membership draw the audit randomises.
-    None = len(examples).
-    Under DP the step log holds the step index only: batch sizes, token counts, losses and step times depend on
-    the data outside the accountant (``dp_record``); with ``dp.secure_rng`` the sampler is seeded from OS entropy.
-    ``scheduled`` examples (canaries inserted a fixed number of times, non-DP only) join the batches of
-    ``repetitions`` steps each on top of the Poisson-sampled ``examples``.
-    Under torch.distributed every rank calls this with the same arguments (see the module docstring)."""
-    device = next(model.parameters()).device
-    rank, world_size = world()
-    n = len(examples)
-    q = poisson_rate(population or n, batch_size, sample_rate)
-    divisor = q * (population or n)  # public: the candidate pool's expected batch, never the drawn pool's
-    private_run = dp is not None and dp.enabled
-    sampler_seed = secure_seed() if private_run and dp.secure_rng else seed  # never written to an output
-    if private_run and dp.secure_rng and world_size > 1:  # every rank draws the same batches: rank 0's entropy
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scheduled", tuple(self.scheduled))
+
+    @property
+    def private(self) -> bool:
+        return self.dp is not None and self.dp.enabled
+
+    @classmethod
+    def of(cls, ft: FinetuneParams, *, pad_id: int, population: int, scheduled: Sequence[Example] = (),
+           checkpoint: Checkpointer | None = None) -> "TrainConfig":
+        """A pipeline run's config: ``ft``'s recipe plus the tokenizer's pad id, the candidate pool's size, the
+        canaries on a fixed schedule and the run's checkpointer."""
+        return cls(steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size, lr=ft.lr,
+                   weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed, pad_id=pad_id, dp=ft.dp,
+                   sample_rate=ft.sample_rate, optimizer=ft.optimizer, momentum=ft.momentum, scheduled=scheduled,
+                   repetitions=ft.canary_repetitions, population=population, checkpoint=checkpoint)
+
+
+@dataclass
+class Session:
+    """One ``train`` call's working state: the sampler, the (wrapped) model and optimizer, the step log."""
+
+    config: TrainConfig
+    model: object  # the CanaryLM (checkpoints hold its parameters)
+    net: object  # what runs forward: the model, or opacus' wrapper of it
+    opt: object
+    params: list
+    private: Private | None
+    examples: list  # the pool, then the scheduled examples
+    n: int  # the pool's size
+    q: float
+    divisor: float  # non-DP: the public expected batch q * population the summed loss is divided by
+    sampler_seed: int
+    rng: np.random.Generator
+    schedule: dict
+    device: object
+    rank: int
+    world_size: int
+    log: list = field(default_factory=list)
+    start: int = 0
+
+    @property
+    def lengths(self) -> list[int]:
+        return [len(e) for e in self.examples]
+
+
+def sampler(config: TrainConfig, n: int, world_size: int) -> tuple[float, float, int, np.random.Generator, dict]:
+    """(q, divisor, sampler seed, sampler, fixed schedule) of a run over a pool of ``n``. With ``dp.secure_rng`` the
+    sampler is seeded from OS entropy (rank 0's, broadcast: every rank draws the same batches)."""
+    population = config.population or n
+    q = poisson_rate(population, config.batch_size, config.sample_rate)
+    secure = config.private and config.dp.secure_rng
+    sampler_seed = secure_seed() if secure else stream("finetune.sampler").int_seed(config.seed)  # never written
+    if secure and world_size > 1:
         box = [sampler_seed]
         torch.distributed.broadcast_object_list(box, src=0)
         sampler_seed = box[0]
     rng = np.random.default_rng(sampler_seed)
-    if scheduled and private_run:
+    if config.scheduled and config.private:
         raise ConfigError("finetune.canary_insertion: a fixed schedule is not covered by the DP accountant")
-    schedule = fixed_schedule(n, len(scheduled), steps, repetitions, seed) if scheduled else {}
-    examples = list(examples) + list(scheduled)
-    lengths = [len(e) for e in examples]
+    schedule = (fixed_schedule(n, len(config.scheduled), config.steps, config.repetitions, config.seed)
+                if config.scheduled else {})
+    return q, q * population, sampler_seed, rng, schedule  # divisor: the candidate pool's, never the drawn pool's
+
+
+def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Session:
+    """Sampler, optimizer and (under DP) opacus' wrapping of ``model``; data-parallel ranks start equal."""
+    device = next(model.parameters()).device
+    rank, world_size = world()
+    n = len(examples)
+    q, divisor, sampler_seed, rng, schedule = sampler(config, n, world_size)
+    pool = list(examples) + list(config.scheduled)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(params, optimizer, lr, weight_decay, momentum)
-    private = make_private(model, opt, dp, sample_rate=q, steps=steps, population=population or n, seed=seed,
-                           optimizer_name=optimizer, device=device, world_size=world_size) if private_run else None
+    opt = make_optimizer(params, config.optimizer, config.lr, config.weight_decay, config.momentum)
+    private = make_private(model, opt, config.dp, sample_rate=q, steps=config.steps, population=config.population or n,
+                           seed=config.seed, optimizer_name=config.optimizer, device=device,
+                           world_size=world_size) if config.private else None
     net, opt = (private.net, private.optimizer) if private else (model, opt)
     if world_size > 1 and not private:  # under DP opacus' DPDDP does this
         for p in params:
             torch.distributed.broadcast(p.data, 0)
-    noise, accountant = (private.noise, private.accountant) if private else (None, None)
-    mode = private.mode if private else None
-    targets = norm_pass_targets(model) if mode in NORM_PASS_MODES else None
-    ledger = private.ledger if private else None
-    model.keep_input = mode in NORM_PASS_MODES
-    state = checkpoint.load() if checkpoint else None
-    log, start = restore(state, model, opt, rng, noise, accountant) if state is not None else ([], 0)
-    sampler_seed = state.get("sampler_seed", sampler_seed) if state is not None else sampler_seed
-    net.train()
-    t0 = time.time()
-    bar = tqdm(range(start, steps), desc="fine-tune" + (" (DP)" if private else ""), mininterval=5,
-               initial=start, total=steps, disable=rank > 0 or not progress)
+    model.keep_input = private is not None and private.strategy.norm_pass
+    return Session(config, model, net, opt, params, private, pool, n, q, divisor, sampler_seed, rng, schedule,
+                   device, rank, world_size)
+
+
+def noise_and_accountant(s: Session) -> tuple:
+    return (s.private.noise, s.private.accountant) if s.private else (None, None)
+
+
+def resume(s: Session) -> None:
+    """Continue from the run's checkpoint, where there is one for these inputs."""
+    state = s.config.checkpoint.load() if s.config.checkpoint else None
+    if state is not None:
+        s.log, s.start = restore(state, s.model, s.opt, s.rng, *noise_and_accountant(s))
+        s.sampler_seed = state.get("sampler_seed", s.sampler_seed)
+
+
+def run_step(s: Session, step: int, lengths: list[int]) -> dict:
+    """Draw step ``step``'s Poisson batch (plus its scheduled examples), train on this rank's share; its log record.
+    Under DP the record holds the step index only (``dp_record``)."""
+    c = s.config
+    ts = time.time()
+    idx = np.flatnonzero(s.rng.random(s.n) < s.q)  # Poisson sampling, plus this step's scheduled examples
+    idx = np.concatenate([idx, np.asarray(s.schedule.get(step, []), dtype=np.int64)]) if s.schedule else idx
+    parts = chunks(idx[s.rank::s.world_size], lengths, c.physical_batch_size)
+    if s.private:
+        dp_step(s.private, s.params, s.examples, parts, c.pad_id, s.device)
+        return dp_record(step + 1)
+    losses = plain_step(s.net, s.opt, s.params, s.examples, parts, c.pad_id, s.device, s.divisor, c.clip_norm,
+                        s.world_size)
+    return {"step": step + 1, "batch": int(len(idx)), "tokens": int(sum(lengths[i] for i in idx)),
+            "loss": step_loss(losses, s.world_size), "seconds": round(time.time() - ts, 3)}
+
+
+def run_steps(s: Session) -> None:
+    """The steps from ``s.start`` on, each logged, checkpointed when due and reported to ``on_step``."""
+    c = s.config
+    lengths = s.lengths
+    bar = tqdm(range(s.start, c.steps), desc="fine-tune" + (" (DP)" if s.private else ""), mininterval=5,
+               initial=s.start, total=c.steps, disable=s.rank > 0 or not c.progress)
+    for step in bar:
+        rec = run_step(s, step, lengths)
+        s.log.append(rec)
+        if c.checkpoint and s.rank == 0 and c.checkpoint.due(step + 1, c.steps):
+            c.checkpoint.save({**snapshot(step + 1, s.log, s.model, s.opt, s.rng, *noise_and_accountant(s)),
+                               "sampler_seed": s.sampler_seed})
+        if c.on_step:
+            c.on_step(rec)
+        if not s.private:
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", batch=rec["batch"], refresh=False)
+
+
+def train(model, examples: Sequence[Example], config: TrainConfig) -> TrainResult:
+    """Train ``model`` (a CanaryLM already on its device) in place on the Poisson-sampled pool ``examples``;
+    returns what happened. Under torch.distributed every rank calls this with the same arguments (see the module
+    docstring)."""
+    s = start_session(model, examples, config)
     try:
-        for step in bar:
-            ts = time.time()
-            idx = np.flatnonzero(rng.random(n) < q)  # Poisson sampling, plus this step's scheduled examples
-            idx = np.concatenate([idx, np.asarray(schedule.get(step, []), dtype=np.int64)]) if schedule else idx
-            parts = chunks(idx[rank::world_size], lengths, physical_batch_size)
-            losses = (dp_step(net, opt, params, examples, parts, pad_id, device, mode, targets, ledger) if private else
-                      plain_step(net, opt, params, examples, parts, pad_id, device, divisor, clip_norm, world_size))
-            rec = dp_record(step + 1) if private else {
-                "step": step + 1, "batch": int(len(idx)), "tokens": int(sum(lengths[i] for i in idx)),
-                "loss": step_loss(losses, world_size), "seconds": round(time.time() - ts, 3)}
-            log.append(rec)
-            if checkpoint and rank == 0 and checkpoint.due(step + 1, steps):
-                checkpoint.save({**snapshot(step + 1, log, model, opt, rng, noise, accountant),
-                                 "sampler_seed": sampler_seed})
-            if on_step:
-                on_step(rec)
-            if not private:
-                bar.set_postfix(loss=f"{rec['loss']:.3f}", batch=len(idx), refresh=False)
+        resume(s)
+        s.net.train()
+        t0 = time.time()
+        run_steps(s)
     finally:
         model.keep_input = False
-    if checkpoint and rank == 0:
-        checkpoint.clear()
-    return TrainResult(steps=steps, sample_rate=q, expected_batch_size=q * n, n_examples=n,
-                       seconds=time.time() - t0, privacy=spent(private) if private else {"dp": False}, log=log,
-                       resumed_from=start, inclusions=inclusion_counts(n, q, steps, sampler_seed, schedule, len(examples)))
+    if config.checkpoint and s.rank == 0:
+        config.checkpoint.clear()
+    return TrainResult(steps=config.steps, sample_rate=s.q, expected_batch_size=s.q * s.n, n_examples=s.n,
+                       seconds=time.time() - t0, privacy=spent(s.private) if s.private else {"dp": False},
+                       log=s.log, resumed_from=s.start,
+                       inclusions=inclusion_counts(s.n, s.q, config.steps, s.sampler_seed, s.schedule,
+                                                   len(s.examples)))
 
 
 def mean_nll(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64) -> dict:

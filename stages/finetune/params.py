@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal, Optional, Union
 
 from ..core.errors import ConfigError
-from ..core.params import PARAMS_FILE, build, check, deep_merge, load, read_params
+from ..core.params import PARAMS_FILE, Accountant, build, check, deep_merge, load, read_params, require_run
 from ..datasets import DATASETS
 from ..lm.trainable import Trainable
 
@@ -35,7 +35,7 @@ class DPParams:
     #: null = n^-1.1 with n the number of training examples
     delta: Optional[float]
     max_grad_norm: float
-    accountant: Literal["prv", "rdp"]
+    accountant: Accountant
     #: ghost: opacus ghost clipping (per-example gradient norms from activations and output gradients, then a
     #: second backward pass of the clipped loss; no per-example gradient is materialised) | bk: book-keeping
     #: (ghost's norm pass, then the clipped sum from that pass's activations and output gradients: one backward
@@ -125,6 +125,9 @@ class ExternalParams:
 @dataclass(frozen=True)
 class FinetuneParams:
     out_dir: str
+    #: where each run's timings and host facts go (<run>.json: uncached, read by no stage, so a rerun with the
+    #: same inputs leaves every downstream hash as it was)
+    log_dir: str
     #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
     dataset: str
     objective: Literal["sft", "nwp"]
@@ -225,11 +228,9 @@ def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = N
     """``finetune`` with ``runs.<run>`` deep-merged on top; errors name the key where it was set."""
     raw = read_params(path) if raw is None else raw
     load(FinetuneParams, "finetune", path, raw)  # the shared section alone: its errors say finetune.*
-    runs = raw.get("runs") or {}
-    if run not in runs:
-        raise ConfigError(f"{path}: runs.{run}: no such run (known: {', '.join(runs) or 'none'})")
+    require_run(raw, run, path)
     try:  # the shared section is valid, so any error now comes from the run's override
-        return build(FinetuneParams, deep_merge(raw.get("finetune") or {}, runs[run] or {}), f"runs.{run}")
+        return build(FinetuneParams, deep_merge(raw.get("finetune") or {}, raw["runs"][run] or {}), f"runs.{run}")
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
@@ -263,7 +264,7 @@ class SelfcheckParams:
     epsilon: float
     delta: float
     max_grad_norm: float
-    accountant: Literal["prv", "rdp"]
+    accountant: Accountant
     #: each canary's per-example gradient norm is about this x its direction's norm (>> max_grad_norm: clipped)
     gradient_scale: float
     #: width of the probe's embedding rows / Linear inputs

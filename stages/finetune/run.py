@@ -13,17 +13,21 @@ import torch
 
 from ..canaries.schema import load_canary_users, read_canaries, read_formatted
 from ..core.artifacts import Locations
-from ..core.io import read_json, write_json
-from ..datasets import get_dataset
-from ..lm.examples import Example, bos_id, canary_examples, make_example
+from ..core.io import atomic_file, read_json
+from ..core.seeds import stream
+from ..datasets import get_dataset, read_split
+from ..datasets.users import apply_canary_users
+from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from ..lm.loading import pick_device
 from ..lm.trainable import build_model, save_model
-from ..secrets.schema import read_secrets
+from ..secrets.schema import read_secrets, secrets_path
 from .checkpoint import Checkpointer, examples_fingerprint
 from .diagnostics import canary_gradients
-from .loop import TrainResult, mean_nll, train, world
+from .loop import TrainConfig, TrainResult, mean_nll, train, world
+from .manifest import write_run_manifest
 from .params import FinetuneParams
-from .schema import RUN_VERSION, RunRecord, TextSetup, text_examples_of, training_text, write_run
+from .schema import RUN_VERSION, TIMING_FILE, RunRecord, TextSetup, write_run
+from .text import heldout_pairs, secret_arms, text_examples_of, training_pairs
 
 log = logging.getLogger("stages.finetune")
 
@@ -33,16 +37,22 @@ class Inputs:
     """What a run trains on and evaluates with."""
 
     text: list[Example]  # rows of the dataset's training split
+    text_pairs: list[tuple[str, str]]  # the same, as (prompt, target)
+    heldout_pairs: list[tuple[str, str]]  # as many never-trained pairs (the membership game's other side)
     evals: list[Example]  # rows of its evaluation split (utility)
     members: dict[str, list[dict]]  # kind -> member canaries
+    all_canaries: dict[str, list[dict]]  # kind -> every canary of the run's kinds, member or not
     canaries: list[Example]  # the member canaries as examples
     canary_ids: list[str]  # their ids, in the same order
     canary_kinds: list[str]  # their kinds, in the same order
+    formatted_rows: list[dict] | None  # every secret-sharer candidate, inserted or not
     formatted: list[Example]  # inserted secret-sharer canaries, each repeated its number of times
     scheduled: list[Example]  # canaries on a fixed schedule (canary_insertion: repetitions), else []
     canary_users: dict[str, dict]
     candidates: int  # canaries of the run's kinds, members or not
-    secret_control: dict | None  # the randomised VMR/AIR control (finetune.schema.secret_control)
+    secret_control: dict | None  # the randomised VMR/AIR control (finetune.text.secret_control)
+    users: dict[str, bool]  # user-level data: every user the attacker has samples of -> held in
+    secret_arms: list[tuple[dict, bool]]  # (secret, trained) the memorization attacks may score
 
     @property
     def pool(self) -> list[Example]:
@@ -81,22 +91,43 @@ def formatted_examples(rows: list[dict] | None, tok) -> list[Example]:
     return out
 
 
+def attacker_users(where: Locations, dataset, cusers: dict[str, dict]) -> dict[str, bool]:
+    """user -> held in, for every user of the attacker's samples (user-level datasets; else {})."""
+    if not dataset.users:
+        return {}
+    rows = apply_canary_users(read_split(where.processed, dataset.name, "attacker"), cusers)
+    return {r["user"]: r["user_set"] == "held_in" for r in rows}
+
+
+def run_secrets(where: Locations, spec, ft: FinetuneParams) -> list[dict] | None:
+    """The dataset's secrets: required with a randomised control; else None without a secrets file."""
+    if not spec.secrets or not (ft.secret_control.secrets or secrets_path(where.secrets, spec.secrets).is_file()):
+        return None
+    return read_secrets(where.secrets, spec.secrets)
+
+
 def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list[dict]], tok) -> Inputs:
     spec = get_dataset(ft.dataset)
     setup = TextSetup.of(ft)
     cusers = load_canary_users(where.canaries) if spec.users else {}
-    secrets = read_secrets(where.secrets, spec.secrets) if spec.secrets and ft.secret_control.secrets else None
-    text, control = training_text(where.processed, setup, tok, cusers, secrets)
-    evals = text_examples_of(where.processed, spec.eval_split, tok, setup, ft.eval_rows, ft.seed + 1, cusers)
-    members = {k: [r for r in rows if r["member"]] for k, rows in canaries.items()} if ft.canaries else {}
+    secrets = run_secrets(where, spec, ft)
+    pairs, control = training_pairs(where.processed, setup, cusers, secrets if ft.secret_control.secrets else None)
+    text = text_examples(pairs, tok, setup.max_length, setup.objective)
+    evals = text_examples_of(where.processed, spec.eval_split, tok, setup, ft.eval_rows,
+                             stream("finetune.eval_rows").int_seed(ft.seed), cusers)
+    all_canaries = canaries if ft.canaries else {}
+    members = {k: [r for r in rows if r["member"]] for k, rows in all_canaries.items()}
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
     canary_ids = [r["canary_id"] for k in members for r in members[k]]
     canary_kinds = [k for k in members for _ in members[k]]
-    formatted = formatted_examples(read_formatted(where.canaries), tok) if ft.canaries else []
+    formatted_rows = read_formatted(where.canaries) if ft.canaries else None
+    formatted = formatted_examples(formatted_rows, tok)
     scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
-    candidates = sum(len(rows) for rows in canaries.values()) if ft.canaries else 0
-    return Inputs(text, evals, members, canary_ex, canary_ids, canary_kinds, formatted, scheduled, cusers, candidates,
-                  control)
+    candidates = sum(len(rows) for rows in all_canaries.values())
+    return Inputs(text, pairs, heldout_pairs(where.processed, setup, cusers, len(pairs)), evals, members,
+                  all_canaries, canary_ex, canary_ids, canary_kinds, formatted_rows, formatted, scheduled, cusers,
+                  candidates, control, attacker_users(where, spec, cusers),
+                  secret_arms(where.processed, setup, cusers, secrets, control))
 
 
 def checkpointer(run: str, ft: FinetuneParams, inputs: Inputs) -> Checkpointer | None:
@@ -110,18 +141,21 @@ def checkpointer(run: str, ft: FinetuneParams, inputs: Inputs) -> Checkpointer |
 
 
 def write_log(path: Path, records: list[dict]) -> None:
+    """The per-step records without their timings (those go to the timing file)."""
     with open(path, "w") as fh:
         for rec in records:
-            fh.write(json.dumps(rec) + "\n")
+            fh.write(json.dumps({k: v for k, v in rec.items() if k != "seconds"}) + "\n")
 
 
-def member_inclusions(inputs: Inputs, result: TrainResult) -> dict[str, int]:
-    """Member canary id -> steps that sampled it (Poisson draws, or its fixed schedule)."""
-    if not inputs.canary_ids:
-        return {}
-    counts = result.inclusions
-    first = len(inputs.pool) if inputs.scheduled else len(inputs.text) + len(inputs.formatted)
-    return {cid: int(counts[first + i]) for i, cid in enumerate(inputs.canary_ids)}
+def write_timing(ft: FinetuneParams, run: str, facts: dict) -> None:
+    """The run's timings and host facts, in ``finetune.log_dir`` (an uncached DVC metric no stage reads)."""
+    with atomic_file(Path(ft.log_dir) / TIMING_FILE.format(run=run)) as tmp:
+        tmp.write_text(json.dumps({"run": run, **facts}, indent=1, sort_keys=True) + "\n")
+
+
+def timing_facts(result: TrainResult, device) -> dict:
+    return {"train_seconds": round(result.seconds, 3), "resumed_from_step": result.resumed_from,
+            "device": str(device), "step_seconds": [rec.get("seconds") for rec in result.log]}
 
 
 def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result: TrainResult, model, device,
@@ -152,12 +186,9 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
                                           else result.sample_rate * result.steps),
         "canary_insertion": ft.canary_insertion,
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "train_seconds": result.seconds,
-        "resumed_from_step": result.resumed_from,
         "final_loss": result.log[-1].get("loss") if result.log else None,  # DP runs: none (loop.dp_record)
         "valid": {"rows": len(inputs.evals), **utility},
         "privacy": privacy,
-        "canary_inclusions": member_inclusions(inputs, result),
         "canary_gradients": gradients,
         "external": None,
     }
@@ -181,13 +212,9 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
         with torch.random.fork_rng(devices=[]):  # a diagnostic: the training's random stream stays as it was
             gradients = canary_gradients(model, inputs.canaries, inputs.canary_kinds, tok.pad_token_id,
                                          ft.dp.max_grad_norm, ft.diagnostics.gradient_canaries, ft.seed)
-    result = train(
-        model, inputs.pool, steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size,
-        lr=ft.lr, weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed,
-        pad_id=tok.pad_token_id, dp=ft.dp, sample_rate=ft.sample_rate, optimizer=ft.optimizer,
-        momentum=ft.momentum, checkpoint=checkpointer(run, ft, inputs), scheduled=inputs.scheduled,
-        repetitions=ft.canary_repetitions, population=inputs.population,
-    )
+    result = train(model, inputs.pool, TrainConfig.of(ft, pad_id=tok.pad_token_id, population=inputs.population,
+                                                      scheduled=inputs.scheduled,
+                                                      checkpoint=checkpointer(run, ft, inputs)))
     if out_dir is None:
         return None
     if result.resumed_from:
@@ -197,9 +224,10 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
     write_log(out_dir / "train_log.jsonl", result.log)
     privacy = result.privacy if result.privacy["dp"] else {
         "dp": False, "epsilon_spent": float("inf"), "sample_rate": result.sample_rate, "steps": result.steps}
-    write_json(out_dir / "privacy.json", privacy)
     record = run_record(run, ft, meta, inputs, result, model, device, where, utility, privacy, gradients)
     write_run(out_dir / "run.json", record)
+    write_run_manifest(out_dir, inputs, result.inclusions)
+    write_timing(ft, run, timing_facts(result, device))
     log.info("run %s: %d steps in %.0f s, valid ppl %.2f, epsilon %s", run, result.steps, result.seconds,
              utility["perplexity"] or float("nan"), privacy.get("epsilon_spent"))
     return record

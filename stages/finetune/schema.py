@@ -1,15 +1,18 @@
-"""The public contract of a fine-tuned run (data/models/<run>/), read by the attack stage.
+"""The public contract of a fine-tuned run (data/models/<run>/), read by the attack, audit and report stages.
 
 * ``run.json``: a ``RunRecord`` (versioned), written and read only through ``write_run``/``read_run``;
   ``trainable`` describes the model (``stages.lm.trainable.Trainable``), ``params`` the finetune params
-  the run used;
+  the run used, ``privacy`` the run's privacy record (written once, here);
+* ``manifest.parquet`` (``MANIFEST``, versioned): the facts of the run's membership game, written by the
+  fine-tune and read through ``read_manifest``: every candidate (text pairs, token and secret-sharer canaries,
+  users, real secrets), whether the run trained on it, and how many steps sampled it;
 * ``trainable.safetensors`` (and ``adapter/`` for LoRA): the trained tensors;
-* ``privacy.json`` and ``train_log.jsonl``;
+* ``train_log.jsonl``: per-step training records (no timings);
 * ``external/``: instead of the trained tensors, the imported model of a run trained elsewhere
   (``stages.finetune.external``).
 
-``text_examples_of`` and ``trained_rows`` say which text a run trained on (a seeded sample of its
-dataset's training split), so attacks score exactly those rows against held-out ones.
+Timings and host facts are not here (they would change the run's hash without its inputs changing): they go to
+``finetune.log_dir``/<run>.json (``TIMING_FILE``), which no stage reads.
 """
 from __future__ import annotations
 
@@ -17,18 +20,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from ..canaries.schema import apply_canary_users, canary_user_split
 from ..core.errors import DataError
-from ..core.io import read_json, write_json
-from ..datasets import get_dataset, read_split, sample
-from ..lm.examples import Example, text_examples
+from ..core.io import read_json, read_table, write_json, write_table
 
-RUN_VERSION = 6  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
+RUN_VERSION = 7  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
 #                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed;
-#                 5: canary_inclusions, canary_gradients, privacy.divisor; 6: external
+#                 5: canary_inclusions, canary_gradients, privacy.divisor; 6: external;
+#                 7: canary_inclusions, train_seconds and resumed_from_step gone (manifest.parquet, the timing file)
 RUN_FILE = "run.json"
+MANIFEST_FILE = "manifest.parquet"
+MANIFEST_VERSION = 1
+TIMING_FILE = "{run}.json"  # in finetune.log_dir: train_seconds, per-step seconds, resumed_from_step (uncached)
+#: what a manifest row's ``source`` may be
+SOURCES = ("text", "canary", "formatted", "user", "secret")
+
+#: one candidate of the run's membership game per row (``read_manifest``)
+MANIFEST = pa.schema([
+    pa.field("source", pa.string(), nullable=False),  # one of SOURCES
+    pa.field("candidate_id", pa.string(), nullable=False),  # unique within its source (canary_id, secret_id, user)
+    pa.field("group", pa.string(), nullable=False),  # text; canary kind; format; users | canary_users; secret kind
+    pa.field("member", pa.bool_(), nullable=False),  # the run trained on it (users: held in; secrets: trained arm)
+    pa.field("rank", pa.int32(), nullable=False),  # order within the source (text: draw order; a prefix is a draw)
+    pa.field("inclusions", pa.int32(), nullable=True),  # steps that sampled it (null: not trained here / untracked)
+    pa.field("prompt", pa.string(), nullable=True),  # text candidates: the pair trained on or held out
+    pa.field("target", pa.string(), nullable=True),
+], metadata={"manifest_version": str(MANIFEST_VERSION)})
 EXTERNAL_DIR = "external"  # the imported model of a run trained elsewhere
 
 
@@ -59,14 +78,10 @@ class RunRecord(TypedDict):
     expected_exposures_per_member: float
     canary_insertion: str
     trainable_parameters: int
-    train_seconds: float
-    resumed_from_step: int
     final_loss: float | None
     valid: dict[str, Any]  # rows, tokens, nll, perplexity
     privacy: dict[str, Any]  # dp, epsilon_spent, delta, noise_multiplier, sample_rate, steps, divisor, ...
-    #: auditor-side records (they name member canaries; finetune.diagnostics): member canary id -> steps that
-    #: sampled it, and the canaries' gradient diagnostics per kind (DP runs; None otherwise)
-    canary_inclusions: dict[str, int]
+    #: auditor-side record (finetune.diagnostics): the canaries' gradient diagnostics per kind (DP runs; else None)
     canary_gradients: dict[str, Any] | None
     #: a run trained elsewhere (finetune.external): model_kind (hf | peft), files (path -> sha-256 of the imported
     #: copy in external/), membership_sha256, claim (whether the privacy record is the trainer's claim); else None
@@ -112,52 +127,24 @@ class TextSetup:
                    cget("secrets"), cget("seed"))
 
 
-def text_examples_of(processed_dir: Path, split: str, tok, setup: TextSetup, n: int, seed: int,
-                     canary_users: dict[str, dict] | None = None) -> list[Example]:
-    """A seeded sample of n (prompt, target) examples of the run's dataset split (with ``canary_users``: each
-    canary user's documents in the split of its drawn set, its substring inserted)."""
-    rows = apply_canary_users(split_rows(processed_dir, setup.dataset, split, canary_users), canary_users or {})
-    pairs = sample(get_dataset(setup.dataset).pairs(rows), n, seed)
-    return text_examples(pairs, tok, setup.max_length, setup.objective)
+def write_manifest(run_dir: Path, rows: list[dict]) -> None:
+    """The run's manifest; a row with an unknown source or a repeated (source, candidate_id) is refused."""
+    bad = sorted({r["source"] for r in rows} - set(SOURCES))
+    if bad:
+        raise ValueError(f"manifest: unknown source {bad[0]!r}")
+    keys = [(r["source"], r["candidate_id"]) for r in rows]
+    if len(set(keys)) != len(keys):
+        raise ValueError("manifest: a candidate appears twice")
+    write_table(pa.Table.from_pylist(rows, schema=MANIFEST), Path(run_dir) / MANIFEST_FILE, MANIFEST)
 
 
-def split_rows(processed_dir: Path, dataset: str, split: str, canary_users: dict[str, dict] | None = None) -> list[dict]:
-    """The rows of ``split``; canary users moved to the split of their drawn held-in/held-out set."""
-    return canary_user_split(lambda s: read_split(processed_dir, dataset, s), split, canary_users or {})
-
-
-def trained_rows(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict] | None = None) -> list[dict]:
-    """The training rows the run's text examples came from (before canary-user insertion). Exact for datasets
-    with one pair per row (those with secrets: Enron, TOFU), where it is the same seeded draw."""
-    return sample(split_rows(processed_dir, setup.dataset, "train", canary_users), setup.max_text_rows, setup.seed)
-
-
-def secret_control(rows: list[dict], secrets: list[dict], spec, n: int, seed: int) -> tuple[list[dict], dict]:
-    """The randomised trained/untrained control of VMR/AIR: the first ``n`` secrets (the secrets file's order)
-    that occur in the run's sampled training rows each get a seeded coin; every row containing a secret whose
-    coin says "held out" is dropped, so which secrets are trained on is decided by the coin, not by frequency,
-    and a trained-minus-held-out difference is attributable to training (intention to treat: a trained secret
-    that shared its only row with a held-out one stays in the trained arm)."""
-    present = spec.trained_secrets(rows, secrets)
-    cands = [s_ for s_, p in zip(secrets, present) if p][:n]
-    coins = np.random.default_rng(seed).random(len(cands)) < 0.5
-    held_out = [s_ for s_, c in zip(cands, coins) if not c]
-    kept = [r for r in rows if not any(spec.trained_secrets([r], held_out))] if held_out else rows
-    still = spec.trained_secrets(kept, [s_ for s_, c in zip(cands, coins) if c])
-    return kept, {"seed": seed, "candidates": len(cands), "rows_dropped": len(rows) - len(kept),
-                  "trained": [s_["secret_id"] for s_, c in zip(cands, coins) if c],
-                  "held_out": [s_["secret_id"] for s_ in held_out], "trained_still_present": int(sum(still))}
-
-
-def training_text(processed_dir: Path, setup: TextSetup, tok, canary_users: dict[str, dict] | None,
-                  secrets: list[dict] | None) -> tuple[list[Example], dict | None]:
-    """The run's training text examples and its randomised secret control (None when the dataset has no
-    secrets or ``setup.control_secrets`` is 0). The finetune and attack stages both call this."""
-    spec = get_dataset(setup.dataset)
-    if not (spec.secrets and setup.control_secrets and secrets is not None):
-        return text_examples_of(processed_dir, "train", tok, setup, setup.max_text_rows, setup.seed,
-                                canary_users), None
-    rows, control = secret_control(trained_rows(processed_dir, setup, canary_users), secrets, spec,
-                                   setup.control_secrets, setup.control_seed)
-    pairs = spec.pairs(apply_canary_users(rows, canary_users or {}))
-    return text_examples(pairs, tok, setup.max_length, setup.objective), control
+def read_manifest(run_dir: Path, source: str | None = None) -> list[dict]:
+    """The rows of a run's manifest (of one ``source``), in rank order; another version is refused."""
+    path = Path(run_dir) / MANIFEST_FILE
+    table = read_table(path, MANIFEST, f"finetune@{Path(run_dir).name}")
+    version = (pq.read_schema(path).metadata or {}).get(b"manifest_version", b"").decode()
+    if version != str(MANIFEST_VERSION):
+        raise DataError(f"{path}: manifest version {version or None!r}, expected {MANIFEST_VERSION} "
+                        f"(rerun the finetune@{Path(run_dir).name} stage)")
+    rows = [r for r in table.to_pylist() if source is None or r["source"] == source]
+    return sorted(rows, key=lambda r: (SOURCES.index(r["source"]), r["rank"]))

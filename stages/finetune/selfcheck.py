@@ -37,6 +37,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ..core.seeds import stream
 from ..lm.examples import IGNORE, Example
 from .params import DPParams, SelfcheckParams
 from .probe import ProbeLM
@@ -66,7 +67,7 @@ class Trial:
 
 def membership(m: int, seed: int) -> np.ndarray:
     """The seeded coin: canary i is a member with probability 1/2."""
-    return np.random.default_rng([seed, 1]).random(m) < 0.5
+    return stream("finetune.selfcheck.members").numpy(seed).random(m) < 0.5
 
 
 def examples(m: int) -> list[Example]:
@@ -109,7 +110,7 @@ def dp_config(sc: SelfcheckParams, mode: str) -> DPParams:
 def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
     """Train the probe once through ``loop.train`` (in this process; under torchrun, this rank's share) and
     score the canaries (rank 0 only; other ranks return None)."""
-    from .loop import train, world
+    from .loop import TrainConfig, train, world
 
     torch.manual_seed(seed)
     model = ProbeLM(sc.canaries, config.paradigm, d=sc.width, scale=sc.gradient_scale, seed=seed)
@@ -117,10 +118,10 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
     pool = [e for e, y in zip(examples(sc.canaries), members) if y]
     grads = gradient_directions(model)
     before = {n: p.detach().clone() for n, p in model.own_parameters().items()}
-    result = train(model, pool, steps=sc.steps, batch_size=1, physical_batch_size=sc.physical_batch_size,
-                   lr=sc.lr, weight_decay=0.0, clip_norm=sc.max_grad_norm, seed=seed, pad_id=0,
-                   dp=dp_config(sc, config.mode), sample_rate=sc.sample_rate, optimizer="sgd",
-                   population=sc.canaries, progress=False)
+    result = train(model, pool, TrainConfig(
+        steps=sc.steps, batch_size=1, physical_batch_size=sc.physical_batch_size, lr=sc.lr, weight_decay=0.0,
+        clip_norm=sc.max_grad_norm, seed=seed, pad_id=0, dp=dp_config(sc, config.mode), sample_rate=sc.sample_rate,
+        optimizer="sgd", population=sc.canaries, progress=False))
     if world()[0] != 0:
         return None
     after = {n: p.detach().clone() for n, p in model.own_parameters().items()}

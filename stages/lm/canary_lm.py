@@ -29,7 +29,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-PROMPT_INIT_SEED = 1234
+from ..core.seeds import stream
+
+PROMPT_INIT_SEED = stream("lm.prompt_init").int_seed()
 
 
 def _causal(lm: nn.Module) -> nn.Module:

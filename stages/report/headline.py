@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..audit.schema import THREAT
-from .render import ci, fmt
+from ..core.formatting import ci, fmt
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """DVC stage ``secrets@<dataset>``: real secrets of the training split -> data/secrets/<dataset>.parquet.
 
 Extractors read data/processed/<dataset>/train.parquet and the secret candidates preprocess found
-there; each secret records whether the base model already reproduces it (greedy, teacher-forced)
-and its base log-probability, so later memorization metrics can subtract base-model leakage.
+there; data/reference/secrets/<dataset>.parquet records whether the base model already reproduces each
+(greedy, teacher-forced) and its base log-probability, so the report can subtract base-model leakage (model
+outputs in a file of their own: which secrets exist hashes the same on any machine).
 """
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ import pyarrow as pa
 
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
-from stages.core.io import write_table
+from stages.core.io import atomic_file, write_table
 from stages.secrets.extract import base_reproduction, extract
 from stages.secrets.params import load_secrets
-from stages.secrets.schema import SECRETS, secrets_path
+from stages.secrets.schema import REFERENCE, SECRETS, secrets_path
 
 log = logging.getLogger("stages.secrets")
 
@@ -32,7 +33,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     for r in rows:
         r.setdefault("base_greedy", None)
         r.setdefault("base_logprob", None)
-    write_table(pa.Table.from_pylist(rows, schema=SECRETS), secrets_path(params.out_dir, args.dataset), SECRETS)
+    reference = pa.Table.from_pylist(rows, schema=REFERENCE)
+    with atomic_file(secrets_path(params.out_dir, args.dataset)) as out, \
+            atomic_file(secrets_path(params.reference_dir, args.dataset)) as ref:  # both files, or neither
+        write_table(reference, ref, REFERENCE)
+        write_table(pa.Table.from_pylist(rows, schema=SECRETS), out, SECRETS)
     counts = Counter(r["kind"] for r in rows)
     base = Counter(r["kind"] for r in rows if r.get("base_greedy"))
     for kind, n in sorted(counts.items()):  # counts only, never values

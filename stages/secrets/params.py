@@ -34,6 +34,8 @@ class DatasetSecretsParams:
 @dataclass(frozen=True)
 class SecretsParams:
     out_dir: str
+    #: the base-model check of each secret (<dataset>.parquet, REFERENCE): floats, kept apart from which secrets
+    reference_dir: str
     #: forward-pass batch size of the base-model check
     batch_size: int
     #: one ``secrets@<name>`` stage per entry (dvc.yaml foreach)

@@ -7,6 +7,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..core.seeds import stream
+
 
 def _plt():
     import matplotlib
@@ -31,7 +33,8 @@ def eps_delta(eps: str, deltas: Sequence[float]) -> str:
     return f"ε = {eps} at δ = {' / '.join(f'{d:.3g}' for d in deltas)}" if deltas else f"ε = {eps}"
 
 
-def jitter_plot(points: Sequence[Mapping], stats: Sequence[str], label: str, path: Path, seed: int = 0) -> None:
+def jitter_plot(points: Sequence[Mapping], stats: Sequence[str], label: str, path: Path,
+                seed: int = stream("variance.jitter").int_seed()) -> None:
     """Per target epsilon (x) every configuration's seed-mean score (dots, jittered) and every seed (small
     crosses); the SD over configurations is printed above each group."""
     plt = _plt()

@@ -1,19 +1,17 @@
-"""The sweep table: one row per point of a variance sweep (written by flows/variance.py, read by the
-``variance`` stage). Parquet with a fixed schema; the sweep's name, base commit and params ride in the schema
-metadata, so the table alone says what produced it. No wall times, paths or hosts: the same sweep gives the
+"""The sweep table: one row per point of a variance sweep (rows built by ``table.py``, written by flows/variance.py,
+read by the ``variance`` stage). Parquet with a fixed schema; the sweep's name, base commit and params ride in the
+schema metadata, so the table alone says what produced it. No wall times, paths or hosts: the same sweep gives the
 same bytes."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 import pyarrow as pa
 
 from ..core.errors import DataError
 from ..core.io import read_table, write_table
-from ..core.params import section_of
 
 PROFILE = pa.list_(pa.struct([("delta", pa.float64()), ("epsilon", pa.float64())]))
 POINTS = pa.schema([
@@ -38,43 +36,12 @@ POINTS = pa.schema([
     ("secrets", pa.int64()),        # trained secrets scored
     ("control_mean", pa.float64()), # mean (fine-tuned - base) score of the randomised held-out secrets: the score
     #                                 without training on them (null: the run had no randomised control)
-    ("eps_hat", pa.float64()),      # the pre-registered one-run audit's epsilon lower bound at 95% (null: no canaries)
-    ("eps_hat_99", pa.float64()),
+    ("eps_hat", pa.float64()),      # the pre-registered one-run audit's epsilon lower bound at the first of
+    #                                 audit.primary.confidences (0.95 by default; null: no canaries)
+    ("eps_hat_99", pa.float64()),   # the same at 0.99 (null: no canaries, or 0.99 not among the confidences)
     ("exposure", pa.float64()),     # mean exposure (bits) of the inserted secret-sharer canaries (null: none)
     ("profile", PROFILE),           # the accountant's privacy profile epsilon(delta)
 ])
-
-
-def _num(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def point_record(point: Mapping, run: Mapping | None, measure: str, status: str, error: str | None,
-                 done: Mapping | None) -> dict:
-    """One table row from a point's spec and (completed) its run's entry of the experiment's metrics.json."""
-    row = {f: None for f in POINTS.names}
-    row.update({k: point[k] for k in ("point", "epsilon", "batch_size", "steps", "lr", "seed")})
-    row.update(status=status, error=error, measure=measure, rev=(done or {}).get("rev"))
-    if run is None:
-        return row
-    priv, mem = run.get("privacy") or {}, section_of(run, f"memorization.{measure}.trained") or {}
-    control = (section_of(run, f"memorization.{measure}.untrained") or {}
-               if section_of(run, f"memorization.{measure}.randomised") else {})
-    nll = _num(section_of(run, "utility.valid_nll"))
-    row.update(valid_loss=nll, utility=-nll if nll is not None else None, eps_spent=_num(priv.get("epsilon_spent")),
-               delta=_num(priv.get("delta")), sigma=_num(priv.get("noise_multiplier")),
-               sample_rate=_num(priv.get("sample_rate")), score_mean=_num(mem.get("minus_base")),
-               score_max=_num(mem.get("max_minus_base")), secrets=mem.get("secrets"),
-               control_mean=_num(control.get("minus_base")),
-               eps_hat=_num(section_of(run, "audit_primary.eps_lb_95")),
-               eps_hat_99=_num(section_of(run, "audit_primary.eps_lb_99")),
-               exposure=_num(section_of(run, "exposure.all.mean_exposure_inserted")),
-               profile=[{"delta": float(d["delta"]), "epsilon": float(d["epsilon"])} for d in priv.get("profile") or []])
-    return row
 
 
 def write_points(path: str | Path, rows: list[dict], meta: Mapping) -> None:

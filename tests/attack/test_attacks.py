@@ -17,7 +17,7 @@ from stages.canaries.formatted import candidates
 from stages.audit.roc import auroc
 from stages.core.artifacts import locations
 from stages.core.errors import ConfigError
-from stages.finetune.loop import train
+from stages.finetune.loop import TrainConfig, train
 from stages.lm.canary_lm import CanaryLM
 from stages.lm.examples import make_example
 from stages.lm.generate import generate
@@ -35,8 +35,9 @@ def _trained(examples, steps=80, vocab=V, seed=0):
         p.requires_grad_(True)
     ref = CanaryLM(copy.deepcopy(lm)).eval()
     target = CanaryLM(lm)
-    train(target, examples, steps=steps, batch_size=min(16, len(examples)), physical_batch_size=16, lr=1e-2,
-          weight_decay=0.0, clip_norm=1.0, seed=seed, pad_id=0)
+    train(target, examples, TrainConfig(
+        steps=steps, batch_size=min(16, len(examples)), physical_batch_size=16, lr=1e-2, weight_decay=0.0,
+        clip_norm=1.0, seed=seed, pad_id=0))
     return ref, target.eval()
 
 
@@ -116,6 +117,7 @@ def test_acr_finds_a_prompt_that_elicits_the_memorized_target():
     assert generate(target, [prompt], len(target_ids), temperature=0)[0][0] == target_ids
 
 
+@pytest.mark.slow  # trains the inversion network (the pipeline's eia attack runs it end to end too)
 def test_eia_inverts_informative_embeddings_only():
     rng = np.random.default_rng(0)
     sents = [rng.integers(0, 50, 8).tolist() for _ in range(40)]
@@ -167,8 +169,8 @@ def test_the_secret_control_arms_are_seeded_draws_not_the_files_frequency_order(
 def test_text_non_members_of_user_level_data_are_held_in_users_unseen_rows(tmp_path, tiny_tokenizer):
     """Members are held-in users' trained rows; non-members are never-trained rows of the same held-in users (a
     canary user by its drawn set), not rows of held-out users (a user-inference pool) nor of every user."""
-    from stages.attack.context import held_in_unseen_rows
-    from stages.finetune.schema import split_rows
+    from stages.finetune.text import held_in_unseen_rows
+    from stages.finetune.text import split_rows
     from stages.canaries.params import CanaryUsersParams
     from stages.canaries.users import build_canary_users
 
@@ -199,8 +201,9 @@ def _contrast_setup(secret_rows: bool):
         lm = make_tiny_lm(V, 0)
         m = CanaryLM(lm, num_new=0 if secret_rows else 20, secret_rows=secrets.tolist() if secret_rows else ())
         if trained:
-            train(m, [e for e, y in zip(exs, members) if y], steps=40, batch_size=10, physical_batch_size=16, lr=5e-2,
-                  weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=0)
+            train(m, [e for e, y in zip(exs, members) if y], TrainConfig(
+                steps=40, batch_size=10, physical_batch_size=16, lr=5e-2, weight_decay=0.0, clip_norm=1.0, seed=0,
+                pad_id=0))
         models.append(m.eval())
     return models, exs, [np.sort(secrets)] * len(exs), members, contrast_scores
 

@@ -10,7 +10,8 @@ from stages.audit.one_run import epsilon_lower_bound, guesses
 from stages.audit.params import AuditParams
 from stages.audit.summary import audit_run, by_length
 from stages.core.errors import ConfigError
-from stages.core.io import write_table
+from stages.core.io import write_json, write_table
+from stages.finetune.schema import RUN_VERSION, write_manifest
 from support import params
 
 M = 1000
@@ -33,13 +34,17 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
     privacy = ({"dp": True, "delta": 1e-5, "epsilon_spent": 8.0, "noise_multiplier": 0.57, "sample_rate": 0.0286,
                 "steps": 80} if dp else {"dp": False, "epsilon_spent": "inf", "sample_rate": 0.0286, "steps": 80})
     record = {"steps": 80, "sample_rate": 0.0286, "expected_batch_size": 40.0, "expected_exposures_per_member": 2.3,
-              "n_examples": 1400, "n_population": 2150, "train_seconds": 1.0, "privacy": privacy,
+              "n_examples": 1400, "n_population": 2150, "privacy": privacy, "version": RUN_VERSION,
               "params": {"dataset": "personachat", "secret_rows": True}, "valid": {"nll": 3.0, "perplexity": 20.0},
               "trainable": {"paradigm": "lora", "lora_r": 8, "lora_targets": ["q_proj"], "virtual_tokens": 16,
                             "num_new_tokens": 1000, "secret_rows": [5, 6]}, "trainable_parameters": 1234,
-              "canary_inclusions": {f"new_token-{i}": int(i % 4) for i in range(M) if members["new_token"][i]},
-              "canary_gradients": None, "external": None}
-    write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r", "run_record": record,
+              "canary_gradients": None, "external": None, "secret_control": None}
+    write_json(scores_dir / "run" / "run.json", record)  # the fine-tuned run's record and manifest
+    write_manifest(scores_dir / "run", [
+        {"source": "canary", "candidate_id": f"{k}-{i}", "group": k, "member": bool(members[k][i]), "rank": i,
+         "inclusions": int(i % 4) if members[k][i] else 0, "prompt": None, "target": None}
+        for k in members for i in range(M)])
+    write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r",
                               "attacks": {"loss": "membership", "ref_ratio": "membership", "zlib": "membership"},
                               "model_fingerprints": {}})
     return members, loss, ref
@@ -54,7 +59,7 @@ def _params(same=None, **primary):
 def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
     members, loss, ref = _write(tmp_path, dp=False)
     p = _params(attack="loss", kind="new_token", k_pos=100, k_neg=0)
-    res, _ = audit_run(tmp_path, p, {})
+    res, _ = audit_run(tmp_path / "run", tmp_path, p, {})
     head = res["audit_primary"]
     y = members["new_token"]
     m, r, v = guesses(loss["new_token"], y, 100, 0)
@@ -80,7 +85,7 @@ def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
 
 def test_dp_run_gets_its_ceiling(tmp_path):
     _write(tmp_path, dp=True)
-    res, _ = audit_run(tmp_path, _params(), {})
+    res, _ = audit_run(tmp_path / "run", tmp_path, _params(), {})
     head = res["audit_primary"]
     assert head["accountant_epsilon"] == 8.0
     assert head["last_iterate_epsilon"] == pytest.approx(last_iterate_epsilon(0.0286, 80, 0.57, 1e-5))
@@ -91,9 +96,9 @@ def test_dp_run_gets_its_ceiling(tmp_path):
 def test_primary_must_exist_in_the_run(tmp_path):
     _write(tmp_path, dp=False)
     with pytest.raises(ConfigError, match=r"audit.primary.kind: run r has no 'bigram' canaries"):
-        audit_run(tmp_path, _params(kind="bigram"), {})
+        audit_run(tmp_path / "run", tmp_path, _params(kind="bigram"), {})
     with pytest.raises(ConfigError, match=r"audit.primary.attack: 'min_k' was not run on run r"):
-        audit_run(tmp_path, _params(attack="min_k"), {})
+        audit_run(tmp_path / "run", tmp_path, _params(attack="min_k"), {})
 
 
 def test_canary_users_are_summarised_per_substring_length():
@@ -115,10 +120,10 @@ def test_rankings_are_declared_not_inferred(tmp_path):
     """Undeclared, zlib is its own test even though it ranks like loss; declaring loss ~ ref_ratio is refused."""
     _write(tmp_path, dp=False)
     p = _params(same={"new_token": [], "random": []})
-    fam = audit_run(tmp_path, p, {})[0]["audit_exploratory"]
+    fam = audit_run(tmp_path / "run", tmp_path, p, {})[0]["audit_exploratory"]
     assert fam["identical_rankings"] == [] and fam["family_size"] == 6 * len(p.grid)
     with pytest.raises(ConfigError, match=r"audit.exploratory.same_ranking.new_token: \['loss', 'ref_ratio'\]"):
-        audit_run(tmp_path, _params(same={"new_token": [["loss", "ref_ratio"]]}), {})
+        audit_run(tmp_path / "run", tmp_path, _params(same={"new_token": [["loss", "ref_ratio"]]}), {})
 
 
 def test_per_run_rule_and_canary_response(tmp_path):
@@ -128,7 +133,7 @@ def test_per_run_rule_and_canary_response(tmp_path):
                primary={"attack": "loss", "kind": "new_token", "k_pos": 100, "k_neg": 0,
                         "runs": {"r": {"k_pos": 300, "k_neg": 200}}},
                exploratory={"same_ranking": {"new_token": [], "random": []}})
-    res, _ = audit_run(tmp_path, p, {})
+    res, _ = audit_run(tmp_path / "run", tmp_path, p, {})
     head = res["audit_primary"]
     assert (head["k_pos"], head["k_neg"], head["r"]) == (300, 200, 500)
     assert head["v"] == guesses(loss["new_token"], members["new_token"], 300, 200)[2]

@@ -10,7 +10,9 @@ from stages.attack.blind import blind_scores, feature_differences, pool_fingerpr
 from stages.audit.params import AuditParams
 from stages.audit.roc import auroc, paired_auroc_difference, roc_curve, roc_metrics
 from stages.audit.shift import blind_pool, detectable_auroc, shift_check, verdict
-from stages.report.build import Inputs, blind_section, canary_users_table, mia_section
+from stages.report.inputs import Inputs
+from stages.report.sections.blind import blind_section
+from stages.report.sections.membership import canary_users_table, mia_section
 from stages.report.render import to_markdown
 from support import params
 

@@ -8,7 +8,7 @@ import torch
 
 from stages.base_model.convert import convert, resolve
 from stages.base_model.params import ModelParams
-from stages.finetune.loop import train
+from stages.finetune.loop import TrainConfig, train
 from stages.finetune.params import DPParams, FinetuneParams
 from stages.lm.examples import canary_examples
 from stages.lm.loading import load_base
@@ -42,8 +42,9 @@ def test_gguf_to_safetensors_and_dp_step(tmp_path):
     exs = canary_examples(rows, "sft")
     before = token_logprobs(m, exs, tok.pad_token_id)
     head0 = m.new_head.weight.detach().clone()
-    res = train(m, exs, steps=2, batch_size=4, physical_batch_size=4, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
-                seed=0, pad_id=tok.pad_token_id, dp=params(DPParams, "finetune.dp", enabled=True, epsilon=8.0, delta=1e-5))
+    res = train(m, exs, TrainConfig(
+        steps=2, batch_size=4, physical_batch_size=4, lr=1e-3, weight_decay=0.0, clip_norm=1.0, seed=0,
+        pad_id=tok.pad_token_id, dp=params(DPParams, "finetune.dp", enabled=True, epsilon=8.0, delta=1e-5)))
     assert res.privacy["accounted_steps"] == 2 and res.privacy["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
     assert (m.new_head.weight.detach() - head0).abs().max() > 0
     after = token_logprobs(m, exs, tok.pad_token_id)

@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from stages.canaries.params import CanaryUsersParams
-from stages.canaries.schema import apply_canary_users, canary_user_split
+from stages.datasets.users import apply_canary_users, canary_user_split
 from stages.canaries.users import build_canary_users
 from stages.core.errors import ConfigError
 from stages.datasets import get_dataset

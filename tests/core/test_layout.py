@@ -3,6 +3,7 @@
 * every file a stage's command imports (lazy imports inside functions included) is covered by that
   stage's ``deps:`` in dvc.yaml, so a code change reruns exactly the stages it touches;
 * a stage package imports only the shared packages, its own modules and upstream public schema modules;
+* a flow imports only the public surface of the stages (``flow_internal_imports``);
 * no function is longer than ~60 lines unless its docstring says why;
 * importing any module changes no process state (environment, warning filters, torch's RNG).
 """
@@ -21,6 +22,9 @@ from support import ROOT
 #: what each shared package may import (besides itself); stage packages may import all of them
 SHARED = {"core": set(), "lm": {"core"}, "datasets": {"core"}}
 MAX_LINES = 60
+#: modules at the package root: stages/params.py is the root of params.yaml and imports every stage's params
+#: module; no stage imports it (a stage loading it would have every params module in its DVC deps)
+ROOT_MODULES = {"__init__.py", "params.py"}
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -123,7 +127,7 @@ def test_stage_packages_import_only_shared_code_and_upstream_schemas():
         owner = path.relative_to(ROOT / "stages").parts[0]
         for mod in imported_modules(path):
             parts = mod.split(".")
-            if parts[0] != "stages" or len(parts) < 2 or parts[1] == owner or owner == "__init__.py":
+            if parts[0] != "stages" or len(parts) < 2 or parts[1] == owner or owner in ROOT_MODULES:
                 continue
             if owner in SHARED:
                 ok = parts[1] in SHARED[owner]
@@ -134,21 +138,103 @@ def test_stage_packages_import_only_shared_code_and_upstream_schemas():
     assert problems == []
 
 
+#: the public surface of the stages for the flows: the shared packages and the root params (any module of them), a
+#: stage's package itself, and its ``schema`` (contract), ``params`` (its section) and ``api`` (the functions flows
+#: call) modules; every other module of a stage is internal to it
+PUBLIC_PACKAGES = {"core", "lm", "datasets", "params"}
+PUBLIC_MODULES = {"schema", "params", "api"}
+
+
+def flow_internal_imports(root: Path = ROOT) -> list[str]:
+    """Every import in flows/ of a stage module outside the public surface (lazy imports inside functions included)."""
+    problems = []
+    for path in sorted((root / "flows").rglob("*.py")):
+        for mod in sorted(imported_modules(path, root)):
+            parts = mod.split(".")
+            if parts[0] != "stages" or len(parts) < 3 or parts[1] in PUBLIC_PACKAGES:
+                continue  # not a stage module, a stage's package, or shared code
+            if module_file(".".join(parts[:2]), root) is None or parts[2] in PUBLIC_MODULES:
+                continue  # `from stages import x` names no stage module; a public module (or a name it exports)
+            if module_file(".".join(parts[:3]), root) is None:
+                continue  # `from stages.<stage> import name`: a name the package's __init__ exports
+            problems.append(f"{path.relative_to(root)} imports {mod}")
+    return problems
+
+
+def test_flows_import_only_the_public_surface_of_the_stages():
+    assert flow_internal_imports() == []
+
+
+def test_a_flow_importing_a_stage_internal_is_caught(tmp_path):
+    """The check above can fail: a copy of the tree whose flow imports a stage internal (eagerly, lazily or as a
+    submodule of the package) is named, and the public forms are not."""
+    import shutil
+
+    shutil.copytree(ROOT / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "bad.py").write_text(
+        "from stages.audit.study import study_rows\nfrom stages.finetune import export\n"
+        "def f():\n    import stages.base_model.convert\n")
+    (tmp_path / "flows" / "good.py").write_text(
+        "from stages.audit.api import study_rows\nfrom stages.audit.schema import confidence_key\n"
+        "from stages.core.formatting import fmt\nfrom stages.params import load_params\n"
+        "from stages.datasets import get_dataset\nfrom stages.finetune.params import load_finetune\n")
+    assert flow_internal_imports(tmp_path) == [
+        "flows/bad.py imports stages.audit.study", "flows/bad.py imports stages.audit.study.study_rows",
+        "flows/bad.py imports stages.base_model.convert", "flows/bad.py imports stages.finetune.export"]
+
+
 def _functions(path: Path):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield node
 
 
-def test_no_function_over_60_lines_without_a_stated_reason():
+#: the code the size rules cover (tests are not held to them: a test reads top to bottom)
+CODE = ("stages", "flows", "benchmarks")
+MAX_FILE_LINES = 400
+
+
+def _code_files(root: Path = ROOT) -> list[Path]:
+    return sorted(p for d in CODE for p in (root / d).rglob("*.py"))
+
+
+def long_functions(root: Path = ROOT) -> list[str]:
+    """Functions over MAX_LINES lines whose docstring does not say "Long because"."""
     long = []
-    for path in sorted(list((ROOT / "stages").rglob("*.py")) + list((ROOT / "flows").rglob("*.py"))):
+    for path in _code_files(root):
         for fn in _functions(path):
             lines = fn.end_lineno - fn.lineno + 1
-            doc = ast.get_docstring(fn) or ""
-            if lines > MAX_LINES and "Long because" not in doc:
-                long.append(f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name} ({lines} lines)")
-    assert long == []
+            if lines > MAX_LINES and "Long because" not in (ast.get_docstring(fn) or ""):
+                long.append(f"{path.relative_to(root)}:{fn.lineno} {fn.name} ({lines} lines)")
+    return long
+
+
+def long_files(root: Path = ROOT) -> list[str]:
+    """Files over MAX_FILE_LINES lines whose module docstring does not say "Long because"."""
+    out = []
+    for path in _code_files(root):
+        text = path.read_text()
+        lines = text.count("\n")
+        if lines > MAX_FILE_LINES and "Long because" not in (ast.get_docstring(ast.parse(text)) or ""):
+            out.append(f"{path.relative_to(root)} ({lines} lines)")
+    return out
+
+
+def test_no_function_over_60_lines_and_no_file_over_400_without_a_stated_reason():
+    assert long_functions() == [] and long_files() == []
+
+
+def test_a_long_function_or_file_is_caught(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_LINES))
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "b.py").write_text(f"def f():\n{body}\n\ndef g():\n    \"\"\"Long because: a table.\"\"\"\n{body}")
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "big.py").write_text("x = 1\n" * (MAX_FILE_LINES + 1))
+    (tmp_path / "flows" / "ok.py").write_text('"""Long because: generated."""\n' + "x = 1\n" * (MAX_FILE_LINES + 1))
+    (tmp_path / "stages").mkdir()
+    assert long_functions(tmp_path) == [f"benchmarks/b.py:1 f ({MAX_LINES + 1} lines)"]
+    assert long_files(tmp_path) == [f"flows/big.py ({MAX_FILE_LINES + 1} lines)"]
 
 
 PROBE = """

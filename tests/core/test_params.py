@@ -4,31 +4,140 @@ import typing
 
 import pytest
 
-from stages.attack.params import AttackParams
 from stages.audit.params import AuditParams
-from stages.base_model.params import ModelParams
 from stages.canaries.params import CanaryParams
+from stages.core.artifacts import KEYS, Locations
 from stages.core.errors import ConfigError
-from stages.core.params import build, load, read_params, run_names, section_of
+from stages.core.params import Accountant, build, deep_merge, load, read_params, run_names, section_of
 from stages.datasets import DATASETS
 from stages.finetune.params import FinetuneParams, load_finetune
-from stages.preprocess.params import PreprocessSection
-from stages.report.params import ReportParams
-from stages.secrets.params import SecretsParams
+from stages.params import SECTIONS as ROOT_SECTIONS
+from stages.params import TOP_LEVEL, load_params, validate_params
 from support import ROOT
 
-#: every params section and the dataclass that reads it (dataset params: each spec's own class)
-SECTIONS = {"model": ModelParams, "canaries": CanaryParams, "finetune": FinetuneParams, "attack": AttackParams,
-            "audit": AuditParams, "report": ReportParams, "secrets": SecretsParams, "preprocess": PreprocessSection,
-            **{f"preprocess.datasets.{d}": DATASETS.get(d).params for d in DATASETS}}
+#: every params section and the dataclass that reads it: the root's sections (which refuse a top-level key without
+#: one) and each dataset spec's own class
+SECTIONS = {**ROOT_SECTIONS, **{f"preprocess.datasets.{d}": DATASETS.get(d).params for d in DATASETS}}
 
 
-def test_project_params_load_cleanly():
+def _plain(value):
+    """A loaded value as YAML would hold it: dataclasses as mappings, tuples as lists."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _yaml(value):
+    """A raw params value with YAML 1.1's scientific-notation strings (1e-5) read as the floats they mean."""
+    if isinstance(value, dict):
+        return {k: _yaml(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_yaml(v) for v in value]
+    if isinstance(value, str):
+        try:
+            return float(value) if any(c in value.lower() for c in "e.") else value
+        except ValueError:
+            return value
+    return value
+
+
+def test_sections_cover_every_top_level_key():
+    raw = read_params(ROOT / "params.yaml")
+    assert set(TOP_LEVEL) == set(raw), "a section of params.yaml without its dataclass escapes validation"
+    assert "variance" in SECTIONS and "selfcheck" in SECTIONS
+
+
+def test_project_params_load_to_the_values_in_the_file():
+    """Every section loads to exactly the values params.yaml holds, and every run to ``finetune`` deep-merged
+    with its ``runs.<run>`` entry (a loader that dropped, defaulted or altered a value fails here)."""
     raw = read_params(ROOT / "params.yaml")
     for section, cls in SECTIONS.items():
-        assert dataclasses.is_dataclass(load(cls, section, raw=raw))
+        assert _plain(load(cls, section, raw=raw)) == _yaml(section_of(raw, section)), section
+    assert run_names(raw) == ["nondp", "dp_eps8", "users"]
     for run in run_names(raw):
-        assert isinstance(load_finetune(run, raw=raw), FinetuneParams)
+        merged = deep_merge(raw["finetune"], raw["runs"][run] or {})
+        assert _plain(load_finetune(run, raw=raw)) == _yaml(merged), run
+    assert load_finetune("dp_eps8", raw=raw).dp.enabled and not load_finetune("nondp", raw=raw).dp.enabled
+
+
+def test_root_params_are_the_sections_and_runs():
+    raw = read_params(ROOT / "params.yaml")
+    p = load_params(ROOT / "params.yaml")
+    for section in ROOT_SECTIONS:
+        assert _plain(getattr(p, section)) == _yaml(raw[section]), section
+    assert list(p.runs) == run_names(raw) and p.runs["dp_eps8"] == load_finetune("dp_eps8", raw=raw)
+    assert list(p.datasets) == list(raw["preprocess"]["datasets"])
+    assert p.locations.models.as_posix() == p.finetune.out_dir and p.locations.metrics.as_posix() == p.audit.out
+
+
+def test_locations_are_declared_once_with_their_params_keys():
+    raw = read_params(ROOT / "params.yaml")
+    p = load_params(ROOT / "params.yaml")
+    assert list(KEYS) == [f.name for f in dataclasses.fields(Locations)]
+    for name, key in KEYS.items():
+        assert getattr(p.locations, name).as_posix() == section_of(raw, key), name
+    raw["attack"]["out_dir"] = ""
+    with pytest.raises(ConfigError, match=r"params.yaml: attack\.out_dir: expected a non-empty path"):
+        validate_params(raw)
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda r: r.update(extra={}), "params.yaml: extra: unknown section (known: model, "),
+    (lambda r: r.pop("variance"), "params.yaml: variance: required section is missing"),
+    (lambda r: r["variance"].update(min_points=2), "params.yaml: variance.min_points: must be >= 3"),
+    (lambda r: r["selfcheck"].update(accountant="gdp"), "params.yaml: selfcheck.accountant: must be one of 'prv'"),
+    (lambda r: r["audit"]["primary"].update(kind="unigram"),
+     "params.yaml: audit.primary.kind: must be one of canaries.kinds (new_token, random) (got 'unigram')"),
+    (lambda r: r["attack"]["runs"].update(nodp=["loss"]),
+     "params.yaml: attack.runs.nodp: no such run in runs (known: nondp, dp_eps8, users)"),
+    (lambda r: r["audit"]["primary"]["runs"].update(dp={"k_pos": 1, "k_neg": 1}),
+     "params.yaml: audit.primary.runs.dp: no such run in runs"),
+    (lambda r: r["audit"]["ceiling"]["planned"]["gpu_dp_audit"].update(accountant="gdp"),
+     "audit.ceiling.planned.gpu_dp_audit.accountant: must be one of 'prv', 'rdp' (got 'gdp')"),
+    (lambda r: r["runs"]["users"].update(dp={"accountant": "gdp"}), "runs.users.dp.accountant: must be one of"),
+    (lambda r: r["preprocess"]["datasets"].update(imdb={}), "preprocess.datasets: unknown dataset 'imdb'"),
+], ids=["unknown-section", "missing-section", "variance", "selfcheck", "primary-kind", "attack-runs",
+        "primary-runs", "planned-accountant", "run-override", "dataset"])
+def test_whole_params_validation_names_the_bad_key(edit, needle):
+    raw = read_params(ROOT / "params.yaml")
+    edit(raw)
+    with pytest.raises(ConfigError) as exc:
+        validate_params(raw)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_cross_section_rules_hold_when_a_stage_loads_its_section_alone():
+    from stages.attack.params import AttackParams
+
+    raw = read_params(ROOT / "params.yaml")
+    raw["audit"]["primary"]["kind"] = "unigram"
+    raw["attack"]["runs"]["nodp"] = ["loss"]
+    with pytest.raises(ConfigError, match=r"audit\.primary\.kind: must be one of canaries\.kinds"):
+        load(AuditParams, "audit", raw=raw)
+    with pytest.raises(ConfigError, match=r"attack\.runs\.nodp: no such run"):
+        load(AttackParams, "attack", raw=raw)
+
+
+def test_every_accountant_key_has_the_one_accountant_type():
+    found = []
+
+    def walk(cls, prefix):
+        for f in dataclasses.fields(cls):
+            tp = typing.get_type_hints(cls)[f.name]
+            if f.name == "accountant":
+                found.append(prefix + f.name)
+                assert tp == Accountant, f"{prefix}{f.name}: {tp} is not stages.core.params.Accountant"
+            for arg in (tp, *typing.get_args(tp)):
+                if dataclasses.is_dataclass(arg):
+                    walk(arg, f"{prefix}{f.name}.")
+
+    for section, cls in SECTIONS.items():
+        walk(cls, f"{section}.")
+    assert sorted(found) == ["audit.ceiling.planned.accountant", "finetune.dp.accountant", "selfcheck.accountant"]
 
 
 def _leaves(cls, prefix):
@@ -41,16 +150,29 @@ def _leaves(cls, prefix):
             yield from _leaves(hints[f.name], key)
 
 
+def _classes(cls):
+    """``cls`` and every params dataclass nested in it (in a field, an Optional, a list or a mapping)."""
+    yield cls
+    for tp in typing.get_type_hints(cls).values():
+        for arg in (tp, *typing.get_args(tp), *(a for t in typing.get_args(tp) for a in typing.get_args(t))):
+            if isinstance(arg, type) and dataclasses.is_dataclass(arg):
+                yield from _classes(arg)
+
+
 def test_every_field_is_in_params_yaml_and_has_no_code_default():
     raw = read_params(ROOT / "params.yaml")
+    checked = set()
     for section, cls in SECTIONS.items():
         for key in _leaves(cls, section):
             parent, name = key.rsplit(".", 1)
             assert isinstance(section_of(raw, parent), dict) and name in section_of(raw, parent), \
                 f"{key} is not in params.yaml"
-        for f in dataclasses.fields(cls):
-            assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, \
-                f"{section}.{f.name} has a code default: params.yaml must be its only source"
+        for c in _classes(cls):
+            checked.add(c.__name__)
+            for f in dataclasses.fields(c):
+                assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, \
+                    f"{c.__name__}.{f.name} (under {section}) has a code default: params.yaml must be its only source"
+    assert {"VarianceParams", "SweepParams", "SelfcheckParams", "PlannedRegime", "GuessRule"} <= checked
 
 
 def test_a_key_missing_from_params_is_named():
@@ -93,13 +215,13 @@ def test_every_params_key_is_tracked_by_a_dvc_stage():
     ("canaries", CanaryParams, {"secret_length": 9}, "canaries.secret_length: must be in [1, 8]"),
     ("canaries", CanaryParams, {"kinds": "random"}, "canaries.kinds: expected a list"),
     ("canaries", CanaryParams, {"users": {"dataset": "tofu"}}, "canaries.users.dataset: must be a dataset with users"),
-    ("audit", AuditParams, {"confidences": [0.95, 1.5]}, "audit.confidences"),
+    ("audit", AuditParams, {"primary": {"confidences": [0.95, 1.5]}},
+     "audit.primary.confidences: needs at least one, each in (0, 1)"),
+    ("variance", SECTIONS["variance"], {"sweep": {"seeds": [0, 0]}}, "variance.sweep.seeds: needs at least one"),
     ("preprocess.datasets.tofu", DATASETS.get("tofu").params, {"test_fraction": 1.0},
      "preprocess.datasets.tofu.test_fraction"),
 ])
 def test_bad_values_name_the_key(section, cls, data, needle):
-    from stages.core.params import deep_merge
-
     raw = read_params(ROOT / "params.yaml")
     node = section_of(raw, section)
     node.update(deep_merge(node, data))

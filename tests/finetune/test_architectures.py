@@ -13,7 +13,7 @@ from transformers.pytorch_utils import Conv1D
 from stages.core.errors import ConfigError
 from stages.core.params import build
 from stages.finetune.bookkeeping import weighted_grads
-from stages.finetune.dp import make_private, resolve_mode
+from stages.finetune.dp import make_private
 from stages.finetune.grad_samplers import (
     _conv1d_norm_sampler,
     _layer_norm_norm_sampler,
@@ -21,6 +21,7 @@ from stages.finetune.grad_samplers import (
     layer_norm_grad_sample,
 )
 from stages.finetune.params import LoraParams
+from stages.finetune.strategies import resolve_mode
 from stages.lm.examples import canary_examples
 from stages.lm.scoring import token_logprobs
 from stages.lm.trainable import Trainable, build_model, lora_targets, load_model, save_model

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from stages.core.errors import ConfigError
-from stages.finetune.dp import NORM_PASS_MODES, make_private
-from stages.finetune.loop import dp_step, norm_pass_targets, per_sample_losses, train
+from stages.finetune.dp import make_private
+from stages.finetune.loop import TrainConfig, dp_step, per_sample_losses, train
+from stages.finetune.strategies import STRATEGIES, get_strategy, resolve, resolve_mode
 from stages.lm.batching import chunks, collate
 from stages.lm.examples import canary_examples
 
@@ -37,10 +38,9 @@ def one_step(tiny_base, mode: str, clip: float, noise: bool, paradigm: str, embe
     if not noise:
         private.optimizer.noise_multiplier = 0.0
     parts = chunks(np.arange(8), [len(e) for e in exs], 3)
-    m.keep_input = mode in NORM_PASS_MODES
+    m.keep_input = private.strategy.norm_pass
     private.net.train()
-    dp_step(private.net, private.optimizer, params, exs, parts, tok.pad_token_id, CPU, mode,
-            norm_pass_targets(m) if mode in NORM_PASS_MODES else None, private.ledger)
+    dp_step(private, params, exs, parts, tok.pad_token_id, CPU)
     return {n: before[n] - p.detach() for n, p in m.named_parameters() if p.requires_grad}, m, exs, tok
 
 
@@ -76,38 +76,51 @@ def test_unclipped_dp_gradient_is_the_plain_gradient(tiny_base, mode, paradigm, 
         torch.testing.assert_close(delta[n], g, rtol=1e-4, atol=1e-7, msg=n)
 
 
+@pytest.mark.slow  # two whole noisy DP training runs
 def test_noisy_ghost_and_hooks_runs_spend_the_same_epsilon(tiny_base):
     out = {}
     for mode in ("ghost", "bk", "hooks"):
         torch.manual_seed(0)
         m, tok = tiny_model(tiny_base)
-        res = train(m, _examples(m), steps=3, batch_size=4, physical_batch_size=3, lr=1e-2, weight_decay=0.0,
-                    clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
-                    dp=dp_params(enabled=True, epsilon=4.0, delta=1e-5, grad_sample_mode=mode))
+        res = train(m, _examples(m), TrainConfig(
+            steps=3, batch_size=4, physical_batch_size=3, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0,
+            pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=4.0, delta=1e-5, grad_sample_mode=mode)))
         out[mode] = res.privacy
     assert [out[k]["grad_sample_mode"] for k in out] == list(out)
     for key in ("epsilon_spent", "noise_multiplier", "accounted_steps", "profile"):
         assert out["ghost"][key] == out["hooks"][key] == out["bk"][key], key
 
 
-def test_ghost_refuses_a_module_without_norm_sampler(tiny_base):
+@pytest.mark.parametrize("mode", ["ghost", "bk"])
+def test_ghost_refuses_a_module_without_norm_sampler_and_auto_falls_back_to_hooks(tiny_base, mode):
     torch.manual_seed(0)
     m, tok = tiny_model(tiny_base)
     m.extra = torch.nn.Bilinear(2, 2, 2)
+    strategy, why = resolve(m, "auto")
+    assert strategy.name == "hooks" and why == "ghost and bk have no norm sampler for extra (Bilinear)"
     params = [p for p in m.parameters() if p.requires_grad]
     with pytest.raises(ConfigError, match=r"finetune.dp.grad_sample_mode: ghost clipping has no norm sampler for "
                                           r"extra \(Bilinear\); use 'hooks'"):
-        make_private(m, torch.optim.SGD(params, lr=1.0), dp_params(enabled=True, grad_sample_mode="ghost"),
+        make_private(m, torch.optim.SGD(params, lr=1.0), dp_params(enabled=True, grad_sample_mode=mode),
                      sample_rate=0.5, steps=1, population=8, seed=0, optimizer_name="sgd", device=CPU)
+
+
+def test_strategies_are_registered_once_and_a_miss_lists_them():
+    assert STRATEGIES.names() == ["bk", "ghost", "hooks"]
+    assert [get_strategy(n).name for n in STRATEGIES.names()] == STRATEGIES.names()
+    assert get_strategy("bk").norm_pass and get_strategy("ghost").norm_pass and not get_strategy("hooks").norm_pass
+    with pytest.raises(ValueError, match="already registered"):
+        STRATEGIES.register("ghost")(get_strategy("hooks"))
+    with pytest.raises(ConfigError, match=r"finetune.dp.grad_sample_mode: unknown grad-sample mode 'fast' "
+                                          r"\(known: bk, ghost, hooks\)"):
+        get_strategy("fast")
 
 
 @pytest.mark.parametrize("paradigm,embeddings", [("lora", False), ("prompt", False), ("full", False), ("lora", True)])
 def test_auto_mode_picks_bookkeeping_where_every_module_has_a_closed_form(tiny_base, paradigm, embeddings):
-    from stages.finetune.dp import resolve_mode
-
     torch.manual_seed(0)
     m, _ = tiny_model(tiny_base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
-    assert resolve_mode(m, "auto") == "bk"
+    assert resolve(m, "auto") == (get_strategy("bk"), None)
     assert resolve_mode(m, "hooks") == "hooks" and resolve_mode(m, "ghost") == "ghost"
 
 
@@ -122,13 +135,12 @@ class Scale(torch.nn.Module):
 def test_bookkeeping_refuses_a_module_without_a_clipped_sum_form_and_auto_falls_back(tiny_base):
     from opacus.grad_sample import register_norm_sampler
 
-    from stages.finetune.dp import resolve_mode
-
     register_norm_sampler(Scale)(lambda layer, a, g: {layer.weight: g.reshape(len(g), -1).norm(dim=-1)})
     torch.manual_seed(0)
     m, tok = tiny_model(tiny_base)
     m.extra = Scale()
     assert resolve_mode(m, "auto") == "ghost"
+    assert resolve(m, "auto")[1] == "bk has no clipped-sum form for extra (Scale)"
     params = [p for p in m.parameters() if p.requires_grad]
     with pytest.raises(ConfigError, match=r"finetune.dp.grad_sample_mode: book-keeping has no clipped-sum form for "
                                           r"extra \(Scale\); use 'ghost'"):

@@ -6,9 +6,9 @@ import torch
 from stages.core.errors import ConfigError
 from stages.finetune.checkpoint import Checkpointer
 from stages.finetune.dp import calibrate_sigma, public_divisor
-from stages.finetune.loop import train
+from stages.finetune.loop import TrainConfig, train
 from stages.finetune.params import DPParams, FinetuneParams
-from stages.lm.examples import canary_examples
+from stages.lm.examples import canary_examples, make_example
 from stages.lm.scoring import token_logprobs
 from stages.lm.trainable import build_model
 from support import params
@@ -55,8 +55,9 @@ def model(tiny_base):
 
 def _train(m, tok, dp=None, steps=30, seed=0, examples=None):
     exs = examples or canary_examples([c for c in _canaries() if c["member"]], "sft")
-    return train(m, exs, steps=steps, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0,
-                 clip_norm=1.0, seed=seed, pad_id=tok.pad_token_id, dp=dp)
+    return train(m, exs, TrainConfig(
+        steps=steps, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=seed,
+        pad_id=tok.pad_token_id, dp=dp))
 
 
 def _member_scores(m, tok):
@@ -122,12 +123,14 @@ def test_dp_empty_poisson_batch_still_steps(model):
     m, tok = model
     exs = canary_examples(_canaries()[:1], "sft")  # n=1, q=1 ... force emptiness with a tiny rate
     before = m.new_head.weight.detach().clone()
-    res = train(m, exs * 1, steps=3, batch_size=1, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0,
-                seed=3, pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=50.0, delta=1e-5))
+    res = train(m, exs * 1, TrainConfig(
+        steps=3, batch_size=1, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=3,
+        pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=50.0, delta=1e-5)))
     assert res.privacy["accounted_steps"] == 3
     assert (m.new_head.weight.detach() - before).abs().max() > 0
 
 
+@pytest.mark.slow  # two whole DP training runs
 def test_training_is_deterministic(tiny_base):
     outs = []
     for _ in range(2):
@@ -156,9 +159,9 @@ def test_weights_really_move_under_dp(tiny_base, paradigm, optimizer):
     expected = {"lora": "lora_", "full": "layers.0.mlp", "prompt": "prompt.embedding", "prefix": "prefix.embedding"}
     assert any(expected[paradigm] in n for n in trainable), sorted(trainable)[:5]
     assert {"new_embed.weight", "new_head.weight", "row_embed.weight", "row_head.weight"} <= set(trainable)
-    res = train(m, canary_examples([c for c in _canaries() if c["member"]], "sft"), steps=3, batch_size=10,
-                physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
-                dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), optimizer=optimizer)
+    res = train(m, canary_examples([c for c in _canaries() if c["member"]], "sft"), TrainConfig(
+        steps=3, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0,
+        pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), optimizer=optimizer))
     assert res.privacy["optimizer"] == f"DP-{optimizer}" and res.privacy["accounted_steps"] == 3
     after = dict(m.named_parameters())
     for n, before in trainable.items():  # every trainable tensor moved (noise alone moves it under DP)
@@ -169,6 +172,7 @@ def test_weights_really_move_under_dp(tiny_base, paradigm, optimizer):
     assert eps == sorted(eps)  # epsilon grows as delta shrinks (profile is ordered by decreasing delta)
 
 
+@pytest.mark.slow  # three whole DP training runs
 def test_resume_after_a_crash_reaches_the_same_result(tiny_base, tmp_path):
     exs = canary_examples([c for c in _canaries() if c["member"]], "sft")
 
@@ -180,9 +184,10 @@ def test_resume_after_a_crash_reaches_the_same_result(tiny_base, tmp_path):
             if rec["step"] == crash_at:
                 raise KeyboardInterrupt("killed")
 
-        res = train(m, exs, steps=6, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0,
-                    clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
-                    dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), checkpoint=checkpoint, on_step=on_step)
+        res = train(m, exs, TrainConfig(
+            steps=6, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0,
+            pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), checkpoint=checkpoint,
+            on_step=on_step))
         return res, m.trainable_state()
 
     ref, ref_state = run()
@@ -204,8 +209,9 @@ def test_resume_after_a_crash_reaches_the_same_result(tiny_base, tmp_path):
 def test_q_above_one_is_refused(model):
     m, tok = model
     with pytest.raises(ConfigError, match="finetune.batch_size: 50 examples per step out of n=20 gives q = 2.5 > 1"):
-        train(m, canary_examples(_canaries()[:20], "sft"), steps=1, batch_size=50, physical_batch_size=4, lr=1e-2,
-              weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id)
+        train(m, canary_examples(_canaries()[:20], "sft"), TrainConfig(
+            steps=1, batch_size=50, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0,
+            pad_id=tok.pad_token_id))
 
 
 def test_rms_norm_per_example_grads_are_exact():
@@ -235,13 +241,15 @@ def test_fixed_repetitions_insert_each_canary_exactly_k_times(model):
     m, tok = model
     canaries = canary_examples(_canaries()[:6], "sft")
     text = canary_examples(_canaries(seed=5)[:10], "sft")
-    res = train(m, text, steps=8, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
-                seed=0, pad_id=tok.pad_token_id, sample_rate=1e-12, scheduled=canaries, repetitions=3)
+    res = train(m, text, TrainConfig(
+        steps=8, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0, seed=0,
+        pad_id=tok.pad_token_id, sample_rate=1e-12, scheduled=canaries, repetitions=3))
     assert sum(r["batch"] for r in res.log) == 6 * 3  # the Poisson part is empty at q = 1e-12
     assert max(r["batch"] for r in res.log) <= 6
     with pytest.raises(ConfigError, match="finetune.canary_insertion"):
-        train(m, text, steps=2, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0,
-              seed=0, pad_id=tok.pad_token_id, scheduled=canaries, dp=dp_params(enabled=True, delta=1e-5))
+        train(m, text, TrainConfig(
+            steps=2, batch_size=1, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0, seed=0,
+            pad_id=tok.pad_token_id, scheduled=canaries, dp=dp_params(enabled=True, delta=1e-5)))
 
 
 def test_rate_and_delta_come_from_the_candidate_pool_not_the_membership_draw(model, tiny_base):
@@ -252,9 +260,9 @@ def test_rate_and_delta_come_from_the_candidate_pool_not_the_membership_draw(mod
         rows = _canaries(seed=0)
         draw = np.random.default_rng(seed).random(len(rows)) < 0.5
         members = [r for r, keep in zip(rows, draw) if keep]
-        res = train(m, canary_examples(members, "sft"), steps=1, batch_size=10, physical_batch_size=4, lr=1e-3,
-                    weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id,
-                    dp=dp_params(enabled=True, epsilon=8.0, delta=None), population=len(rows))
+        res = train(m, canary_examples(members, "sft"), TrainConfig(
+            steps=1, batch_size=10, physical_batch_size=4, lr=1e-3, weight_decay=0.0, clip_norm=1.0, seed=0,
+            pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=8.0, delta=None), population=len(rows)))
         runs.append((len(members), res))
     (n0, a), (n1, b) = runs
     assert n0 != n1
@@ -272,9 +280,25 @@ def test_neighbouring_pools_get_the_same_dp_sgd_divisor(tiny_base):
     divisors = []
     for n in (20, 21):
         m, tok = tiny_model(tiny_base)
-        res = train(m, canary_examples(rows[:n], "sft"), steps=1, batch_size=10, physical_batch_size=8, lr=1e-3,
-                    weight_decay=0.0, clip_norm=1.0, seed=0, pad_id=tok.pad_token_id, optimizer="sgd",
-                    dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), population=40)
+        res = train(m, canary_examples(rows[:n], "sft"), TrainConfig(
+            steps=1, batch_size=10, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0, seed=0,
+            pad_id=tok.pad_token_id, optimizer="sgd", dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5),
+            population=40))
         divisors.append(res.privacy["divisor"])
     assert divisors == [10, 10]
     assert public_divisor(0.25, 40) == 10 and public_divisor(0.25, 40, world_size=2) == 5
+
+
+def test_train_config_of_a_run_carries_its_recipe_and_facts(tmp_path):
+    ft = finetune_params(steps=7, batch_size=3, physical_batch_size=5, lr=0.1, weight_decay=0.01, clip_norm=2.0,
+                         seed=4, sample_rate=0.2, optimizer="sgd", momentum=0.5, canary_repetitions=2,
+                         dp={"enabled": True, "epsilon": 2.0})
+    ck = Checkpointer(tmp_path / "run.pt", every=2, fingerprint="abc")
+    scheduled = [make_example([1, 2], [3], "sft", "new_token")] * 2
+    c = TrainConfig.of(ft, pad_id=9, population=30, scheduled=scheduled, checkpoint=ck)
+    assert (c.steps, c.batch_size, c.physical_batch_size, c.lr, c.weight_decay, c.clip_norm, c.seed, c.sample_rate,
+            c.optimizer, c.momentum, c.repetitions) == (7, 3, 5, 0.1, 0.01, 2.0, 4, 0.2, "sgd", 0.5, 2)
+    assert c.dp == ft.dp and c.private and c.pad_id == 9 and c.population == 30 and c.checkpoint is ck
+    assert c.scheduled == tuple(scheduled) and c.on_step is None and c.progress
+    with pytest.raises(AttributeError):
+        c.steps = 8  # frozen

@@ -2,7 +2,7 @@
 import numpy as np
 
 from stages.datasets import get_dataset
-from stages.finetune.schema import secret_control
+from stages.finetune.text import secret_control
 
 
 def _rows_and_secrets(n_secrets=40, n_rows=120, seed=0):

@@ -13,7 +13,7 @@ from stages.core.params import load
 from flows import selfcheck as flow
 from stages.finetune import selfcheck as S
 from stages.finetune.dp import public_divisor
-from stages.finetune.loop import train
+from stages.finetune.loop import TrainConfig, train
 from stages.finetune.params import SelfcheckParams
 from stages.finetune.probe import ProbeLM
 
@@ -35,8 +35,14 @@ def no_noise(monkeypatch):
     monkeypatch.setattr(fast, "_generate_noise", zero)
 
 
-@pytest.mark.parametrize("mode", ["hooks", "ghost", "bk"])
-@pytest.mark.parametrize("paradigm,steps", [("rows", 4), ("full", 4), ("train_embeddings", 4), ("lora", 1)])
+#: every clipping mode x paradigm; the fast tier runs a diagonal (each mode and each paradigm once), the slow tier all
+_FAST = {("hooks", "rows"), ("ghost", "full"), ("bk", "train_embeddings"), ("hooks", "lora")}
+MODE_PARADIGM = [pytest.param(m, p, n, marks=() if (m, p) in _FAST else pytest.mark.slow, id=f"{p}-{n}-{m}")
+                 for p, n in [("rows", 4), ("full", 4), ("train_embeddings", 4), ("lora", 1)]
+                 for m in ["hooks", "ghost", "bk"]]
+
+
+@pytest.mark.parametrize("mode,paradigm,steps", MODE_PARADIGM)
 def test_statistic_moves_with_inclusions_as_the_linear_model_predicts(no_noise, mode, paradigm, steps):
     """Without noise each member's score is lr * C * (steps that sampled it) / the public divisor, exactly; a
     non-member's is 0. (LoRA is linear in its own rows at the first step only: lora_A's gradient is 0 there.)"""
@@ -50,9 +56,9 @@ def test_statistic_moves_with_inclusions_as_the_linear_model_predicts(no_noise, 
     norms = torch.sqrt(sum((g.reshape(m, -1) ** 2).sum(1) for g in grads.values()))
     assert bool((norms > 10 * clip).all())  # every canary is clipped
     before = {n: p.detach().clone() for n, p in model.own_parameters().items()}
-    res = train(model, pool, steps=steps, batch_size=1, physical_batch_size=64, lr=lr, weight_decay=0.0,
-                clip_norm=clip, seed=5, pad_id=0, dp=S.dp_config(sc, mode), sample_rate=q, optimizer="sgd",
-                population=m, progress=False)
+    res = train(model, pool, TrainConfig(
+        steps=steps, batch_size=1, physical_batch_size=64, lr=lr, weight_decay=0.0, clip_norm=clip, seed=5, pad_id=0,
+        dp=S.dp_config(sc, mode), sample_rate=q, optimizer="sgd", population=m, progress=False))
     scores = S.project(before, {n: p.detach() for n, p in model.own_parameters().items()}, grads)
     counts = np.zeros(m)
     counts[members] = res.inclusions
@@ -60,6 +66,7 @@ def test_statistic_moves_with_inclusions_as_the_linear_model_predicts(no_noise, 
     np.testing.assert_allclose(scores, lr * clip * counts / public_divisor(q, m), rtol=1e-4, atol=1e-9)
 
 
+@pytest.mark.slow  # a whole seeded self-check configuration (~20 s)
 def test_a_correct_engine_passes_with_a_bound_that_means_something():
     sc = design()
     rows = flow.check(sc, [S.Config("bk", "lora", 1)], seed=11, log=lambda _: None)
@@ -70,6 +77,7 @@ def test_a_correct_engine_passes_with_a_bound_that_means_something():
     assert row["eps_lb_95"] <= row["gdp_eps_lb_95"] and row["ideal"] >= 0.5 * sc.epsilon
 
 
+@pytest.mark.slow  # a whole self-check configuration per mutant (10-40 s each); rank_noise under torchrun
 @pytest.mark.parametrize("name,config", [
     ("noise_halved", S.Config("hooks", "rows", 1)),
     ("clip_off", S.Config("hooks", "full", 1)),
@@ -117,12 +125,13 @@ def _probe_run(secure: bool, seed: int = 4):
     torch.manual_seed(seed)
     model = ProbeLM(m, "rows", seed=seed)
     dp = dataclasses.replace(S.dp_config(sc, "bk"), secure_rng=secure)
-    res = train(model, S.examples(m)[:120], steps=3, batch_size=1, physical_batch_size=64, lr=1.0, weight_decay=0.0,
-                clip_norm=1.0, seed=seed, pad_id=0, dp=dp, sample_rate=0.3, optimizer="sgd", population=m,
-                progress=False)
+    res = train(model, S.examples(m)[:120], TrainConfig(
+        steps=3, batch_size=1, physical_batch_size=64, lr=1.0, weight_decay=0.0, clip_norm=1.0, seed=seed, pad_id=0,
+        dp=dp, sample_rate=0.3, optimizer="sgd", population=m, progress=False))
     return res, model.new_embed.weight.detach().clone()
 
 
+@pytest.mark.slow  # four whole DP training runs
 def test_secure_rng_runs_differ_seeded_runs_repeat_and_the_log_holds_no_data_statistics():
     (a, wa), (b, wb) = _probe_run(True), _probe_run(True)
     assert not torch.equal(wa, wb) and not np.array_equal(a.inclusions, b.inclusions)  # noise and sampler unseeded

@@ -1,10 +1,14 @@
-"""The variance flow's pure parts: the grid's points, the params a worker writes, the divergence rule."""
+"""The variance sweep's grid (stages/variance/grid.py): the points, the params a worker writes, the divergence rule;
+and the flow's check that every point's params load before any point is dispatched."""
+import pytest
 import yaml
 from support import ROOT
 
-from flows.variance import RUN, apply_point, diverged, points
+from flows.variance import checked_points
+from stages.core.errors import ConfigError
 from stages.core.params import load
 from stages.finetune.params import load_finetune
+from stages.variance.api import RUN, apply_point, diverged, points
 from stages.variance.params import VarianceParams
 
 
@@ -20,6 +24,7 @@ def test_every_point_is_one_dp_run_whose_params_read_back_exactly(tmp_path):
     apply_point(tmp_path / "params.yaml", pts[-1])
     back = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert list(back["runs"]) == [RUN] and back["attack"]["runs"] == {RUN: list(sp.attacks)}
+    assert back["audit"]["primary"]["runs"] == {}  # no guessing rule left for a run the point dropped
     ft = load_finetune(RUN, tmp_path / "params.yaml")
     assert (ft.batch_size, ft.steps, ft.lr, ft.seed) == (pts[-1]["batch_size"], pts[-1]["steps"], 0.00002,
                                                          pts[-1]["seed"])
@@ -32,3 +37,25 @@ def test_divergent_training_is_a_failure():
     assert "diverged" in diverged({"utility": {"valid_nll": 28.4}}, 10.0)
     assert "diverged" in diverged({"utility": {"valid_nll": float("nan")}}, 10.0)
     assert "diverged" in diverged({"utility": {}}, 10.0)
+
+
+def test_every_point_of_the_project_grid_validates():
+    params, pts = checked_points(ROOT / "params.yaml")
+    assert len(pts) > 1 and params.variance.sweep.name in pts[0]["point"]
+
+
+@pytest.mark.parametrize("where, value, key", [
+    (("run", "max_lenght"), 64, r"runs\.point\.max_lenght: unknown key"),      # a typo in variance.sweep.run
+    (("run", "dataset"), "nosuch", r"runs\.point\.dataset"),                   # a value the fine-tune refuses
+    (("run", "objective"), "nosuch", r"runs\.point\.objective"),               # a choice outside its Literal
+])
+def test_a_bad_point_fails_before_dispatch_with_one_line_naming_the_key(tmp_path, where, value, key):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    node = raw["variance"]["sweep"]
+    for part in where[:-1]:
+        node = node[part]
+    node[where[-1]] = value
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=key) as err:
+        checked_points(tmp_path / "params.yaml")
+    assert "\n" not in str(err.value) and "variance point cpu-" in str(err.value)

@@ -5,7 +5,7 @@ import pytest
 
 from stages.report.headline import (anchor, headline_html, headline_markdown, headline_metrics, headlines, reading,
                                     strongest_attack)
-from stages.report.render import flatten
+from stages.core.formatting import flatten
 
 BOUNDS = ["eps_lb_95", "eps_lb_99"]
 

@@ -1,7 +1,9 @@
 """Report sections that turn checks into words: the blind-baseline verdicts and the canary-kind comparison."""
 from pathlib import Path
 
-from stages.report.build import Inputs, _kinds_sentence, blind_section
+from stages.report.inputs import Inputs
+from stages.report.sections.blind import blind_section
+from stages.report.sections.canary_designs import _kinds_sentence
 from stages.report.render import to_markdown
 
 
@@ -55,7 +57,8 @@ def test_kinds_sentence_is_true_to_the_parameterisation():
 def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_path):
     import json
 
-    from stages.report.audit_why import response_section, study_section
+    from stages.report.sections.response import response_section
+    from stages.report.sections.study import study_section
 
     bins = {b: {"canaries": n, "mean_z": z, "ci95": [z - .1, z + .1], "ideal_z": iz}
             for b, n, z, iz in (("0", 550, 0.0, 0.0), ("1", 150, 0.2, 0.39), ("2", 150, 0.5, 0.78), ("3+", 150, 0.8, 1.3))}
@@ -82,3 +85,29 @@ def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_pat
     md = to_markdown("t", [study_section(tmp_path)], Path("."))
     assert "recipe (descriptive, one seed)" in md and "dp_sgd" in md and "white-box weights" in md
     assert "confirmation" in md and "0.85" in md
+
+
+def test_canary_designs_reads_the_bound_at_the_audits_clipped_guess_counts():
+    """The primary asks for more guesses than a kind has canaries: the audit clipped them (audit.schema.clip_guesses),
+    and the report must find the exploratory test at the clipped counts, not show no bound."""
+    from stages.report.sections.canary_designs import _family_bound
+
+    tests = [{"attack": "loss", "same_ranking": [], "kind": "random", "m": 40, "k_pos": 40, "k_neg": 0, "eps_lb_95": 1.2},
+             {"attack": "loss", "same_ranking": [], "kind": "random", "m": 40, "k_pos": 10, "k_neg": 10,
+              "eps_lb_95": 0.4}]
+    r = {"audit_exploratory": {"tests": tests}}
+    assert _family_bound(r, "loss", "random", {"k_pos": 100, "k_neg": 50}, "eps_lb_95") == 1.2
+    assert _family_bound(r, "loss", "random", {"k_pos": 10, "k_neg": 10}, "eps_lb_95") == 0.4
+    assert _family_bound(r, "zlib", "random", {"k_pos": 10, "k_neg": 10}, "eps_lb_95") is None
+
+
+def test_training_table_needs_no_timings():
+    """Run records carry no train_seconds (timings are not artifacts): the training table neither reads nor shows them."""
+    from stages.report.sections.training import training_section
+
+    run = {"dataset": "personachat", "privacy": {"dp": True, "noise_multiplier": 0.8, "max_grad_norm": 1.0,
+                                                  "grad_sample_mode": "bk"},
+           "training": {"sample_rate": 0.2, "steps": 10, "expected_exposures_per_member": 2.0, "n_examples": 100},
+           "utility": {"valid_perplexity": 70.0}}
+    md = to_markdown("t", [training_section(_inputs({"dp": run}, []))], Path("."))
+    assert "seconds" not in md and "| dp | personachat | yes | 0.800 | 1.000 | 0.200 | 10 | 2.000 | 100 | 70.000 |" in md

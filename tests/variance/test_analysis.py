@@ -79,7 +79,7 @@ def test_spearman_and_the_full_analysis():
 
 
 def test_control_check_counts_the_trained_arm_against_the_held_out_one():
-    from stages.report.variance import _control
+    from stages.report.sections.variance import _control
     from stages.variance.analysis import control_check
 
     # the CPU default's shape: mostly ties at 0, one point above and one below its control

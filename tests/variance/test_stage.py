@@ -8,7 +8,7 @@ import pytest
 import yaml
 from support import ROOT
 
-from stages.report.variance import variance_section
+from stages.report.sections.variance import variance_section
 from stages.variance.__main__ import main
 from stages.variance.schema import POINTS, read_points, write_points
 
@@ -90,15 +90,15 @@ def test_the_conclusion_follows_the_control_test(tmp_path, control_gap):
 
 
 def test_point_record_takes_the_randomised_held_out_arm_as_control():
-    from stages.variance.schema import point_record
+    from stages.variance.table import point_record
 
     point = {"point": "p", "epsilon": 8.0, "batch_size": 8, "steps": 24, "lr": 0.005, "seed": 0}
     mem = {"trained": {"secrets": 12, "minus_base": 1 / 12, "max_minus_base": 1.0},
            "untrained": {"secrets": 12, "minus_base": 0.0, "max_minus_base": 0.0}}
     run = {"privacy": {"epsilon_spent": 8.0}, "utility": {"valid_nll": 2.1},
            "memorization": {"air": {"randomised": True, **mem}}}
-    row = point_record(point, run, "air", "completed", None, {"rev": "a" * 40})
+    row = point_record(point, run, "air", "completed", None, {"rev": "a" * 40}, (0.95, 0.99))
     assert row["score_mean"] == pytest.approx(1 / 12) and row["control_mean"] == 0.0 and row["utility"] == -2.1
     # trained vs untrained by frequency (no coins) is confounded: no control
     run["memorization"]["air"]["randomised"] = False
-    assert point_record(point, run, "air", "completed", None, None)["control_mean"] is None
+    assert point_record(point, run, "air", "completed", None, None, (0.95, 0.99))["control_mean"] is None

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .render import Section, Table
+from ...core.formatting import Table
+from ..render import Section
 
 
 def selfcheck_section(path: Path | None) -> Section | None:

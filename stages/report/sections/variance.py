@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.io import read_json
-from .render import Section, Table, fmt
+from ...core.formatting import Table, fmt
+from ...core.io import read_json
+from ..render import Section
 
 MODEL_TITLES = {"individual": "score ~ log b + log T + log η", "compute": "score ~ log C + log η (C = b·T)",
                 "updates": "score ~ log U + log η (U = C·η)"}

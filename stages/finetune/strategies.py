@@ -1,0 +1,187 @@
+"""Clipping strategies: how a DP step gets the clipped sum of per-example gradients (``finetune.dp.grad_sample_mode``).
+
+A registry in the style of opacus' grad-sampler registry: ``@register_strategy(name)`` registers a strategy
+under its name (duplicates refused), ``get_strategy`` looks a mode up (a miss lists the known names). Each
+strategy states what it needs of every module with trainable weights of its own (``requires``); ``refusal``
+names the first module that lacks it, and the error says which mode to use instead. ``resolve`` turns
+``auto`` into the most preferred strategy the model supports, with the reason where it is not the first choice.
+
+* ``hooks``: opacus' GradSampleModule materialises every per-example gradient of a chunk (the reference);
+* ``ghost``: opacus' ghost clipping (``ghost.py``): per-example norms from a first backward pass, then the loss
+  weighted by the clipping factors is backpropagated;
+* ``bk``: book-keeping (``bookkeeping.py``): ghost's norm pass, then the clipped sum formed from the activations
+  and output gradients that pass already had (one backward pass; measured fastest, so auto's first choice).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..core.errors import ConfigError
+from ..core.registry import Registry
+from . import bookkeeping, ghost
+from .grad_samplers import register_for
+
+STRATEGIES: Registry["ClippingStrategy"] = Registry("grad-sample mode")
+KEY = "finetune.dp.grad_sample_mode"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What a strategy needs of every module with trainable weights of its own."""
+
+    what: str  # e.g. "norm sampler"
+    owner: str  # the technique that needs it, as a refusal names it
+    fallback: str  # the mode to use where it is missing
+    missing: Callable[[torch.nn.Module], list[str]]  # "name (Type)" of the modules that lack it
+
+
+NORM_SAMPLER = Requirement("norm sampler", "ghost clipping", "hooks", ghost.unsupported)
+CLIPPED_SUM = Requirement("clipped-sum form", "book-keeping", "ghost", bookkeeping.unsupported)
+
+
+def register_strategy(name: str, *, auto_rank: int):
+    """Register a ``ClippingStrategy`` subclass (one instance) under ``name``; ``auto`` prefers low ranks."""
+    def deco(cls):
+        STRATEGIES.register(name)(cls(name, auto_rank))
+        return cls
+    return deco
+
+
+def get_strategy(name: str) -> "ClippingStrategy":
+    return STRATEGIES.get(name, KEY)
+
+
+class ClippingStrategy:
+    """A way to clip: which opacus module and optimizer it uses, and one chunk's backward pass."""
+
+    requires: tuple[Requirement, ...] = ()
+    #: clips through ghost clipping's norm pass (the model keeps its input embeddings per chunk)
+    norm_pass = False
+
+    def __init__(self, name: str, auto_rank: int) -> None:
+        self.name, self.auto_rank = name, auto_rank
+
+    def __repr__(self) -> str:
+        return f"<clipping strategy {self.name}>"
+
+    def refusal(self, model: torch.nn.Module) -> tuple[Requirement, str] | None:
+        """(the unmet requirement, the first module lacking it), or None where every module is supported."""
+        for req in self.requires:
+            missing = req.missing(model)
+            if missing:
+                return req, missing[0]
+        return None
+
+    def check(self, model: torch.nn.Module) -> None:
+        """Refuse ``model`` (ConfigError) where a module lacks what this strategy needs."""
+        refused = self.refusal(model)
+        if refused:
+            req, module = refused
+            raise ConfigError(f"{KEY}: {req.owner} has no {req.what} for {module}; use '{req.fallback}'")
+
+    def wrap(self, inner: torch.nn.Module, dp) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def optimizer_class(self, distributed: bool):
+        raise NotImplementedError
+
+    def ledger(self, net):
+        """Per-chunk records the backward pass needs (book-keeping's), or None."""
+        return None
+
+    def targets(self, model) -> list[torch.Tensor] | None:
+        """What the norm pass differentiates towards (``ghost.norm_pass_targets``), or None."""
+        return ghost.norm_pass_targets(model) if self.norm_pass else None
+
+    def empty_grads(self, params) -> None:
+        """Gradients of an empty Poisson batch (the step still adds noise)."""
+        raise NotImplementedError
+
+    def backward(self, private, losses: torch.Tensor) -> None:
+        """One chunk's backward pass, leaving what the optimizer clips (or has clipped) in place."""
+        raise NotImplementedError
+
+
+@register_strategy("hooks", auto_rank=2)
+class Hooks(ClippingStrategy):
+    def wrap(self, inner, dp):
+        from opacus import GradSampleModule
+
+        return GradSampleModule(inner, batch_first=True, loss_reduction="mean")
+
+    def optimizer_class(self, distributed: bool):
+        from opacus.optimizers import DistributedDPOptimizer, DPOptimizer
+
+        return DistributedDPOptimizer if distributed else DPOptimizer
+
+    def empty_grads(self, params) -> None:
+        for p in params:
+            p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
+
+    def backward(self, private, losses: torch.Tensor) -> None:
+        losses.mean().backward()  # opacus 'mean' rescales by the chunk size -> per-example grads
+
+
+@register_strategy("ghost", auto_rank=1)
+class Ghost(ClippingStrategy):
+    requires = (NORM_SAMPLER,)
+    norm_pass = True
+
+    def wrap(self, inner, dp):
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+        # "sum": the norm pass backpropagates the summed loss, so output gradients are already per example
+        # (no rescaling by the chunk size); the optimizer still divides the clipped sum by the expected batch
+        return GradSampleModuleFastGradientClipping(inner, batch_first=True, loss_reduction="sum",
+                                                    max_grad_norm=dp.max_grad_norm, use_ghost_clipping=True)
+
+    def optimizer_class(self, distributed: bool):
+        from opacus.optimizers import DistributedDPOptimizerFastGradientClipping, DPOptimizerFastGradientClipping
+
+        return DistributedDPOptimizerFastGradientClipping if distributed else DPOptimizerFastGradientClipping
+
+    def empty_grads(self, params) -> None:
+        for p in params:
+            p.grad = torch.zeros_like(p)
+
+    def backward(self, private, losses: torch.Tensor) -> None:
+        ghost.ghost_backward(private.net, losses, private.targets, private.ledger)
+
+
+@register_strategy("bk", auto_rank=0)
+class Bookkeeping(Ghost):
+    requires = (NORM_SAMPLER, CLIPPED_SUM)
+
+    def ledger(self, net):
+        return bookkeeping.Ledger(net)
+
+
+def reason(req: Requirement, module: str) -> str:
+    """Why ``auto`` passed over the strategies that need ``req`` (the simplest named first)."""
+    names = [STRATEGIES.get(n) for n in STRATEGIES.names()]
+    needing = [s.name for s in sorted(names, key=lambda s: (len(s.requires), s.name)) if req in s.requires]
+    return f"{' and '.join(needing)} {'have' if len(needing) > 1 else 'has'} no {req.what} for {module}"
+
+
+def resolve(model: torch.nn.Module, mode: str) -> tuple[ClippingStrategy, str | None]:
+    """(strategy, why): an explicit mode is looked up as is; ``auto`` is the lowest-ranked strategy whose
+    requirements every trainable module meets (bk, else ghost, else hooks), ``why`` naming what ruled out the
+    first choice (None where it was taken)."""
+    if mode != "auto":
+        return get_strategy(mode), None
+    register_for(model)  # RMSNorm's, Conv1D's and LayerNorm's samplers, before asking which modules have one
+    why = None
+    for strategy in sorted((STRATEGIES.get(n) for n in STRATEGIES.names()), key=lambda s: s.auto_rank):
+        refused = strategy.refusal(model)
+        if refused is None:
+            return strategy, why
+        why = why or reason(*refused)
+    raise ConfigError(f"{KEY}: no clipping strategy supports this model")  # unreachable: hooks needs nothing
+
+
+def resolve_mode(model: torch.nn.Module, mode: str) -> str:
+    """The mode ``mode`` (``auto`` or explicit) stands for on ``model`` (``resolve``)."""
+    return resolve(model, mode)[0].name

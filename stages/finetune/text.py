@@ -1,0 +1,112 @@
+"""Which text a run trains on, and the never-trained text its membership game compares it with.
+
+Only the fine-tune draws these; it writes what it drew into the run's manifest (``schema.MANIFEST``), and the
+attack, audit and report read the manifest instead of drawing again.
+
+* the run's training pairs: a seeded sample (``finetune.seed``) of its dataset's training split, after the
+  randomised secret control (``secret_control``) dropped the rows of held-out secrets;
+* the held-out comparison pairs: as many never-trained pairs, drawn from the ``heldout`` random stream (the test
+  split; for user-level data, the test rows of held-in users only: ``held_in_unseen_rows``);
+* which real secrets the run trained on (``secret_arms``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.seeds import stream
+from ..datasets import get_dataset, read_split, sample
+from ..datasets.users import apply_canary_users, canary_user_split
+from ..lm.examples import Example, text_examples
+from .schema import TextSetup
+
+Pair = tuple[str, str]
+
+
+def split_rows(processed_dir: Path, dataset: str, split: str, canary_users: dict[str, dict] | None = None) -> list[dict]:
+    """The rows of ``split``; canary users moved to the split of their drawn held-in/held-out set."""
+    return canary_user_split(lambda s: read_split(processed_dir, dataset, s), split, canary_users or {})
+
+
+def split_pairs(processed_dir: Path, dataset: str, split: str, n: int, seed: int,
+                canary_users: dict[str, dict] | None = None) -> list[Pair]:
+    """A seeded sample of n (prompt, target) pairs of a split (with ``canary_users``: each canary user's documents
+    in the split of its drawn set, its substring inserted)."""
+    rows = apply_canary_users(split_rows(processed_dir, dataset, split, canary_users), canary_users or {})
+    return sample(get_dataset(dataset).pairs(rows), n, seed)
+
+
+def text_examples_of(processed_dir: Path, split: str, tok, setup: TextSetup, n: int, seed: int,
+                     canary_users: dict[str, dict] | None = None) -> list[Example]:
+    """``split_pairs`` of the run's dataset, tokenized as the run trains on them."""
+    pairs = split_pairs(processed_dir, setup.dataset, split, n, seed, canary_users)
+    return text_examples(pairs, tok, setup.max_length, setup.objective)
+
+
+def trained_rows(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict] | None = None) -> list[dict]:
+    """The training rows the run's text pairs came from (before canary-user insertion). Exact for datasets
+    with one pair per row (those with secrets: Enron, TOFU), where it is the same seeded draw."""
+    return sample(split_rows(processed_dir, setup.dataset, "train", canary_users), setup.max_text_rows, setup.seed)
+
+
+def secret_control(rows: list[dict], secrets: list[dict], spec, n: int, seed: int) -> tuple[list[dict], dict]:
+    """The randomised trained/untrained control of VMR/AIR: the first ``n`` secrets (the secrets file's order)
+    that occur in the run's sampled training rows each get a seeded coin; every row containing a secret whose
+    coin says "held out" is dropped, so which secrets are trained on is decided by the coin, not by frequency,
+    and a trained-minus-held-out difference is attributable to training (intention to treat: a trained secret
+    that shared its only row with a held-out one stays in the trained arm)."""
+    present = spec.trained_secrets(rows, secrets)
+    cands = [s_ for s_, p in zip(secrets, present) if p][:n]
+    coins = stream("finetune.secret_control").numpy(seed).random(len(cands)) < 0.5
+    held_out = [s_ for s_, c in zip(cands, coins) if not c]
+    kept = [r for r in rows if not any(spec.trained_secrets([r], held_out))] if held_out else rows
+    still = spec.trained_secrets(kept, [s_ for s_, c in zip(cands, coins) if c])
+    return kept, {"seed": seed, "candidates": len(cands), "rows_dropped": len(rows) - len(kept),
+                  "trained": [s_["secret_id"] for s_, c in zip(cands, coins) if c],
+                  "held_out": [s_["secret_id"] for s_ in held_out], "trained_still_present": int(sum(still))}
+
+
+def training_pairs(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict] | None,
+                   secrets: list[dict] | None) -> tuple[list[Pair], dict | None]:
+    """The run's training pairs and its randomised secret control (None when the dataset has no secrets or
+    ``setup.control_secrets`` is 0)."""
+    spec = get_dataset(setup.dataset)
+    if not (spec.secrets and setup.control_secrets and secrets is not None):
+        return split_pairs(processed_dir, setup.dataset, "train", setup.max_text_rows, setup.seed, canary_users), None
+    rows, control = secret_control(trained_rows(processed_dir, setup, canary_users), secrets, spec,
+                                   setup.control_secrets, setup.control_seed)
+    return spec.pairs(apply_canary_users(rows, canary_users or {})), control
+
+
+def held_in_unseen_rows(processed: Path, dataset: str, canary_users: dict[str, dict]) -> list[dict]:
+    """Non-members of a user-level text pool: never-trained rows (the test split) of held-in users only, the same
+    users the members' trained rows come from (canary users by their drawn set). A row's split within a user is a
+    seeded draw, so the two sides differ only by training. Rows of held-out users differ by who wrote them (on the
+    Enron users run their blind baseline reached AUROC 0.84: a user-inference pool, not a text one), and rows of
+    every user mix the two."""
+    rows = apply_canary_users(split_rows(processed, dataset, "test", canary_users), canary_users)
+    return [r for r in rows if r["user_set"] == "held_in"]
+
+
+def heldout_pairs(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict], n: int) -> list[Pair]:
+    """The membership game's never-trained side: ``n`` pairs in draw order (any prefix of them is the draw of a
+    smaller n)."""
+    spec = get_dataset(setup.dataset)
+    seed = stream("finetune.heldout_rows").int_seed(setup.seed)
+    if spec.users:
+        return sample(spec.pairs(held_in_unseen_rows(processed_dir, spec.name, canary_users)), n, seed)
+    return split_pairs(processed_dir, setup.dataset, "test", n, seed, canary_users)
+
+
+def secret_arms(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict], secrets: list[dict] | None,
+                control: dict | None) -> list[tuple[dict, bool]]:
+    """(secret, trained) of every secret the memorization attacks may score: with the randomised control its
+    candidates and their coins; without it every secret and whether the run's training rows contained it
+    (frequency-confounded: the report says so)."""
+    spec = get_dataset(setup.dataset)
+    if not (spec.secrets and secrets):
+        return []
+    if control:
+        arm = {**{i: True for i in control["trained"]}, **{i: False for i in control["held_out"]}}
+        return [(s, arm[s["secret_id"]]) for s in secrets if s["secret_id"] in arm]
+    trained = spec.trained_secrets(trained_rows(processed_dir, setup, canary_users), secrets)
+    return list(zip(secrets, trained))

@@ -1,0 +1,93 @@
+"""The root of params.yaml: every section typed, every run resolved, the cross-section rules checked, once.
+
+``load_params()`` (a file) and ``validate_params(raw)`` (a mapping: a sweep, variance or study point before it
+is dispatched) return one frozen ``Params``: each section built by its stage's own dataclass, ``runs.<run>``
+deep-merged over ``finetune``, each ``preprocess.datasets.<name>`` built by its dataset spec's class and the
+artifact ``Locations``. A top-level key without a section class, or a section missing from the file, is
+refused, so no section escapes validation. Rules between sections (the audit's primary kind is a configured
+canary kind; ``attack.runs`` and ``audit.primary.runs`` name configured runs) are the sections' own
+``relations()``, which ``stages.core.params.load`` also runs when a stage loads its section alone.
+
+Why here and not in core: the root must know every stage's section class, and core imports nothing from the
+stages. Why no stage imports it: a stage's DVC deps are its import closure, so a stage loading the root would
+rerun on any edit of any stage's params module. Stages load their own section (``load``); the entry points
+that dispatch work (``leakaudit run``, the sweep, variance and study flows) and the tests load the root.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stages.attack.params import AttackParams
+from stages.audit.params import AuditParams
+from stages.base_model.params import ModelParams
+from stages.canaries.params import CanaryParams
+from stages.core.artifacts import Locations, locations
+from stages.core.errors import ConfigError
+from stages.core.params import PARAMS_FILE, load, read_params, run_names
+from stages.datasets import get_dataset
+from stages.finetune.params import FinetuneParams, SelfcheckParams, load_finetune
+from stages.preprocess.params import PreprocessSection
+from stages.report.params import ReportParams
+from stages.secrets.params import SecretsParams
+from stages.variance.params import VarianceParams
+
+#: every top-level section of params.yaml (besides ``runs``) and the dataclass that reads it, in pipeline order
+SECTIONS: dict[str, type] = {
+    "model": ModelParams,
+    "preprocess": PreprocessSection,
+    "secrets": SecretsParams,
+    "canaries": CanaryParams,
+    "finetune": FinetuneParams,
+    "attack": AttackParams,
+    "audit": AuditParams,
+    "report": ReportParams,
+    "variance": VarianceParams,
+    "selfcheck": SelfcheckParams,
+}
+#: the top-level keys of params.yaml
+TOP_LEVEL = (*SECTIONS, "runs")
+
+
+@dataclass(frozen=True)
+class Params:
+    model: ModelParams
+    preprocess: PreprocessSection
+    secrets: SecretsParams
+    canaries: CanaryParams
+    finetune: FinetuneParams
+    attack: AttackParams
+    audit: AuditParams
+    report: ReportParams
+    variance: VarianceParams
+    selfcheck: SelfcheckParams
+    #: run name -> its fine-tune params (``runs.<run>`` deep-merged over ``finetune``)
+    runs: dict[str, FinetuneParams]
+    #: dataset name -> its params (``preprocess.datasets.<name>``, the spec's own dataclass)
+    datasets: dict[str, Any]
+    locations: Locations
+
+
+def validate_params(raw: dict, path: str | Path = PARAMS_FILE) -> Params:
+    """The whole params mapping validated: a ConfigError ``<path>: <dotted key>: <problem>`` at the first problem."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    for name in raw:
+        if name not in TOP_LEVEL:
+            raise ConfigError(f"{path}: {name}: unknown section (known: {', '.join(TOP_LEVEL)})")
+    for name in TOP_LEVEL:
+        if name not in raw:
+            raise ConfigError(f"{path}: {name}: required section is missing")
+    sections = {name: load(cls, name, path, raw) for name, cls in SECTIONS.items()}
+    datasets = {}
+    for name in sections["preprocess"].datasets:
+        spec = get_dataset(name, key=f"{path}: preprocess.datasets")
+        datasets[name] = load(spec.params, f"preprocess.datasets.{name}", path, raw)
+    runs = {run: load_finetune(run, path, raw) for run in run_names(raw, path)}
+    return Params(**sections, runs=runs, datasets=datasets, locations=locations(raw, path))
+
+
+def load_params(path: str | Path = PARAMS_FILE, raw: dict | None = None) -> Params:
+    """The root params of ``path`` (or of ``raw``, read from it), validated once."""
+    return validate_params(read_params(path) if raw is None else raw, path)

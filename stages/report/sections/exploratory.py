@@ -1,0 +1,38 @@
+"""The exploratory audit family: every attack × kind × guess count, Bonferroni-corrected, never a headline."""
+from __future__ import annotations
+
+from ...core.formatting import Table, fmt
+from ..inputs import Inputs, bound_label
+from ..render import Section
+
+
+def exploratory_section(inp: Inputs) -> Section | None:
+    bounds = inp.bounds
+    tables, paras = [], []
+    for run, r in inp.runs.items():
+        e = r.get("audit_exploratory")
+        if not e:
+            continue
+        t = Table([f"{run}: attack (same ranking)", "kind", "k₊", "k₋", "right of guesses"]
+                  + [f"{bound_label(b)} corrected" for b in bounds])
+        for x in e["tests"]:
+            t.rows.append([x["attack"] + (f" (= {', '.join(x['same_ranking'])})" if x["same_ranking"] else ""),
+                           x["kind"], x["k_pos"], x["k_neg"], f"{x['v']} of {x['r']}"] + [x.get(b) for b in bounds])
+        tables.append(t)
+        same = "; ".join(f"{', '.join(i['attacks'])} on {i['kind']}" for i in e["identical_rankings"])
+        best = e["best"].get(bounds[0], {}) if bounds else {}
+        paras.append(
+            f"{run}: family of N = {e['family_size']} distinct tests, each at confidence "
+            + ", ".join(f"{v:.5f}" for v in e["per_test_confidence"].values())
+            + f" (Bonferroni), so the largest corrected {bound_label(bounds[0])} — {fmt(best.get('value'))} "
+            f"({best.get('attack')} on {best.get('kind')}, k₊={best.get('k_pos')}, k₋={best.get('k_neg')}) — holds "
+            "at the stated family-wise confidence."
+            + (f" Identical rankings, counted once: {same}." if same else ""))
+    if not tables:
+        return None
+    return Section("Exploratory audit family (Bonferroni-corrected, never a headline)", tables=tables, paragraphs=[
+        "Every membership attack × canary kind × (k₊, k₋) of `audit.exploratory`. Attacks that rank a kind's "
+        "canaries identically make the same guesses for every k and are one test (zlib and min-k on one-token "
+        "secrets rank exactly like loss). The correction is the price of looking at many tests: the bound's δ term "
+        "(up to 2mδ) puts a floor under its p-value, so at a per-test level 1 − (1 − c)/N close to 1 even "
+        "all-correct guesses support only a small ε, or none."] + paras)

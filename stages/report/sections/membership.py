@@ -1,0 +1,109 @@
+"""Membership and user inference: per run, attack and item group, AUROC and TPR at the configured FPRs, with
+the ROC and privacy-region plots."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...audit.schema import NON_CANARY_GROUPS
+from ...core.formatting import Table, ci
+from ..inputs import Inputs, bound_label, pct
+from ..plots import privacy_plot, region_points, roc_plot, roc_points
+from ..render import Section
+
+
+def _curves(inp: Inputs, run: str, atk: str, groups: dict) -> dict:
+    """group -> (fpr, tpr, auroc) from the audit's ROC artifact."""
+    import numpy as np
+
+    out = {}
+    for group, m in groups.items():
+        fpr, tpr = inp.roc.get((run, atk, group), ([], []))
+        out[group] = (np.asarray(fpr), np.asarray(tpr), m["auroc"])
+    return out
+
+
+def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, Path] | None:
+    """The accountant's profile and the loss attack's canary ROCs in the privacy region (DP runs)."""
+    pv = r["privacy"]
+    canary = {g: c for g, c in panels.get("loss", {}).items() if g not in NON_CANARY_GROUPS}
+    if not (pv.get("dp") and pv.get("profile") and canary and inp.bounds):
+        return None
+    first = inp.bounds[0]
+    got = (r.get("audit_primary") or {}).get(first) or 0.0
+    png = inp.plots_dir / f"privacy_{run}.png"
+    label = bound_label(first)
+    said = "the trainer's claimed" if pv.get("claimed") else "accountant"  # an external run's claim is not ours
+    privacy_plot(pv["profile"], canary, pv["epsilon_spent"], pv["delta"], got or None,
+                 f"run {run}: {said} ε = {pv['epsilon_spent']:.2f} vs audited {label} = {got:.2f}", png)
+    inp.plot_data("privacy", run, region_points(pv["epsilon_spent"], pv["delta"], canary))
+    profile = ("our accountant's profile of the trainer's claimed σ, q, T" if pv.get("claimed")
+               else "the accountant's privacy profile")
+    return (f"Run {run}: {profile}, and the loss attack's ROC on canaries "
+            "inside the (ε, δ) privacy region (dashed: the region at the pre-registered test's ε̂)", png)
+
+
+def roc_images(inp: Inputs, run: str, r: dict) -> tuple[list, dict]:
+    """The run's ROC panels (one per membership attack) and privacy-region plot, and their dvc-plots points."""
+    panels = {atk: _curves(inp, run, atk, groups) for atk, groups in r["attacks"].items()}
+    png = inp.plots_dir / f"roc_{run}.png"
+    roc_plot(panels, f"run {run} ({r['dataset']})", png)
+    images = [(f"Run {run}: ROC of each membership attack (log-log), one curve per item group", png)]
+    privacy = _privacy_image(inp, run, r, panels)
+    return images + ([privacy] if privacy else []), {f"{run}_{atk}": roc_points(c) for atk, c in panels.items()}
+
+
+def mia_section(inp: Inputs) -> Section:
+    fprs, head = inp.fprs, inp.headline_fpr
+    mt = Table(["run", "attack", "items", "members / non-members", "AUROC [95% CI]",
+                "AUROC − blind AUROC [95% paired CI] (non-randomised pools)"]
+               + [f"TPR@{pct(f)}FPR" + (" [95% CI]" if f == head else "") for f in fprs])
+    images, plot_json = [], {}
+    for run, r in inp.runs.items():
+        same = {(i["kind"], a): i["attacks"] for i in (r.get("audit_exploratory") or {}).get("identical_rankings", [])
+                for a in i["attacks"]}
+        for atk, groups in r["attacks"].items():
+            for group, m in groups.items():
+                names = same.get((group, atk), [atk])
+                if names[0] != atk:  # ranks this group exactly like an attack already listed: reported once
+                    continue
+                t = m["tpr_at_fpr"]
+                label = atk + (f" (= {', '.join(names[1:])}: identical ranking)" if len(names) > 1 else "")
+                row = [run, label, group, f"{m['members']} / {m['non_members']}"]
+                if (r.get("blind") or {}).get(group, {}).get("flagged"):  # the numbers measure the shift, not leakage
+                    mt.rows.append(row + ["INVALID: distribution shift (see Blind baselines)", "–"]
+                                   + ["–"] * len(fprs))
+                    continue
+                mb = m.get("minus_blind")
+                mt.rows.append(row + [ci(m["auroc"], m["auroc_ci95"], m.get("auroc_p_exact")),
+                                      ci(mb["value"], mb["ci95"]) if mb else "–"]
+                               + [ci(t[f]["value"], t[f]["ci95"]) if f == head else t.get(f, {}).get("value")
+                                  for f in fprs])
+        run_images, run_points = roc_images(inp, run, r)
+        images += run_images
+        plot_json.update(run_points)
+    for name, pts in plot_json.items():
+        inp.plot_data("roc", name, pts)
+    tables = [mt] + ([lt] if (lt := canary_users_table(inp)).rows else [])
+    return Section("Membership and user inference", tables=tables, images=images, paragraphs=[
+        "Items: canary kinds (synthetic, randomized membership), `text` (the run's own training rows against "
+        "as many held-out rows of the same dataset), `users` (held-in vs held-out users, scored on the "
+        "attacker's samples that were never trained on), `canary_users` (real users with a shared substring "
+        "inserted into every document, held in or out by a seeded coin; user-inference-attacks Algorithm 1). "
+        "`text` and `users` are not randomised: their rows are INVALID where the blind baseline below finds a "
+        "distribution shift, and their AUROC minus the blind baseline's on the same items (a paired bootstrap) is "
+        "what the model adds over a model-free classifier. Intervals: 95% bootstrap over members and non-members "
+        "(over users for users); a side with fewer than "
+        f"{inp.metrics['audit_params'].get('min_per_side', '?')} items gets no interval, and its AUROC the exact "
+        "one-sided permutation p-value of AUROC > 0.5 instead."])
+
+
+def canary_users_table(inp: Inputs) -> Table:
+    """User inference on canary users per shared-substring length (the seed's Fig. 6, left)."""
+    lt = Table(["run", "attack", "substring length (tokens)", "held-in / held-out canary users", "AUROC [95% CI]"])
+    for run, r in inp.runs.items():
+        for atk, per in (r.get("canary_users_by_length") or {}).items():
+            for length, m in sorted(per.items(), key=lambda kv: int(kv[0])):
+                lt.rows.append([run, atk, length, f"{m['members']} / {m['non_members']}",
+                                ci(m["auroc"], m["auroc_ci95"], m.get("auroc_p_exact")) if m["auroc"] is not None
+                                else "– (one side only)"])
+    return lt

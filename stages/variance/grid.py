@@ -1,0 +1,62 @@
+"""The variance sweep's grid (empirical-privacy-variance sections 3-5): one point per (epsilon, b, T, eta, seed),
+each a single DP fine-tune named ``RUN`` whose sigma the accountant calibrates to the point's epsilon; the params a
+point runs with; and the rule that turns a finished point into a failure (divergent training). Read by
+flows/variance.py, which only dispatches the points and collects them."""
+from __future__ import annotations
+
+import copy
+import itertools
+from pathlib import Path
+
+from ..core.params import section_of
+from .params import SweepParams
+
+#: the run name every point's experiment trains, attacks and audits
+RUN = "point"
+
+
+def fmt_num(x: float) -> str:
+    return f"{x:g}".replace(".", "p").replace("-", "m")
+
+
+def points(sp: SweepParams) -> list[dict]:
+    """Every (epsilon, b, T, eta, seed) of the grid, each with its experiment name and its params overrides."""
+    out = []
+    for eps, b, t, lr, seed in itertools.product(sp.epsilons, sp.grid.batch_size, sp.grid.steps, sp.grid.lr,
+                                                 sp.seeds):
+        name = f"{sp.name}-e{fmt_num(eps)}-b{b}-t{t}-lr{fmt_num(lr)}-s{seed}"
+        dp = {"enabled": True, "epsilon": float(eps), "delta": sp.delta}
+        run = {**sp.run, "batch_size": int(b), "steps": int(t), "lr": float(lr), "seed": int(seed), "dp": dp}
+        out.append({"point": name, "epsilon": float(eps), "batch_size": int(b), "steps": int(t), "lr": float(lr),
+                    "seed": int(seed), "runs": {RUN: run}, "attacks": list(sp.attacks)})
+    return out
+
+
+def point_params(raw: dict, point: dict) -> dict:
+    """The whole params of ``point``: ``raw`` with `runs` = its one run, `attack.runs` = its attacks, and no guessing
+    rule (`audit.primary.runs`) for a run the point drops (``raw`` is left as it was)."""
+    out = copy.deepcopy(raw)
+    out["runs"] = copy.deepcopy(point["runs"])
+    out.setdefault("attack", {})["runs"] = {RUN: list(point["attacks"])}
+    rules = section_of(out, "audit.primary.runs")
+    if isinstance(rules, dict):
+        out["audit"]["primary"]["runs"] = {run: rule for run, rule in rules.items() if run in out["runs"]}
+    return out
+
+
+def apply_point(params_path: Path, point: dict) -> None:
+    """Write the point's params over ``params_path`` (with PyYAML, so every float reads back as a float)."""
+    import yaml
+
+    raw = yaml.safe_load(params_path.read_text())
+    params_path.write_text(yaml.safe_dump(point_params(raw, point), sort_keys=False))
+
+
+def diverged(run: dict, limit: float) -> str | None:
+    """Why a finished point counts as divergent training (validation loss not finite or above ``limit``)."""
+    loss = (run.get("utility") or {}).get("valid_nll")
+    try:
+        ok = loss is not None and float(loss) <= limit
+    except (TypeError, ValueError):
+        ok = False
+    return None if ok else f"diverged: validation loss {loss} > variance.sweep.diverged_loss = {limit:g}"

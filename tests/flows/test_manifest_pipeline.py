@@ -1,0 +1,55 @@
+"""End to end: the fine-tune's manifest is the only source of membership downstream, and a fine-tune rerun with
+the same inputs changes no hash (nothing downstream goes stale)."""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from stages.finetune.schema import read_manifest, read_run
+from support import run
+
+pytestmark = pytest.mark.slow
+
+SOURCE = {"text": "text", "users": "user", "canary_users": "user"}  # a scores group -> its manifest source
+
+
+def test_every_attacks_member_labels_are_the_manifests(reproduced_template):
+    d = reproduced_template.path
+    runs = yaml.safe_load((d / "params.yaml").read_text())["runs"]
+    checked = set()
+    for name in runs:
+        manifest = {(r["source"], r["candidate_id"]): r["member"] for r in read_manifest(d / "data/models" / name)}
+        record = read_run(d / "data/models" / name)
+        text = [m for (s, _), m in manifest.items() if s == "text"]
+        assert sum(text) == record["n_text_rows"] and len(text) == 2 * record["n_text_rows"]
+        for kind, n in record["n_member_canaries"].items():
+            assert sum(m for (s, c), m in manifest.items() if s == "canary" and c.startswith(f"{kind}-")) == n
+        for f in sorted((d / "data/scores" / name).glob("*.parquet")):
+            t = pq.read_table(f).to_pylist()
+            if f.stem in ("logprobs",) or not t:
+                continue
+            if "secret_id" in t[0]:  # VMR / AIR: the trained arm is the manifest's
+                labels = [(("secret", r["secret_id"]), r["trained"]) for r in t]
+            elif "canary_id" in t[0]:  # exposure: inserted secret-sharer canaries
+                labels = [(("formatted", r["canary_id"]), r["inserted"]) for r in t]
+            elif "item_id" in t[0]:
+                labels = [((SOURCE.get(r["group"], "canary"), r["item_id"]), r["member"]) for r in t
+                          if SOURCE.get(r["group"], "canary") != "user" or ("user", r["item_id"]) in manifest]
+            else:
+                continue
+            assert labels and all(manifest[key] == member for key, member in labels), f"{name}/{f.name}"
+            checked.add(f.stem)
+    assert {"loss", "exposure", "vmr", "air", "user_inference"} <= checked
+
+
+def test_a_finetune_rerun_with_the_same_inputs_leaves_nothing_stale(reproduced_project):
+    before = (reproduced_project / "dvc.lock").read_text()
+    out = run(["dvc", "repro", "-f", "--single-item", "finetune@dp"], reproduced_project).stdout
+    assert "Running stage 'finetune@dp'" in out
+    status = run(["dvc", "status"], reproduced_project).stdout
+    assert "up to date" in status, status
+    after = yaml.safe_load((reproduced_project / "dvc.lock").read_text())["stages"]["finetune@dp"]
+    was = yaml.safe_load(before)["stages"]["finetune@dp"]
+    out_dir = [o for o in after["outs"] if o["path"].endswith("/dp")][0]
+    assert out_dir == [o for o in was["outs"] if o["path"].endswith("/dp")][0]  # the same bytes, so no rerun below
