@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 import yaml
-from support import PYTHON, ROOT, copy_project, run, tiny_params
+from support import PYTHON, ROOT, clone_project, copy_project, run, tiny_params
 
 pytestmark = pytest.mark.slow
 
@@ -13,7 +13,9 @@ CLAIM = {"epsilon": 8.0, "delta": 1.0e-5, "sample_rate": 0.5, "steps": 10, "nois
 
 
 @pytest.fixture(scope="module")
-def external_project(tmp_path_factory, tiny_model_dir):
+def trained_elsewhere(tmp_path_factory, tiny_model_dir):
+    """A project with an external run: its canaries exported (`leakaudit export-canaries`) and a model trained on
+    the export with plain transformers; not yet audited. Never changed: each test takes its own copy."""
     dest = copy_project(tmp_path_factory.mktemp("external"))
     p = tiny_params(tiny_model_dir)
     ext = {"model": "external/model", "membership": "external/membership.json", "claim": CLAIM}
@@ -22,12 +24,22 @@ def external_project(tmp_path_factory, tiny_model_dir):
     p["attack"]["runs"] = {}
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "external run"], dest)
+    out = run([PYTHON, "-m", "flows.cli", "export-canaries", "--run", "ext", "--out", "export"], dest).stdout
+    (dest / "export" / "stdout.txt").write_text(out)
+    run(["dvc", "repro", *(f"secrets@{ds}" for ds in p["secrets"]["datasets"])], dest)  # finetune's other inputs
+    run([PYTHON, str(ROOT / "docs/examples/train_exported.py"), "--export", "export", "--base", "data/models/base",
+         "--out", "external/model", "--epochs", "3", "--lr", "3e-3"], dest)
     return dest
+
+
+@pytest.fixture
+def external_project(trained_elsewhere, tmp_path):
+    return clone_project(trained_elsewhere, tmp_path / "project")
 
 
 def test_export_train_elsewhere_and_audit(external_project):
     d = external_project
-    out = run([PYTHON, "-m", "flows.cli", "export-canaries", "--run", "ext", "--out", "export"], d).stdout
+    out = (d / "export" / "stdout.txt").read_text()
     manifest = json.loads((d / "export/export.json").read_text())
     assert f"membership sha-256 {manifest['membership_sha256']}" in out
     rows = [json.loads(line) for line in (d / "export/train.jsonl").open()]
@@ -39,8 +51,6 @@ def test_export_train_elsewhere_and_audit(external_project):
     assert exported == members and not exported & {c for ids in membership["non_members"].values() for c in ids}
     assert not any(r["id"] in members for r in rows)  # ids are opaque
 
-    run([PYTHON, str(ROOT / "docs/examples/train_exported.py"), "--export", "export", "--base", "data/models/base",
-         "--out", "external/model", "--epochs", "3", "--lr", "3e-3"], d)
     res = run(["dvc", "repro"], d)
     assert "Running stage 'finetune@ext'" in res.stdout
     info = json.loads((d / "data/models/ext/run.json").read_text())
