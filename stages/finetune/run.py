@@ -154,8 +154,10 @@ def write_timing(ft: FinetuneParams, run: str, facts: dict) -> None:
 
 
 def timing_facts(result: TrainResult, device) -> dict:
+    """Total and per-step seconds (a DP run's log has no per-step timing: loop.dp_record), resumed step, device."""
+    steps = [rec["seconds"] for rec in result.log if "seconds" in rec]
     return {"train_seconds": round(result.seconds, 3), "resumed_from_step": result.resumed_from,
-            "device": str(device), "step_seconds": [rec.get("seconds") for rec in result.log]}
+            "device": str(device), **({"step_seconds": steps} if steps else {})}
 
 
 def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result: TrainResult, model, device,

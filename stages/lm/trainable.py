@@ -13,6 +13,8 @@ resolved) in run.json, and the attack stage rebuilds the same model from it befo
 """
 from __future__ import annotations
 
+import json
+
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -119,10 +121,17 @@ def untie_embeddings(base) -> None:
 
 
 def save_model(model: CanaryLM, out_dir: Path) -> None:
-    """trainable.safetensors (every trainable tensor); LoRA runs also get a peft adapter directory."""
+    """trainable.safetensors (every trainable tensor); LoRA runs also get a peft adapter directory, whose
+    adapter_config.json lists ``target_modules`` sorted (peft keeps them in a set and writes the set's order,
+    which changes with Python's string hashing from one process to the next: the same run hashed differently)."""
     model.save_trainable(out_dir / TRAINABLE)
     if hasattr(model.lm, "peft_config"):
         model.lm.save_pretrained(out_dir / "adapter")
+        config = Path(out_dir) / "adapter" / "adapter_config.json"
+        data = json.loads(config.read_text())
+        if isinstance(data.get("target_modules"), list):
+            data["target_modules"] = sorted(data["target_modules"])
+        config.write_text(json.dumps(data, indent=2, sort_keys=True))
 
 
 def load_model(base_dir: str | Path, run_dir: str | Path, spec: Trainable, device):
