@@ -49,7 +49,8 @@ def non_finite(x, path: str = "") -> list[str]:
 def test_every_paradigm_and_clipping_mode_runs_end_to_end(arch, tiny_model_dir_of, tmp_path):
     dest = copy_project(tmp_path)
     (dest / "params.yaml").write_text(yaml.safe_dump(arch_params(tiny_model_dir_of(arch)), sort_keys=False))
-    (dest / "data/secrets").mkdir(parents=True)  # the fine-tune's dependency on secrets, with none extracted
+    for folder in ("data/secrets", "data/reference/secrets"):  # the fine-tune's and the report's dependencies on
+        (dest / folder).mkdir(parents=True)  # secrets (and their base-model check), with none extracted
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", f"tiny {arch}"], dest)
     out = run(["dvc", "repro"], dest).stdout
     ran = set(re.findall(r"Running stage '([^']+)'", out))
