@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
 from typing import Sequence
 
@@ -147,7 +146,10 @@ def cmd_variance(args) -> int:
 
 
 def cmd_report(args) -> int:
-    return subprocess.run(["dvc", "repro", "report"], cwd=args.repo, check=False).returncode
+    from flows.dvc_adapter import exit_on_signal, run_dvc
+
+    with exit_on_signal():
+        return run_dvc(["dvc", "repro", "report"], args.repo)
 
 
 def cmd_lineage(args) -> int:
@@ -204,7 +206,13 @@ def cmd_export_canaries(args) -> int:
     if not args.no_repro:
         spec = get_dataset(load_finetune(args.run, params, read_params(params)).dataset)
         stages = ["canaries"] + ([f"secrets@{spec.secrets}"] if spec.secrets else [])
-        subprocess.run(["dvc", "repro", *stages], cwd=repo, check=True)
+        from flows.dvc_adapter import exit_on_signal, run_dvc
+        from stages.core.errors import StageError
+
+        with exit_on_signal():
+            rc = run_dvc(["dvc", "repro", *stages], repo)
+        if rc:
+            raise StageError(f"dvc repro {' '.join(stages)} failed (exit {rc}): nothing exported")
     membership = Path(args.membership) if args.membership else None
     manifest = export_for(args.run, params, Path(args.out), membership)
     print(f"exported {manifest['rows']} rows ({manifest['canary_rows']} member canaries) to {args.out}; "

@@ -14,8 +14,6 @@ from ..core.privacy import calibrate_sigma
 from ..core.seeds import stream
 from .strategies import ClippingStrategy, get_strategy, resolve
 
-__all__ = ["Private", "calibrate_sigma", "make_private", "privacy_profile", "public_divisor", "secure_seed", "spent",
-           "wrap_model"]
 
 
 def privacy_profile(accountant, deltas=tuple(10.0 ** -k for k in range(1, 11))) -> list[dict]:

@@ -154,10 +154,13 @@ def write_timing(ft: FinetuneParams, run: str, facts: dict) -> None:
 
 
 def timing_facts(result: TrainResult, device) -> dict:
-    """Total and per-step seconds (a DP run's log has no per-step timing: loop.dp_record), resumed step, device."""
+    """Total and per-step seconds (a DP run's log has no per-step timing: loop.dp_record), resumed step, device.
+    A DP run's total time depends on the sampled examples' lengths, outside the accountant: labelled so."""
     steps = [rec["seconds"] for rec in result.log if "seconds" in rec]
+    private = {"not_covered_by_dp": "wall-clock time depends on the sampled examples' lengths; an operator-side "
+                                    "log, not released with the model"} if result.privacy.get("dp") else {}
     return {"train_seconds": round(result.seconds, 3), "resumed_from_step": result.resumed_from,
-            "device": str(device), **({"step_seconds": steps} if steps else {})}
+            "device": str(device), **({"step_seconds": steps} if steps else {}), **private}
 
 
 def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result: TrainResult, model, device,
@@ -230,6 +233,7 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
     write_run(out_dir / "run.json", record)
     write_run_manifest(out_dir, inputs, result.inclusions)
     write_timing(ft, run, timing_facts(result, device))
-    log.info("run %s: %d steps in %.0f s, valid ppl %.2f, epsilon %s", run, result.steps, result.seconds,
+    took = "" if privacy["dp"] else f" in {result.seconds:.0f} s"  # a DP run's time: the timing file, labelled
+    log.info("run %s: %d steps%s, valid ppl %.2f, epsilon %s", run, result.steps, took,
              utility["perplexity"] or float("nan"), privacy.get("epsilon_spent"))
     return record

@@ -181,7 +181,3 @@ def resolve(model: torch.nn.Module, mode: str) -> tuple[ClippingStrategy, str | 
         why = why or reason(*refused)
     raise ConfigError(f"{KEY}: no clipping strategy supports this model")  # unreachable: hooks needs nothing
 
-
-def resolve_mode(model: torch.nn.Module, mode: str) -> str:
-    """The mode ``mode`` (``auto`` or explicit) stands for on ``model`` (``resolve``)."""
-    return resolve(model, mode)[0].name

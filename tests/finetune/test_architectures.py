@@ -21,7 +21,7 @@ from stages.finetune.grad_samplers import (
     layer_norm_grad_sample,
 )
 from stages.finetune.params import LoraParams
-from stages.finetune.strategies import resolve_mode
+from stages.finetune.strategies import resolve
 from stages.lm.examples import canary_examples
 from stages.lm.scoring import token_logprobs
 from stages.lm.trainable import Trainable, build_model, lora_targets, load_model, save_model
@@ -50,7 +50,7 @@ def test_ghost_and_bk_give_the_hooks_clipped_sum(tiny_base_of, arch, paradigm, e
             assert got.keys() == hooks.keys()
             for n in got:
                 torch.testing.assert_close(got[n], hooks[n], rtol=1e-4, atol=1e-7, msg=f"{arch} {mode} {n} clip {clip}")
-    assert resolve_mode(m, "auto") == "bk"
+    assert resolve(m, "auto")[0].name == "bk"
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -8,7 +8,7 @@ import torch
 from stages.core.errors import ConfigError
 from stages.finetune.dp import make_private
 from stages.finetune.loop import TrainConfig, dp_step, per_sample_losses, train
-from stages.finetune.strategies import STRATEGIES, get_strategy, resolve, resolve_mode
+from stages.finetune.strategies import STRATEGIES, get_strategy, resolve
 from stages.lm.batching import chunks, collate
 from stages.lm.examples import canary_examples
 
@@ -121,7 +121,7 @@ def test_auto_mode_picks_bookkeeping_where_every_module_has_a_closed_form(tiny_b
     torch.manual_seed(0)
     m, _ = tiny_model(tiny_base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
     assert resolve(m, "auto") == (get_strategy("bk"), None)
-    assert resolve_mode(m, "hooks") == "hooks" and resolve_mode(m, "ghost") == "ghost"
+    assert resolve(m, "hooks")[0].name == "hooks" and resolve(m, "ghost")[0].name == "ghost"
 
 
 class Scale(torch.nn.Module):
@@ -139,7 +139,7 @@ def test_bookkeeping_refuses_a_module_without_a_clipped_sum_form_and_auto_falls_
     torch.manual_seed(0)
     m, tok = tiny_model(tiny_base)
     m.extra = Scale()
-    assert resolve_mode(m, "auto") == "ghost"
+    assert resolve(m, "auto")[0].name == "ghost"
     assert resolve(m, "auto")[1] == "bk has no clipped-sum form for extra (Scale)"
     params = [p for p in m.parameters() if p.requires_grad]
     with pytest.raises(ConfigError, match=r"finetune.dp.grad_sample_mode: book-keeping has no clipped-sum form for "

@@ -5,7 +5,8 @@ import torch
 
 from stages.core.errors import ConfigError
 from stages.finetune.checkpoint import Checkpointer
-from stages.finetune.dp import calibrate_sigma, public_divisor
+from stages.core.privacy import calibrate_sigma
+from stages.finetune.dp import public_divisor
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.params import DPParams, FinetuneParams
 from stages.lm.examples import canary_examples, make_example

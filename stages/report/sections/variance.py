@@ -108,7 +108,8 @@ def _variance_rows(a: dict) -> list[list]:
 
 
 def _spearman_rows(measure: str):
-    pairs = (("spearman_eps_hat_score", f"ε̂95 vs {measure}"), ("spearman_eps_hat_utility", "ε̂95 vs utility"),
+    eps = "ε̂ (first of audit.primary.confidences)"  # the variance table's eps_hat (stages.variance.table)
+    pairs = (("spearman_eps_hat_score", f"{eps} vs {measure}"), ("spearman_eps_hat_utility", f"{eps} vs utility"),
              ("spearman_score_utility", f"{measure} vs utility"))
     return lambda a: [[label, a[key]["n"], a[key]["rho"] if a[key]["rho"] is not None else
                        f"– ({a[key].get('skipped')})", a[key]["p"]] for key, label in pairs]
