@@ -1,4 +1,6 @@
 """The (DP) training loop on a tiny in-process Llama: memorisation, opacus DP, determinism, resume."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -42,7 +44,14 @@ def _canaries(n=40, seed=0, vocab=300):
             for vocab_base in [VOCAB]]
 
 
-VOCAB = None  # set from the tiny base model in the fixture
+VOCAB = None  # the tiny base model's vocabulary size (the new tokens' first id), set before every test
+
+
+@pytest.fixture(autouse=True)
+def _vocab(tiny_base):
+    """Every test of this module, run alone or in any order, draws canaries over the tiny base's vocabulary."""
+    global VOCAB
+    VOCAB = json.loads((tiny_base / "config.json").read_text())["vocab_size"]
 
 
 @pytest.fixture()

@@ -125,4 +125,4 @@ def test_every_audit_study_point_validates():
     study = load(AuditParams, "audit", raw=raw).study
     for phase in ("development", "confirmation", "recipes"):
         pts = plan(phase, study, raw)
-        check_points(ROOT, {name: p["sets"] for name, p in list(pts.items())[:2]})
+        check_points(ROOT, {name: p["sets"] for name, p in pts.items()})
