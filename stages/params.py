@@ -26,6 +26,7 @@ from stages.canaries.params import CanaryParams
 from stages.core.artifacts import Locations, locations
 from stages.core.errors import ConfigError
 from stages.core.params import PARAMS_FILE, load, read_params, run_names
+from stages.core.replicas import ReplicaParams
 from stages.datasets import get_dataset
 from stages.finetune.params import FinetuneParams, SelfcheckParams, load_finetune
 from stages.preprocess.params import PreprocessSection
@@ -40,6 +41,7 @@ SECTIONS: dict[str, type] = {
     "secrets": SecretsParams,
     "canaries": CanaryParams,
     "finetune": FinetuneParams,
+    "replicas": ReplicaParams,
     "attack": AttackParams,
     "audit": AuditParams,
     "report": ReportParams,
@@ -57,6 +59,7 @@ class Params:
     secrets: SecretsParams
     canaries: CanaryParams
     finetune: FinetuneParams
+    replicas: ReplicaParams
     attack: AttackParams
     audit: AuditParams
     report: ReportParams

@@ -104,7 +104,8 @@ class Reproduced:
 # the stages of the tiny project (tiny_params' runs)
 ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
               "secrets@enron", "secrets@tofu", "canaries", "audit", "variance", "report"} | {
-    f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")}
+    f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")} | {
+    f"replica_{stage}@dp_r2" for stage in ("canaries", "finetune", "attack")}
 
 
 def ran(stdout: str) -> set[str]:
@@ -135,6 +136,8 @@ def tiny_params(model_dir: Path) -> dict:
     p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
     p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
     p["audit"]["primary"].update(attack="loss", k_pos=5, k_neg=5, runs={})
+    p["replicas"].update(attacks=["loss"], sets={"dp_r2": {"run": "dp", "seed": 3102}})  # one replica of dp
+    p["audit"]["pooled"] = {"dp": {"k_pos": 5, "k_neg": 5}}
     p["audit"]["exploratory"].update(k_pos=[5, 10], k_neg=[0, 5])
     p["audit"]["ceiling"]["trials"] = 200
     p["audit"]["bootstrap"] = 20

@@ -1,6 +1,7 @@
 """DVC stage ``attack@<run>``: every configured attack on the fine-tuned model of a run ->
 data/scores/<run>/<attack>.parquet, the shared log-probability cache (logprobs.parquet) and run.json
-(the run's training and privacy record, passed on to the audit)."""
+(the run's training and privacy record, passed on to the audit). ``--replica <name>``: replica <name>'s
+attacks (``replicas.attacks``) on its own model."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +17,7 @@ from stages.finetune.schema import read_run
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args, raw = stage_args(argv, __doc__, "run")
+    args, raw = stage_args(argv, __doc__, "run", replica=True)
     params = load(AttackParams, "attack", args.params, raw)
     require_run(raw, args.run, args.params)
     where = locations(raw, args.params)

@@ -1,5 +1,6 @@
 """DVC stage ``audit``: one-run epsilon lower bounds (95%/99%), TPR at fixed FPR and AUROC with bootstrap
-intervals for every run, attack and canary kind -> reports/metrics.json (DVC metrics) and the ROC curves
+intervals for every run, attack and canary kind, and each recipe's pooled test over its replicas ->
+reports/metrics.json (DVC metrics) and the ROC curves
 (reports/roc.parquet)."""
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from stages.audit.schema import write_metrics, write_roc
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
 from stages.core.errors import DataError
-from stages.core.params import load, run_names
+from stages.core.params import load, run_names, section_of
+from stages.core.replicas import load_replicas, replica_raw, replicas_of
+
+
+def pool_sources(raw: dict, params: AuditParams, path: str) -> dict[str, list[tuple[str, object]]]:
+    """recipe -> [(replica name, its Locations)] for each pooled recipe (audit.pooled); the recipe's own run is read
+    from the main locations."""
+    replicas = load_replicas(raw, path)
+    return {run: [(name, locations(replica_raw(raw, name, path), path)) for name in replicas_of(replicas, run)]
+            for run in params.pooled}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -20,7 +30,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = run_names(raw, args.params)
     if not runs:
         raise DataError(f"{args.params}: runs: no runs to audit")
-    metrics, roc = audit(params, runs, locations(raw, args.params))
+    metrics, roc = audit(params, runs, locations(raw, args.params), pools=pool_sources(raw, params, args.params),
+                         canary_seed=section_of(raw, "canaries.seed"))
     write_roc(params.roc_out, roc)
     write_metrics(params.out, metrics)
     log_summary(metrics)

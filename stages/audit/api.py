@@ -3,4 +3,4 @@ flow), the design study's rows (flows/audit_study.py) and the DP engine self-che
 A flow imports a stage through this module, ``schema`` or ``params``, never an internal module."""
 from . import selfcheck  # noqa: F401  (the judge: verdict, format_row, HEADER, document)
 from .compare import canary_table, default_keys, primary_confidences, sweep_markdown, table  # noqa: F401
-from .study import FIELDS, study_rows, summarise  # noqa: F401
+from .study import FIELDS, POOLED_FIELDS, pooled_row, pooled_summary, study_rows, summarise  # noqa: F401

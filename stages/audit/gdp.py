@@ -33,7 +33,7 @@ from functools import lru_cache
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
-from .one_run import _check
+from .curve import gaussian_b_inv, rejects_with
 
 #: mu past which a rejection is reported as this mu (an epsilon of several hundred at any usual delta)
 MU_MAX = 64.0
@@ -70,19 +70,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 def rejects(num_canaries: int, num_guesses: int, num_correct: int, mu: float, level: float) -> bool:
     """True when no mu-GDP mechanism gives P[#correct >= num_correct] >= ``level`` (the recursion above)."""
-    m, r, v = int(num_canaries), int(num_guesses), int(num_correct)
-    _check(m, r, v)
-    if v == 0:
-        return False
-    h = level * (r - v) / m
-    rr = level * v / m
-    for i in range(v - 1, -1, -1):
-        h_new = max(h, float(ndtr(ndtri(min(rr, 1.0)) - mu)))  # b^-1(R_{i+1}) = Phi(Phi^-1(R) - mu)
-        rr += i / (r - i) * (h_new - h)
-        h = h_new
-        if rr + h > r / m:
-            return True
-    return rr + h > r / m
+    return rejects_with(num_canaries, num_guesses, num_correct, gaussian_b_inv(mu), level)
 
 
 @lru_cache(maxsize=4096)

@@ -142,6 +142,21 @@ class StudyParams:
 
 
 @dataclass(frozen=True)
+class SeedRegistry:
+    """Which seeds may carry a headline (docs/method.md, "Seeds have a status"). A seed any design choice saw
+    (score, rule, canary budget, profile, the pooled rule) is a development seed for good; a preregistered seed was
+    committed before any run at it existed. A run's (or pooled set's) bound is "preregistered" only when every seed
+    it drew from (canaries.seed and the run's finetune seed; a replica's seed) is preregistered."""
+
+    development: tuple[int, ...]
+    preregistered: tuple[int, ...]
+
+    def problems(self):
+        both = sorted(set(self.development) & set(self.preregistered))
+        return check(not both, "preregistered", "must not list a development seed", both)
+
+
+@dataclass(frozen=True)
 class SanityCheckParams:
     enabled: bool
     #: family-wise level: each KS test runs at alpha / (kinds x statistics)
@@ -187,6 +202,11 @@ class AuditParams:
     min_per_side: int
     seed: int
     study: StudyParams
+    #: the seeds' status (development / preregistered)
+    seeds: SeedRegistry
+    #: run -> the pooled test's rule over that run and its replicas (replicas.sets): the k_pos highest and k_neg
+    #: lowest primary scores within each run (same attack, kind and confidences as audit.primary)
+    pooled: dict[str, GuessRule]
 
     @property
     def confidences(self) -> tuple[float, ...]:
@@ -208,9 +228,15 @@ class AuditParams:
         )
 
     def relations(self, raw: dict) -> list[tuple[str, str]]:
-        """The primary test scores a configured canary kind, and its per-run rules name configured runs."""
+        """The primary test scores a configured canary kind, its per-run and pooled rules name configured runs, and
+        every seed the design study used is a development seed."""
         kinds = section_of(raw, "canaries.kinds")
+        study_seeds = set(self.study.development_seeds) | set(self.study.confirmation_seeds) | {self.study.recipe_seed}
+        unlisted = sorted(study_seeds - set(self.seeds.development))
+        seeds = [("audit.seeds.development", f"must list every seed the design study used (missing {unlisted})")] \
+            if unlisted else []
         return ([("audit.primary.kind", f"must be one of canaries.kinds ({', '.join(map(str, kinds))}) "
                                         f"(got {self.primary.kind!r})")]
                 if isinstance(kinds, list) and self.primary.kind not in kinds else []) \
-            + missing_keys(self.primary.runs, run_names(raw), "audit.primary.runs", "run in runs")
+            + missing_keys(self.primary.runs, run_names(raw), "audit.primary.runs", "run in runs") \
+            + missing_keys(self.pooled, run_names(raw), "audit.pooled", "run in runs") + seeds

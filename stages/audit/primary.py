@@ -18,7 +18,9 @@ import numpy as np
 from scipy.stats import rankdata
 
 from ..core.errors import ConfigError
-from .ceiling import ideal_audit, last_iterate_epsilon
+from .ceiling import ideal_audit, ideal_counts, last_iterate_epsilon
+from .curve import ASSUMPTION as CURVE_ASSUMPTION
+from .curve import curve_epsilon_lower_bound
 from .gdp import gdp_epsilon, gdp_mu_lower_bound
 from .one_run import epsilon_lower_bound, guesses
 from .schema import clip_guesses, confidence_key, confidence_tag
@@ -107,7 +109,21 @@ def primary_test(canaries: Canaries, params, delta: float, run: str) -> dict | N
     k_pos, k_neg = clip_guesses(*rule, m)
     return {"attack": p.attack, "kind": p.kind, "m": m, "k_pos": k_pos, "k_neg": k_neg, "r": r, "v": v,
             "delta": delta, "precision": v / r if r else None,
-            **bounds(m, r, v, delta, p.confidences)}
+            **bounds(m, r, v, delta, p.confidences),
+            # the most this test can show: every one of its r guesses right
+            **{confidence_key(c, "max_provable_"): epsilon_lower_bound(m, r, r, delta, c) if r else 0.0
+               for c in p.confidences}}
+
+
+def curve_bounds(m: int, r: int, v: int, privacy: dict, delta: float, confidences) -> dict:
+    """curve_eps_lb_<c> and curve_sigma_lb_<c>: the f-DP test against the run's own (q, T) curve (``curve.py``)."""
+    out = {}
+    for c in confidences:
+        res = curve_epsilon_lower_bound(m, r, v, privacy["sample_rate"], privacy["steps"], delta, c,
+                                        privacy["accountant"])
+        out[confidence_key(c, "curve_")] = res["epsilon"]
+        out[f"curve_sigma_lb_{confidence_tag(c)}"] = res["sigma"]
+    return out
 
 
 def with_ceiling(primary: dict, privacy: dict, params) -> dict:
@@ -116,10 +132,16 @@ def with_ceiling(primary: dict, privacy: dict, params) -> dict:
     q, T, sigma, delta = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"], primary["delta"]
     ideal = ideal_audit(q, T, sigma, m=primary["m"], k_pos=primary["k_pos"], k_neg=primary["k_neg"], delta=delta,
                         confidences=params.confidences, trials=params.ceiling.trials, seed=params.ceiling.seed)
+    counts = ideal_counts(q, T, sigma, m=primary["m"], k_pos=primary["k_pos"], k_neg=primary["k_neg"],
+                          trials=params.ceiling.trials, seed=params.ceiling.seed)  # the same trials ideal_audit drew
+    v_ideal = np.array([c[2] for c in counts])
     out = {**primary, "accountant_epsilon": float(privacy["epsilon_spent"]),
            "last_iterate_epsilon": last_iterate_epsilon(q, T, sigma, delta),
            **{k: v for k, v in ideal.items() if k.startswith("ideal_")},
-           "ideal_trials": ideal["trials"], "ideal_correct_median": ideal["correct_median"]}
+           "ideal_trials": ideal["trials"], "ideal_correct_median": ideal["correct_median"],
+           "ideal_percentile": float(100 * np.mean(v_ideal < primary["v"]) + 50 * np.mean(v_ideal == primary["v"])),
+           **curve_bounds(primary["m"], primary["r"], primary["v"], privacy, delta, params.confidences),
+           "curve_assumption": CURVE_ASSUMPTION}
     for c in params.confidences:
         for prefix in ("", "gdp_"):
             key = prefix + confidence_key(c)

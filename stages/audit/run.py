@@ -6,19 +6,60 @@ import hashlib
 import json
 import logging
 
+from ..attack.schema import read_attack_table
 from ..canaries.schema import META, load_canary_users, read_canaries, read_reference
 from ..core.artifacts import Locations
+from ..core.errors import ConfigError, DataError
+from ..finetune.schema import read_run
 from .ceiling import planned_ceiling
 from .iid import sanity_check
 from .schema import METRICS_VERSION, Metrics
 from .shift import shift_check
-from .summary import audit_run
+from .pooled import pooled_test, seed_status
+from .summary import audit_delta, audit_run, groups_of
 
 log = logging.getLogger("stages.audit")
 
 
-def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict]]:
-    """(metrics.json content, ROC points of every run's membership scores)."""
+def run_seeds(run_dir, canary_seed: int | None) -> list[int]:
+    """The seeds a run drew from: its canaries' (``canaries.seed``) and its own (``finetune.seed``)."""
+    own = read_run(run_dir)["params"]["seed"]
+    return sorted({int(s) for s in (canary_seed, own) if s is not None})
+
+
+def pool_member(run: str, run_dir, scores_dir, seeds: list[int], params) -> dict:
+    """One run of a pooled test: its primary attack's scores of the primary kind, labels, privacy and seeds."""
+    p = params.primary
+    info = read_run(run_dir)
+    groups = {g: (s, y) for g, s, y, _ in groups_of(read_attack_table(scores_dir, p.attack, "membership"))}
+    if p.kind not in groups:
+        raise DataError(f"{scores_dir}: {p.attack}: no {p.kind!r} canaries scored (the pooled test needs them)")
+    s, y = groups[p.kind]
+    return {"run": run, "seeds": seeds, "privacy": info["privacy"], "scores": s, "labels": y}
+
+
+def pooled_tests(params, where: Locations, pools: dict, canary_seed: int | None) -> dict:
+    """recipe -> its pooled test over the recipe's run and its replicas (``pooled.py``); only for DP recipes."""
+    out = {}
+    for run, replicas in pools.items():
+        own = where.run_dir(run)
+        if not read_run(own)["privacy"].get("dp"):
+            raise ConfigError(f"audit.pooled.{run}: run {run} is not a DP run (the pooled test sits next to an "
+                              "accountant's epsilon)")
+        members = [pool_member(run, own, where.scores_dir(run), run_seeds(own, canary_seed), params)]
+        for name, loc in replicas:
+            members.append(pool_member(name, loc.run_dir(name), loc.scores_dir(name),
+                                       [read_run(loc.run_dir(name))["params"]["seed"]], params))
+        delta = audit_delta(params, members[0]["privacy"])
+        rule = params.pooled[run]
+        out[run] = pooled_test(members, (rule.k_pos, rule.k_neg), delta, params, params.seeds)
+    return out
+
+
+def audit(params, runs: list[str], where: Locations, pools: dict | None = None,
+          canary_seed: int | None = None) -> tuple[Metrics, list[dict]]:
+    """(metrics.json content, ROC points of every run's membership scores); ``pools``: recipe -> its replicas'
+    (name, Locations) for the pooled tests of audit.pooled; ``canary_seed``: canaries.seed (seed status)."""
     guard = None
     if params.sanity_check.enabled and (where.canaries / META).is_file():
         reference = read_reference(where.canary_reference)
@@ -27,6 +68,10 @@ def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict
         guard = sanity_check(rows, params.sanity_check.alpha, str(where.canaries))
     lengths = {u: r["length"] for u, r in load_canary_users(where.canaries).items()}
     results = {run: audit_run(where.run_dir(run), where.scores_dir(run), params, lengths) for run in runs}
+    for run, (res, _) in results.items():
+        if res.get("audit_primary"):
+            seeds = run_seeds(where.run_dir(run), canary_seed)
+            res["audit_primary"].update(seeds=seeds, seed_status=seed_status(seeds, params.seeds))
     primary = params.primary
     registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences),
                   "runs": {r: dataclasses.asdict(g) for r, g in primary.runs.items()}}
@@ -40,10 +85,14 @@ def audit(params, runs: list[str], where: Locations) -> tuple[Metrics, list[dict
                                                           for k, v in params.exploratory.same_ranking.items()}},
                          "ceiling": {"trials": params.ceiling.trials, "seed": params.ceiling.seed},
                          "delta": params.delta, "fallback_delta": params.fallback_delta,
+                         "seeds": {"development": list(params.seeds.development),
+                                   "preregistered": list(params.seeds.preregistered)},
+                         "pooled": {r: dataclasses.asdict(g) for r, g in params.pooled.items()},
                          "bootstrap": params.bootstrap, "min_per_side": params.min_per_side},
         "sanity_check": guard,
         "shift_check": shift_check({run: res for run, (res, _) in results.items()}, params),
         "runs": {run: res for run, (res, _) in results.items()},
+        "pooled": pooled_tests(params, where, pools or {}, canary_seed),
         "planned": {name: planned_ceiling(regime, primary, params.confidences, params.ceiling.trials,
                                           params.ceiling.seed) for name, regime in params.ceiling.planned.items()},
     }
@@ -56,8 +105,13 @@ def log_summary(metrics: Metrics) -> None:
         if p:
             eps = " ".join(f"{k}={v:.3f}" for k, v in p.items() if "eps_lb" in k and v is not None
                            and not k.startswith("ideal"))
-            log.info("%s primary %s/%s (%d of %d right): %s", run, p["attack"], p["kind"], p["v"], p["r"], eps)
+            log.info("%s primary %s/%s (%d of %d right, %s seeds): %s", run, p["attack"], p["kind"], p["v"], p["r"],
+                     p.get("seed_status"), eps)
         for atk, kinds in res["attacks"].items():
             for kind, m in kinds.items():
                 tprs = " ".join(f"TPR@{f}={t['value']:.3f}" for f, t in m["tpr_at_fpr"].items())
                 log.info("%s/%s/%s: AUROC=%.3f %s", run, atk, kind, m["auroc"], tprs)
+    for recipe, p in (metrics.get("pooled") or {}).items():
+        log.info("%s pooled over %d runs (%s seeds): %d of %d right, eps-hat95 %.3f (GDP %.3f, own curve %s)",
+                 recipe, len(p["runs"]), p["seed_status"], p["v"], p["r"], p["eps_lb_95"] if "eps_lb_95" in p else 0,
+                 p.get("gdp_eps_lb_95") or 0, p.get("curve_eps_lb_95"))

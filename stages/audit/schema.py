@@ -23,7 +23,7 @@ from ..core.io import read_json, read_table, write_json, write_table
 # 2: audit_primary / audit_exploratory / planned; 3: blind, shift_check, sanity_check, trainable, canary_users_by_length;
 # 4: canary_response, canary_gradients, audit_params.primary.runs; 5: intervals None below audit.min_per_side (exact
 # p instead), minus_blind, blind pools by fingerprint with verdict and power (shift_check.pools)
-METRICS_VERSION = 5
+METRICS_VERSION = 6
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;
@@ -109,6 +109,8 @@ class Metrics(TypedDict):
     sanity_check: dict[str, Any] | None  # canary KS tests (randomised: a check for bugs, not evidence)
     shift_check: dict[str, Any]  # blind baselines' family: alpha, family_size, per_test_alpha, flagged pools
     runs: dict[str, RunMetrics]
+    #: recipe -> its pooled pre-registered test over the recipe's run and replicas (stages/audit/pooled.py)
+    pooled: dict[str, dict[str, Any]]
     planned: dict[str, dict[str, Any]]  # audit.ceiling.planned regime -> sigma, epsilons and ideal audit
 
 

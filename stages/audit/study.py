@@ -94,3 +94,29 @@ def summarise(rows: list[dict]) -> list[dict]:
                     "max_eps_lb_95": float(max(eps)), "accountant_epsilon": float(max(r["accountant_epsilon"] for r in g)),
                     "median_valid_perplexity": float(np.median([r["valid_perplexity"] for r in g]))})
     return out
+
+
+#: reports/audit_study/pooled.json row fields (one row per recorded pooled test), in order
+POOLED_FIELDS = ("phase", "recipe", "runs", "seeds", "seed_status", "k_pos_per_run", "k_neg_per_run", "m", "r", "v",
+                 "delta", "accountant_epsilon", "sample_rate", "steps", "noise_multiplier", "optimizer", "eps_lb_95",
+                 "gdp_eps_lb_95", "curve_eps_lb_95", "ideal_eps_lb_95_median", "ideal_eps_lb_95_p10",
+                 "ideal_eps_lb_95_p90", "ideal_percentile", "single_runs", "design_commit", "params_commit",
+                 "params_sha256", "lock")
+
+
+def pooled_row(pooled: dict, *, design_commit: str, params_commit: str, params_sha256: str, lock: str) -> dict:
+    """One pooled.json row from a recipe's ``pooled`` entry of metrics.json: a confirmation row when every seed is
+    preregistered, else a development row; the single runs keep (run, seeds, r, v, eps_lb_95, ideal_percentile)."""
+    row = {k: pooled.get(k) for k in POOLED_FIELDS if k in pooled}
+    row["single_runs"] = [{k: s[k] for k in ("run", "seeds", "r", "v", "eps_lb_95", "ideal_percentile")}
+                          for s in pooled["single_runs"]]
+    row.update(phase="confirmation" if pooled["seed_status"] == "preregistered" else "development",
+               design_commit=design_commit, params_commit=params_commit, params_sha256=params_sha256, lock=lock)
+    return {k: row.get(k) for k in POOLED_FIELDS}
+
+
+def pooled_summary(rows: list[dict]) -> dict:
+    """The bar of the confirmation sets: their median pooled eps_lb_95 (all of them, never a chosen one)."""
+    conf = [r["eps_lb_95"] for r in rows if r["phase"] == "confirmation"]
+    return {"confirmation_sets": len(conf), "median_eps_lb_95": float(np.median(conf)) if conf else None,
+            "any_above_accountant": any(r["eps_lb_95"] > r["accountant_epsilon"] for r in rows)}

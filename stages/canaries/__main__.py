@@ -1,5 +1,6 @@
 """DVC stage ``canaries``: build m canaries per kind -> data/canaries/<kind>.parquet + meta.json + GX results, and
-their reference log-probabilities -> data/reference/canaries.parquet (floats in a file of their own)."""
+their reference log-probabilities -> data/reference/canaries.parquet (floats in a file of their own).
+``--replica <name>``: replica <name>'s own canaries (its seed) in its own directory (``stages.core.replicas``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +19,7 @@ from stages.lm.loading import load_tokenizer
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args, raw = stage_args(argv, __doc__)
+    args, raw = stage_args(argv, __doc__, replica=True)
     params = load(CanaryParams, "canaries", args.params, raw)
     where = locations(raw, args.params)
     for i, k in enumerate(params.kinds):  # unknown kinds fail before anything is written

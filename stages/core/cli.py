@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 from .env import apply_offline_env
 from .errors import StageError, one_line
 from .params import PARAMS_FILE, read_params
+from .replicas import replica_raw
 
 #: third-party warnings that say nothing about our results
 QUIET_WARNINGS = (
@@ -35,16 +36,30 @@ def configure_process() -> None:
 
 
 def stage_args(argv: Sequence[str] | None, doc: str | None, *required: str,
-               extra: Sequence[tuple[str, dict]] = ()) -> tuple[argparse.Namespace, dict[str, Any]]:
-    """Parse a stage CLI (``--<name>`` for each required option, ``--params`` and ``extra``) and read params."""
+               extra: Sequence[tuple[str, dict]] = (), replica: bool = False) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """Parse a stage CLI (``--<name>`` for each required option, ``--params`` and ``extra``) and read params.
+
+    With ``replica``, ``--replica NAME`` runs the stage on replica NAME's params (``core.replicas.replica_raw``:
+    its seeds and output locations, one run named NAME) and stands for every required option (``--run NAME``)."""
     ap = argparse.ArgumentParser(description=doc)
     for name in required:
-        ap.add_argument(f"--{name}", required=True)
+        ap.add_argument(f"--{name}", required=not replica)
+    if replica:
+        ap.add_argument("--replica", help="run on this replica of replicas.sets (its own seeds and outputs)")
     for flag, kwargs in extra:
         ap.add_argument(flag, **kwargs)
     ap.add_argument("--params", default=PARAMS_FILE)
     args = ap.parse_args(argv)
-    return args, read_params(args.params)
+    raw = read_params(args.params)
+    if replica and args.replica:
+        raw = replica_raw(raw, args.replica, args.params)
+        for name in required:
+            setattr(args, name, args.replica)
+    elif replica:
+        missing = [f"--{n}" for n in required if getattr(args, n) is None]
+        if missing:
+            ap.error(f"the following arguments are required: {', '.join(missing)} (or --replica)")
+    return args, raw
 
 
 def run_cli(main: Callable[[Sequence[str] | None], None], argv: Sequence[str] | None = None) -> None:

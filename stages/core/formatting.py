@@ -51,6 +51,8 @@ def ci(v: float, lohi, p_exact: float | None = None) -> str:
     if lohi is None:
         return f"{fmt(v)} (too few per side for an interval" + (f"; exact p = {fmt(p_exact)})" if p_exact is not None
                                                                  else ")")
+    if lohi[0] == lohi[1]:  # every resample gave the same value: an interval would claim a precision it lacks
+        return f"{fmt(v)} (every resample identical: no interval)"
     return f"{fmt(v)} [{fmt(lohi[0])}, {fmt(lohi[1])}]"
 
 

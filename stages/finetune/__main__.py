@@ -1,6 +1,7 @@
 """DVC stage ``finetune@<run>``: fine-tune the base model on a processed dataset (PersonaChat by default)
 plus the member canaries (non-DP or opacus DP-SGD) -> data/models/<run>/ (adapter, new-token rows,
-run.json, manifest.parquet, train_log.jsonl) and its timings -> logs/finetune/<run>.json."""
+run.json, manifest.parquet, train_log.jsonl) and its timings -> logs/finetune/<run>.json.
+``--replica <name>`` trains replica <name> of its run (``stages.core.replicas``) into its own directory."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,14 +20,15 @@ from stages.finetune.run import run_finetune
 def main(argv: Sequence[str] | None = None) -> None:
     import torch
 
-    args, raw = stage_args(argv, __doc__, "run")
+    args, raw = stage_args(argv, __doc__, "run", replica=True)
     ft = load_finetune(args.run, args.params, raw)
     where = locations(raw, args.params)
     if ft.distributed.nproc_per_node > 1 and not distributed.under_torchrun():
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
         try:
-            distributed.launch(["--run", args.run, "--params", args.params], ft.distributed.nproc_per_node)
+            where_from = ["--replica", args.replica] if args.replica else ["--run", args.run]
+            distributed.launch([*where_from, "--params", args.params], ft.distributed.nproc_per_node)
         except ChildFailedError as exc:
             raise StageError(f"finetune@{args.run}: {ft.distributed.nproc_per_node} data-parallel processes failed: "
                              f"{exc.get_first_failure()[1].message}") from None

@@ -10,6 +10,26 @@ from dataclasses import dataclass, field
 from ..audit.schema import THREAT
 from ..core.formatting import ci, fmt
 
+OPTIMIZERS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
+
+
+def optimizer_label(privacy: dict) -> str:
+    """The DP optimizer as the run record names it ("DP-adamw" -> "DP-AdamW")."""
+    name = str(privacy.get("optimizer") or "?")
+    base = name[3:] if name.startswith("DP-") else name
+    return f"DP-{OPTIMIZERS.get(base.lower(), base)}"
+
+
+def _conf(key: str) -> str:
+    return key.rsplit("_", 1)[-1]
+
+
+def secret_seed_clause(privacy: dict) -> str:
+    """What the accountant's epsilon assumes about the randomness (only a secure-RNG run bounds the true epsilon)."""
+    if str(privacy.get("rng", "")).startswith("secure"):
+        return ""
+    return " (the accountant's ε assumes the seed is secret; this run's sampler and noise are seeded from params)"
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -30,7 +50,7 @@ class Headline:
 
 def _trained(r: dict, base: dict) -> str:
     pv, t = r["privacy"], r["trainable"]
-    dp = (f"DP-SGD, target ε = {fmt(pv.get('target_epsilon'), 2)} at δ = {pv.get('delta'):.0e}, σ = "
+    dp = (f"{optimizer_label(pv)}, target ε = {fmt(pv.get('target_epsilon'), 2)} at δ = {pv.get('delta'):.0e}, σ = "
           f"{fmt(pv.get('noise_multiplier'), 3)}" if pv.get("dp") else "no DP")
     n = base.get("num_parameters")
     size = f"{n / 1e6:,.0f}M parameters" if n else "? parameters"
@@ -56,7 +76,43 @@ def candidates(r: dict, fpr: str) -> list[tuple[str, str, dict]]:
     return [c for c in cands if c[2].get("auroc_ci95") is not None] or cands
 
 
-def _audit_figures(run: str, r: dict, bounds: list[str]) -> list[Figure]:
+def _pooled_figures(run: str, pooled: dict | None, bounds: list[str]) -> list[Figure]:
+    """The recipe's pooled pre-registered test: the headline bound of a recipe run as K replicas."""
+    if not pooled or not bounds:
+        return []
+    pre, labels = f"pooled.{run}", " / ".join(_conf(b) + "%" for b in bounds)
+    k = len(pooled["runs"])
+    status = "pre-registered" if pooled["seed_status"] == "preregistered" else "development seeds: a look, not a proof"
+    figs = [Figure(f"pooled audit ε̂, {k} runs ({labels}, δ = {pooled['delta']:.0e})",
+                   " / ".join(fmt(pooled.get(b), 2) for b in bounds), f"{pre}.{bounds[0]}",
+                   f"{status}; {pooled['v']} of {pooled['r']} guesses right over {pooled['m']} canaries "
+                   f"(seeds {', '.join(map(str, pooled['seeds']))}); parallel composition, assumption-free",
+                   f"pooled_{bounds[0]}")]
+    if pooled.get(f"curve_{bounds[0]}") is not None:
+        figs.append(Figure(f"pooled ε̂, the run's own curve assumed ({labels})",
+                           " / ".join(fmt(pooled.get(f"curve_{b}"), 2) for b in bounds), f"{pre}.curve_{bounds[0]}",
+                           "assumes " + pooled.get("curve_assumption", "the run's subsampled-Gaussian curve"),
+                           f"pooled_curve_{bounds[0]}"))
+    if pooled.get(f"gdp_{bounds[0]}") is not None:
+        figs.append(Figure(f"pooled ε̂, Gaussian curve assumed ({labels})",
+                           " / ".join(fmt(pooled.get(f"gdp_{b}"), 2) for b in bounds), f"{pre}.gdp_{bounds[0]}",
+                           _gdp_note(pooled.get("sample_rate")), f"pooled_gdp_{bounds[0]}"))
+    ideal = f"ideal_{bounds[0]}_median"
+    if pooled.get(ideal) is not None:
+        figs.append(Figure(f"pooled ideal ε̂ ({_conf(bounds[0])}%, median)", fmt(pooled[ideal], 2), f"{pre}.{ideal}",
+                           f"heuristic simulation at this q, T, σ and rule; the measured count sits at percentile "
+                           f"{fmt(pooled['ideal_percentile'], 1)} of the ideal's", f"pooled_ideal_{bounds[0]}"))
+    return figs
+
+
+def _gdp_note(sample_rate) -> str:
+    if sample_rate is not None and sample_rate < 1:
+        return (f"the same guesses under a Gaussian trade-off curve: an assumption DP-SGD does not meet at q = "
+                f"{fmt(sample_rate, 2)} < 1 (its subsampled curve is not Gaussian)")
+    return "the same guesses under a Gaussian trade-off curve (exact for the Gaussian mechanism at q = 1)"
+
+
+def _audit_figures(run: str, r: dict, bounds: list[str], pooled: dict | None = None) -> list[Figure]:
     p, pv, pre = r.get("audit_primary"), r["privacy"], f"runs.{run}"
     figs = [Figure(f"accountant ε (δ = {pv['delta']:.0e})", fmt(pv["epsilon_spent"], 2),
                    f"{pre}.privacy.epsilon_spent", f"{pv.get('accountant', '?').upper()} accountant",
@@ -64,19 +120,22 @@ def _audit_figures(run: str, r: dict, bounds: list[str]) -> list[Figure]:
         [Figure("accountant ε", "∞ (no DP)")]
     if not p or not bounds:
         return figs + [Figure("audit ε̂", "– (no canaries)")]
-    labels = " / ".join(b.rsplit("_", 1)[-1] + "%" for b in bounds)
-    figs.append(Figure(f"audit ε̂ ({labels})", " / ".join(fmt(p.get(b), 2) for b in bounds),
+    figs += _pooled_figures(run, pooled, bounds)
+    labels = " / ".join(_conf(b) + "%" for b in bounds)
+    alone = "this run alone: " if pooled else ""
+    status = ("pre-registered" if p.get("seed_status") == "preregistered"
+              else "development seed: a look, not a pre-registered test")
+    figs.append(Figure(f"{alone}audit ε̂ ({labels}, δ = {p['delta']:.0e})", " / ".join(fmt(p.get(b), 2) for b in bounds),
                        f"{pre}.audit_primary.{bounds[0]}",
-                       f"{p['attack']} on {p['kind']} canaries ({THREAT.get(p['attack'], '?')}), {p['v']} of "
+                       f"{status}; {p['attack']} on {p['kind']} canaries ({THREAT.get(p['attack'], '?')}), {p['v']} of "
                        f"{p['r']} guesses right; assumption-free", f"audit_{bounds[0]}"))
     if p.get(f"gdp_{bounds[0]}") is not None:
-        figs.append(Figure(f"audit ε̂, Gaussian-DP assumed ({labels})",
+        figs.append(Figure(f"{alone}audit ε̂, Gaussian curve assumed ({labels})",
                            " / ".join(fmt(p.get(f"gdp_{b}"), 2) for b in bounds), f"{pre}.audit_primary.gdp_{bounds[0]}",
-                           "the same guesses, resting on a Gaussian trade-off curve (f-DP in one run)",
-                           f"audit_gdp_{bounds[0]}"))
+                           _gdp_note(pv.get("sample_rate") if pv.get("dp") else 1.0), f"audit_gdp_{bounds[0]}"))
     ideal = f"ideal_{bounds[0]}_median"
     if p.get(ideal) is not None:
-        figs.append(Figure(f"attainable ε̂ ({bounds[0].rsplit('_', 1)[-1]}%, ideal canaries)", fmt(p[ideal], 2),
+        figs.append(Figure(f"{alone}ideal ε̂ ({_conf(bounds[0])}%, median)", fmt(p[ideal], 2),
                            f"{pre}.audit_primary.{ideal}", "median of simulated audits of an ideal white-box canary "
                            "(heuristic linear model; a valid audit can exceed it)",
                            f"attainable_{bounds[0]}"))
@@ -110,29 +169,44 @@ def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
     return figs
 
 
-def reading(r: dict, bounds: list[str], fpr: str | None) -> str:
-    """One plain-language sentence on what the numbers together say."""
+def reading(r: dict, bounds: list[str], fpr: str | None, pooled: dict | None = None) -> str:
+    """One plain-language sentence on what the numbers together say: every bound with its confidence and delta; a
+    development seed's bound as a look; "the true epsilon lies between" only where the accountant's epsilon is a
+    guarantee about the released randomness (a secure-RNG run)."""
     p, pv = r.get("audit_primary"), r["privacy"]
-    if p and bounds:
-        lb, conf = p.get(bounds[0]) or 0.0, bounds[0].rsplit("_", 1)[-1]
-        ideal = p.get(f"ideal_{bounds[0]}_median")
-        ceiling = (f"; at this run's q, T and σ even ideal canaries would typically prove only ε ≥ {ideal:.2f}"
-                   if ideal is not None else "")
-        if pv.get("dp") and lb > pv["epsilon_spent"]:
-            return (f"INCONSISTENT with the accountant: the audit proves ε ≥ {lb:.2f} ({conf}% confidence), above the "
-                    f"accountant's ε = {pv['epsilon_spent']:.2f} at δ = {pv['delta']:.0e} — a bug or a broken DP "
-                    "guarantee.")
-        if pv.get("dp"):
-            proved = (f"proves ε ≥ {lb:.2f} at {conf}% confidence, so the true ε lies between {lb:.2f} and "
-                      f"{pv['epsilon_spent']:.2f}" if lb > 0 else f"finds no leakage it can prove (ε̂ = 0 at {conf}% "
-                      f"confidence), so the true ε could be anywhere up to {pv['epsilon_spent']:.2f}")
-            return (f"Consistent with the accountant (ε = {pv['epsilon_spent']:.2f} at δ = {pv['delta']:.0e}): the audit "
-                    f"{proved}{ceiling}.")
+    if not (p and bounds):
+        return _attack_reading(r, fpr)
+    test = pooled if pooled else p
+    lb, conf, delta = test.get(bounds[0]) or 0.0, _conf(bounds[0]), test["delta"]
+    at = f"at {conf}% confidence (δ = {delta:.0e})"
+    development = test.get("seed_status") != "preregistered"
+    what = (f"pooled test over {len(pooled['runs'])} independent runs of this recipe" if pooled
+            else "audit's one test")
+    what = (f"the {what}, on development seeds (a look that informed the design, not a pre-registered test: no "
+            "proof),") if development else f"the pre-registered {what}"
+    ideal = test.get(f"ideal_{bounds[0]}_median")
+    ceiling = (f"; simulated ideal canaries at this run's q, T and σ give a median ε̂ of {ideal:.2f} {at} (heuristic "
+               f"model), the measured count sits at percentile {fmt(test.get('ideal_percentile'), 1)} of theirs"
+               if ideal is not None and test.get("ideal_percentile") is not None else "")
+    if pv.get("dp") and lb > pv["epsilon_spent"]:
+        return (f"INCONSISTENT with the accountant: {what} gives ε ≥ {lb:.2f} {at}, above the accountant's "
+                f"ε = {pv['epsilon_spent']:.2f} at δ = {pv['delta']:.0e} — a bug or a broken DP guarantee.")
+    if pv.get("dp"):
+        secure = not secret_seed_clause(pv)
         if lb > 0:
-            return f"No DP guarantee, and the audit proves this run leaks: ε ≥ {lb:.2f} at {conf}% confidence."
-        return (f"No DP guarantee; the pre-registered audit finds no leakage it can prove (ε̂ = 0 at {conf}% "
-                f"confidence) — absence of evidence, not a guarantee{ceiling}.")
-    return _attack_reading(r, fpr)
+            between = (f", so the true ε lies between {lb:.2f} and {pv['epsilon_spent']:.2f} {at}" if secure and
+                       not development else secret_seed_clause(pv))
+            found = f"gives ε ≥ {lb:.2f} {at}{between}"
+        else:
+            found = f"finds no leakage it can prove (ε̂ = 0 {at}){secret_seed_clause(pv)}"
+        return (f"Consistent with the accountant (ε = {pv['epsilon_spent']:.2f} at δ = {pv['delta']:.0e}, "
+                f"{optimizer_label(pv)}): {what} {found}{ceiling}.")
+    most = p.get(f"max_provable_{bounds[0]}")
+    cap = f" ({p['r']} guesses, all right, can prove at most ε ≥ {most:.2f} {at})" if most is not None else ""
+    if lb > 0:
+        return f"No DP guarantee, and {what} shows this run leaks: ε ≥ {lb:.2f} {at}{cap}."
+    return (f"No DP guarantee; {what} finds no leakage it can prove (ε̂ = 0 {at}) — absence of evidence, not a "
+            f"guarantee{cap}.")
 
 
 def _guard_note(r: dict, group: str) -> str:
@@ -153,9 +227,13 @@ def _attack_reading(r: dict, fpr: str | None) -> str:
             + (" No DP guarantee." if not r["privacy"].get("dp") else ""))
 
 
-def headlines(runs: dict, bases: dict[str, dict], bounds: list[str], fpr: str | None) -> list[Headline]:
-    return [Headline(run, _trained(r, bases.get(run, {})), _audit_figures(run, r, bounds) + _leak_figures(run, r, fpr),
-                     reading(r, bounds, fpr)) for run, r in runs.items()]
+def headlines(runs: dict, bases: dict[str, dict], bounds: list[str], fpr: str | None,
+              pooled: dict | None = None) -> list[Headline]:
+    """Per run; a recipe with a pooled test (``pooled``: metrics.json ``pooled``) leads with it."""
+    pooled = pooled or {}
+    return [Headline(run, _trained(r, bases.get(run, {})),
+                     _audit_figures(run, r, bounds, pooled.get(run)) + _leak_figures(run, r, fpr),
+                     reading(r, bounds, fpr, pooled.get(run))) for run, r in runs.items()]
 
 
 def headline_markdown(heads: list[Headline], link: bool = True) -> str:

@@ -31,7 +31,7 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
         rows = [{"item_id": f"{k}-{i}", "group": k, "member": bool(members[k][i]), "score": float(per_kind[k][i])}
                 for k in per_kind for i in range(M)]
         write_table(pa.Table.from_pylist(rows, schema=SCORES), scores_dir / f"{attack}.parquet", SCORES)
-    privacy = ({"dp": True, "delta": 1e-5, "epsilon_spent": 8.0, "noise_multiplier": 0.57, "sample_rate": 0.0286,
+    privacy = ({"dp": True, "delta": 1e-5, "epsilon_spent": 8.0, "noise_multiplier": 0.57, "accountant": "prv", "sample_rate": 0.0286,
                 "steps": 80} if dp else {"dp": False, "epsilon_spent": "inf", "sample_rate": 0.0286, "steps": 80})
     record = {"steps": 80, "sample_rate": 0.0286, "expected_batch_size": 40.0, "expected_exposures_per_member": 2.3,
               "n_examples": 1400, "n_population": 2150, "privacy": privacy, "version": RUN_VERSION,
@@ -91,6 +91,7 @@ def test_dp_run_gets_its_ceiling(tmp_path):
     assert head["last_iterate_epsilon"] == pytest.approx(last_iterate_epsilon(0.0286, 80, 0.57, 1e-5))
     assert head["ideal_eps_lb_95_p10"] <= head["ideal_eps_lb_95_median"] <= head["ideal_eps_lb_95_p90"]
     assert head["efficiency_95"] == pytest.approx(head["eps_lb_95"] / head["ideal_eps_lb_95_median"])
+    assert 0 <= head["ideal_percentile"] <= 100 and "curve_eps_lb_95" in head and head["curve_assumption"]
 
 
 def test_primary_must_exist_in_the_run(tmp_path):

@@ -35,6 +35,13 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
     assert "last_iterate_epsilon" not in metrics["runs"]["nondp"]["audit_primary"]
     assert metrics["runs"]["users"]["audit_primary"] is None  # no canaries
     assert metrics["planned"]["gpu_dp_audit"]["noise_multiplier"] > 0
+    # the DP recipe's pooled test: dp and its replica, each canary in one run, one rule per run fixed in params
+    pooled = metrics["pooled"]["dp"]
+    assert pooled["runs"] == ["dp", "dp_r2"] and (pooled["m"], pooled["r"]) == (120, 20)
+    assert pooled["v"] == sum(s["v"] for s in pooled["single_runs"]) and pooled["seed_status"] == "preregistered"
+    assert pooled["seeds"] == [3101, 3102] and pooled["eps_lb_95"] <= pooled["accountant_epsilon"]
+    assert {"gdp_eps_lb_95", "curve_eps_lb_95", "ideal_eps_lb_95_median", "ideal_percentile"} <= set(pooled)
+    assert metrics["runs"]["dp"]["audit_primary"]["seed_status"] == "preregistered"
     assert metrics["runs"]["dp"]["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
     assert metrics["runs"]["nondp"]["privacy"]["epsilon_spent"] == "inf"
     html = (project / "reports/index.html").read_text()
@@ -45,6 +52,13 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
     assert headline["dp"]["accountant_epsilon"] == pytest.approx(8.0, rel=0.02) and "audit_eps_lb_95" in headline["dp"]
     assert sorted(p.name for p in (project / "reports/plots_data/roc").iterdir())[0].endswith(".json")
     report = (project / "reports/report.md").read_text()
+    assert "Pooled test of dp" in report and "parallel composition" in report
+    # every reading that states a bound says at which confidence and delta
+    readings = re.findall(r'<p class="reading">(.*?)</p>', html)
+    assert len(readings) == 4
+    for text in readings:
+        if "ε ≥" in text or "ε̂ = 0" in text:
+            assert re.search(r"at \d+% confidence \(δ = [0-9.e+-]+\)", text), text
     assert "Audit: the pre-registered test (headline ε̂)" in report and "attainable ceiling" in report
     assert "gpu_dp_audit (planned, not run)" in report and "Bonferroni" in report
     assert "no multiple-testing correction" not in report

@@ -15,9 +15,11 @@ def _attack(tpr, lo, hi, auroc=0.6):
             "tpr_at_fpr": {"0.01": {"value": tpr, "ci95": [lo, hi]}}}
 
 
-def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False):
+def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False, status="preregistered", secure=True):
     r = {"dataset": "personachat", "privacy": {"dp": dp, "delta": 1e-5, "epsilon_spent": acct if dp else "inf",
-                                              "target_epsilon": acct, "noise_multiplier": 0.6, "accountant": "prv"},
+                                              "target_epsilon": acct, "noise_multiplier": 0.6, "accountant": "prv",
+                                              "optimizer": "DP-adamw", "sample_rate": 0.03,
+                                              "rng": "secure (OS entropy)" if secure else "seeded (finetune.seed)"},
          "trainable": {"paradigm": "lora"}, "training": {"steps": 80, "sample_rate": 0.03},
          "utility": {"valid_perplexity": 50.0},
          "attacks": {"loss": {"text": _attack(0.5, 0.3, 0.7), "new_token": _attack(0.2, 0.1, 0.3)},
@@ -25,18 +27,54 @@ def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False):
          "blind": {"text": {"flagged": flagged}},
          "memorization": {"vmr": {"randomised": True, "trained": {"secrets": 9, "minus_base": 0.1,
                                                                    "minus_base_ci95": [0.0, 0.2]}}}}
-    r["audit_primary"] = ({"attack": "loss", "kind": "new_token", "v": 40, "r": 50, "eps_lb_95": lb,
-                           "eps_lb_99": lb / 2, "ideal_eps_lb_95_median": 1.5} if canaries else None)
+    r["audit_primary"] = ({"attack": "loss", "kind": "new_token", "m": 1000, "v": 40, "r": 50, "eps_lb_95": lb,
+                           "eps_lb_99": lb / 2, "ideal_eps_lb_95_median": 1.5, "ideal_percentile": 20.0,
+                           "delta": 1e-5, "seeds": [7], "seed_status": status, "max_provable_eps_lb_95": 2.5}
+                          if canaries else None)
     return r
 
 
 def test_readings_say_what_the_numbers_together_mean():
-    assert reading(_run(lb=0.4), BOUNDS, "0.01").startswith("Consistent with the accountant (ε = 8.00 at δ = 1e-05)")
-    assert "true ε lies between 0.40 and 8.00" in reading(_run(lb=0.4), BOUNDS, "0.01")
-    assert "could be anywhere up to 8.00" in reading(_run(lb=0.0), BOUNDS, "0.01")
+    text = reading(_run(lb=0.4), BOUNDS, "0.01")
+    assert text.startswith("Consistent with the accountant (ε = 8.00 at δ = 1e-05, DP-AdamW)")
+    assert "true ε lies between 0.40 and 8.00 at 95% confidence (δ = 1e-05)" in text and "pre-registered" in text
+    assert "median ε̂ of 1.50" in text and "percentile 20" in text and "would typically" not in text
+    assert "finds no leakage it can prove (ε̂ = 0 at 95% confidence (δ = 1e-05))" in reading(_run(lb=0.0), BOUNDS,
+                                                                                          "0.01")
     assert reading(_run(lb=9.0), BOUNDS, "0.01").startswith("INCONSISTENT")
-    assert "proves this run leaks: ε ≥ 2.00" in reading(_run(dp=False, lb=2.0), BOUNDS, "0.01")
+    leaks = reading(_run(dp=False, lb=2.0), BOUNDS, "0.01")
+    assert "shows this run leaks: ε ≥ 2.00 at 95% confidence (δ = 1e-05)" in leaks
+    assert "50 guesses, all right, can prove at most ε ≥ 2.50" in leaks  # what a 50-guess test can show at most
     assert "absence of evidence" in reading(_run(dp=False, lb=0.0), BOUNDS, "0.01")
+
+
+def test_a_seeded_run_never_claims_where_the_true_epsilon_lies():
+    text = reading(_run(lb=0.4, secure=False), BOUNDS, "0.01")
+    assert "lies between" not in text and "assumes the seed is secret" in text
+
+
+def test_a_development_seed_is_worded_as_a_look_never_a_proof():
+    text = reading(_run(lb=0.4, status="development"), BOUNDS, "0.01")
+    assert "development seeds (a look that informed the design, not a pre-registered test: no proof)" in text
+    assert "lies between" not in text and "the pre-registered" not in text
+    fig = next(f for f in headlines({"a": _run(status="development")}, {}, BOUNDS, "0.01")[0].figures
+               if f.key == "audit_eps_lb_95")
+    assert fig.note.startswith("development seed: a look, not a pre-registered test")
+
+
+def test_a_pooled_recipe_leads_with_the_pooled_test():
+    pooled = {"runs": ["a", "a_r2", "a_r3"], "seeds": [1, 2, 3], "seed_status": "preregistered", "m": 3000,
+              "r": 300, "v": 250, "delta": 1e-5, "eps_lb_95": 1.3, "eps_lb_99": 1.1, "gdp_eps_lb_95": 1.8,
+              "gdp_eps_lb_99": 1.6, "curve_eps_lb_95": 2.0, "curve_eps_lb_99": 1.7, "sample_rate": 0.23,
+              "ideal_eps_lb_95_median": 1.85, "ideal_percentile": 30.0, "curve_assumption": "the run's curve"}
+    head = headlines({"a": _run(secure=False)}, {}, BOUNDS, "0.01", {"a": pooled})[0]
+    keys = [f.key for f in head.figures]
+    assert keys.index("pooled_eps_lb_95") < keys.index("audit_eps_lb_95")
+    assert head.figures[keys.index("audit_eps_lb_95")].label.startswith("this run alone")
+    assert "not meet at q = 0.23" in head.figures[keys.index("pooled_gdp_eps_lb_95")].note
+    assert "the pre-registered pooled test over 3 independent runs of this recipe gives ε ≥ 1.30 at 95% confidence " \
+           "(δ = 1e-05)" in head.reading
+    assert "DP-AdamW" in head.trained and "DP-SGD" not in head.trained
     no_canary = reading(_run(dp=False, canaries=False), BOUNDS, "0.01")
     assert "no audit bound" in no_canary and "largest of 3 attack × pool results is loss on text" in no_canary
 

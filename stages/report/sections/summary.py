@@ -32,11 +32,14 @@ def summary_section(inp: Inputs) -> Section:
 
 def _primary_sentence(ap: dict) -> str:
     p = ap["primary"]
-    return (f"Headline ε̂ of every run with canaries: one pre-registered one-run test (Steinke et al. 2023), read from "
+    return (f"Headline ε̂ of every run with canaries: one one-run test (Steinke et al. 2023) fixed in "
             f"params.yaml `audit.primary` — the `{p['attack']}` score on `{p['kind']}` "
             f"canaries, the {p['k_pos']} highest guessed \"in\" and the {p['k_neg']} lowest \"out\"; ε̂ is the "
             "largest ε whose (ε, δ)-DP null hypothesis that test rejects at the stated confidence. The bound holds "
-            "only if this choice was made before the scores were seen: `git log -p params.yaml` shows when "
+            "only if this choice was made before the scores were seen, so it is a pre-registered test only for runs "
+            "whose seeds were committed before they ran and never used to choose a design (`audit.seeds`; any other "
+            "run's bound is a development look); a DP recipe run as independent replicas (`replicas`) leads with its "
+            "pooled test over all of them (`audit.pooled`). `git log -p params.yaml` shows when "
             "`audit.primary` "
             "last changed, and dvc.lock records the value this audit used (params sha256 "
             f"`{(ap.get('primary_sha256') or '?')[:16]}…`; reports/lineage.json gives every number's params, inputs "

@@ -1,0 +1,119 @@
+"""The pooled pre-registered test of a recipe, seeds' status, and efficiency with its spread.
+
+Pooling (parallel composition). K independent runs of one recipe (``runs.<run>`` and its replicas,
+``stages.core.replicas``), each with its own canary draw, membership coins, text sample, sampler and noise, form
+one mechanism: a canary is in one run only, so the K models together are (eps, delta)-DP in each canary, and each
+canary's inclusion is an independent fair coin. Steinke et al.'s proof needs nothing more, so one test over the
+union of the K runs' canaries is a valid one-run audit: m = sum of m_i, and the guessing rule fixed in params
+(``audit.pooled.<run>``: the k_pos highest and k_neg lowest primary scores *within each run*, r = K (k_pos + k_neg))
+gives (r, v). Assumption: the runs' seeds are independent (each replica its own seed, refused when repeated) and
+not known to an adversary who could use them (``secure_rng``, or seeds never published); with seeded randomness
+the accountant's epsilon is the guarantee of a mechanism whose seed is secret.
+
+Seed status. A run's bound is a pre-registered test only if its seeds were committed before the run existed and
+never used to choose a design (``audit.seeds``): otherwise it is a development look (``seed_status``).
+
+Efficiency. Where a run's count v falls among the ideal audit's simulated counts (its percentile: a heuristic
+reference, ``ceiling.py``); across runs the median percentile with a distribution-free interval (order
+statistics) and the coverage that interval has at this many runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import binom
+
+from .ceiling import ideal_counts, trial_bounds
+from .curve import ASSUMPTION as CURVE_ASSUMPTION
+from .one_run import guesses
+from .primary import bounds, curve_bounds
+from .schema import clip_guesses, confidence_key, confidence_tag
+
+PREREGISTERED, DEVELOPMENT = "preregistered", "development"
+
+
+def seed_status(seeds, registry) -> str:
+    """"preregistered" when every seed is in ``audit.seeds.preregistered`` (and so, by validation, in no
+    development list); else "development"."""
+    return PREREGISTERED if set(seeds) <= set(registry.preregistered) else DEVELOPMENT
+
+
+def percentile(value: float, sample: np.ndarray) -> float:
+    """Mid-rank percentile of ``value`` in ``sample`` (ties count half)."""
+    sample = np.asarray(sample)
+    return float(100 * np.mean(sample < value) + 50 * np.mean(sample == value))
+
+
+def median_interval(values, confidence: float = 0.95) -> dict:
+    """The median of ``values`` and the widest-needed order-statistic interval [x_(j), x_(n-j+1)] covering the
+    population median with probability >= ``confidence``, or the full range and its (lower) coverage when n is too
+    small for that: coverage = 1 - 2 P[Bin(n, 1/2) <= j - 1]."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(x)
+    if n == 0:
+        return {"median": None, "low": None, "high": None, "coverage": None, "n": 0}
+    j = 1
+    while j + 1 <= n // 2 and 1 - 2 * binom.cdf(j, n, 0.5) >= confidence:
+        j += 1
+    coverage = float(1 - 2 * binom.cdf(j - 1, n, 0.5))
+    return {"median": float(np.median(x)), "low": float(x[j - 1]), "high": float(x[n - j]), "coverage": coverage,
+            "n": n}
+
+
+def ideal_pooled(privacy: dict, ms: list[int], k_pos: int, k_neg: int, trials: int, seed: int) -> np.ndarray:
+    """(trials, 3) simulated pooled counts (m, r, v): each trial K independent ideal runs (``ceiling.ideal_counts``,
+    the same per-run rule), summed."""
+    q, T, sigma = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"]
+    per_run = [np.array(ideal_counts(q, T, sigma, m=m, k_pos=k_pos, k_neg=k_neg, trials=trials, seed=seed + i))
+               for i, m in enumerate(ms)]
+    return np.sum(per_run, axis=0)
+
+
+def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params, registry) -> dict:
+    """The pooled test of one recipe. ``members``: per run {run, seeds, privacy, scores, labels} (primary attack and
+    kind), the recipe's own run first; every run must share the recipe's privacy parameters."""
+    first = members[0]["privacy"]
+    keys = ("sample_rate", "steps", "noise_multiplier", "epsilon_spent", "delta", "optimizer")
+    for mem in members[1:]:
+        diff = [k for k in keys if mem["privacy"].get(k) != first.get(k)]
+        if diff:
+            raise ValueError(f"run {mem['run']} differs from {members[0]['run']} in {', '.join(diff)}: "
+                             "replicas of a recipe must share its privacy parameters")
+    confidences = params.confidences
+    singles, counts = [], []
+    for mem in members:
+        m, r, v = guesses(mem["scores"], mem["labels"], *rule)
+        counts.append((m, r, v))
+        singles.append({"run": mem["run"], "seeds": list(mem["seeds"]), "seed_status": seed_status(mem["seeds"],
+                                                                                                   registry),
+                        "m": m, "r": r, "v": v, **bounds(m, r, v, delta, confidences, gdp=True)})
+    m, r, v = (int(sum(c[i] for c in counts)) for i in range(3))
+    k_pos, k_neg = clip_guesses(*rule, min(c[0] for c in counts))
+    all_seeds = [s for mem in members for s in mem["seeds"]]
+    out = {"recipe": members[0]["run"], "runs": [mem["run"] for mem in members], "seeds": sorted(set(all_seeds)),
+           "seed_status": seed_status(all_seeds, registry), "k_pos_per_run": k_pos, "k_neg_per_run": k_neg,
+           "m": m, "r": r, "v": v, "delta": delta, "accountant_epsilon": float(first["epsilon_spent"]),
+           "sample_rate": first["sample_rate"], "steps": first["steps"],
+           "noise_multiplier": first["noise_multiplier"], "optimizer": first.get("optimizer"),
+           "rng": first.get("rng"), "secure_rng": str(first.get("rng", "")).startswith("secure"),
+           **bounds(m, r, v, delta, confidences, gdp=True), **curve_bounds(m, r, v, first, delta, confidences),
+           "curve_assumption": CURVE_ASSUMPTION}
+    trials, seed = params.ceiling.trials, params.ceiling.seed
+    pooled = ideal_pooled(first, [c[0] for c in counts], k_pos, k_neg, trials, seed)
+    out["ideal_trials"] = int(trials)
+    out["ideal_correct_median"] = float(np.median(pooled[:, 2]))
+    out["ideal_percentile"] = percentile(v, pooled[:, 2])
+    for c in confidences:
+        for name, gdp in (("eps_lb", False), ("gdp_eps_lb", True)):
+            vals = trial_bounds([tuple(int(x) for x in row) for row in pooled], delta, c, gdp)
+            tag = confidence_tag(c)
+            for q_name, q in (("median", 50), ("p10", 10), ("p90", 90)):
+                out[f"ideal_{name}_{tag}_{q_name}"] = float(np.percentile(vals, q))
+    for single, (mi, _, vi) in zip(singles, counts):
+        per = np.array(ideal_counts(first["sample_rate"], first["steps"], first["noise_multiplier"], m=mi,
+                                    k_pos=k_pos, k_neg=k_neg, trials=trials, seed=seed))
+        single["ideal_percentile"] = percentile(vi, per[:, 2])
+    out["single_runs"] = singles
+    out["efficiency"] = {"what": "percentile of each run's count v among the ideal audit's simulated counts "
+                                 "(heuristic linear last-iterate model); median over runs, distribution-free interval",
+                         **median_interval([s["ideal_percentile"] for s in singles])}
+    return out
