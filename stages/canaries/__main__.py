@@ -13,7 +13,7 @@ from stages.canaries.users import build_canary_users
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
 from stages.core.io import atomic_dir, atomic_file
-from stages.core.params import load
+from stages.core.params import load, section_of
 from stages.datasets import get_dataset
 from stages.lm.loading import load_tokenizer
 
@@ -32,7 +32,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                if params.prefix == "heldout" else None)
     with atomic_dir(Path(params.out_dir)) as tmp, atomic_file(Path(params.reference_out)) as ref:
         build_canaries(params, vocab, tmp, where=params.out_dir, model_dir=where.base_model, corpus=corpus,
-                       prefix_samples=samples, reference_out=ref)
+                       prefix_samples=samples, reference_out=ref,
+                       reference=section_of(raw, "replicas.reference") if args.replica else True)
         if params.users.enabled:
             build_canary_users(params.users, where.processed, tok, tmp)
 

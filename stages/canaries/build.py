@@ -119,13 +119,15 @@ def write_formatted(params, words: tuple[str, ...], out_dir: Path) -> dict:
 
 
 def build_canaries(params, vocab: Vocab, out_dir: Path, where: str = "data/canaries", model_dir: Path | None = None,
-                   corpus: Corpus | None = None, prefix_samples=None, reference_out: Path | None = None) -> dict:
+                   corpus: Corpus | None = None, prefix_samples=None, reference_out: Path | None = None,
+                   reference: bool = True) -> dict:
     """Write every kind's canaries (schema- and GX-checked) and meta.json into ``out_dir``, and with
     ``reference_out`` their reference log-probabilities there (REFERENCE; empty lists without ``model_dir``).
 
     ``corpus`` (token statistics of the fine-tuning data) is needed by the unigram/bigram kinds,
     ``model_dir`` by model-based canaries and the reference log-probabilities every canary gets,
-    ``prefix_samples`` by held-out prefixes."""
+    ``prefix_samples`` by held-out prefixes; ``reference`` false: empty reference lists (a replica whose attacks
+    read none)."""
     scorer = base_next_token(model_dir) if model_dir is not None else None
     rows_of, kinds_meta = build_kinds(params, vocab, corpus, scorer, prefix_samples)
     num_new = sum(k["new_tokens"] for k in kinds_meta.values())
@@ -138,7 +140,8 @@ def build_canaries(params, vocab: Vocab, out_dir: Path, where: str = "data/canar
                   for kind, rows in rows_of.items()}
     all_rows = [r for rows in rows_of.values() for r in rows]
     if reference_out is not None:
-        ref = (reference_logprobs(all_rows, model_dir, num_new, params.new_token_init) if model_dir is not None
+        ref = (reference_logprobs(all_rows, model_dir, num_new, params.new_token_init)
+               if model_dir is not None and reference
                else [{"canary_id": r["canary_id"], "base_token_logprobs": []} for r in all_rows])
         write_table(pa.Table.from_pylist(ref, schema=REFERENCE), reference_out, REFERENCE)
     for kind, rows in rows_of.items():

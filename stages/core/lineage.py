@@ -147,6 +147,10 @@ def number_lineage(metrics: dict, lock: dict, git: dict, verified: bool, stage: 
         if run not in chains:  # the stage reads this run's branch only
             chains[run] = number_chain(lock, stage, path)[1:]
         out[path] = entry(value, inputs, chains[run])
+    for path, value in flatten(metrics.get("pooled") or {}, "pooled", numbers_only=True).items():
+        if None not in chains:  # a pooled test reads its run and every replica of it
+            chains[None] = number_chain(lock, stage, path)[1:]
+        out[path] = entry(value, inputs, chains[None])
     for path, value in flatten(metrics.get("planned", {}), "planned", numbers_only=True).items():
         out[path] = entry(value, {}, [])
     return out

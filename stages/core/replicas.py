@@ -40,6 +40,10 @@ class ReplicaParams:
     out_dir: str
     #: the attacks each replica runs (the pooled tests' scores; nothing else is read)
     attacks: tuple[str, ...]
+    #: whether a replica's canaries get the base model's reference log-probabilities (a forward pass over every
+    #: canary; read by reference-calibrated attacks such as contrast_ref and whitebox, not by contrast); without
+    #: them the reference file holds empty lists
+    reference: bool
     sets: dict[str, Replica]
 
     def problems(self):

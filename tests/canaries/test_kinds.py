@@ -77,7 +77,7 @@ def test_member_share_band_refuses_fair_coins_at_its_stated_rate():
 
 
 def test_gx_suite_passes_and_reports(tmp_path):
-    meta = build_canaries(canary_params(num_canaries=300), VOCAB, tmp_path)
+    meta = build_canaries(canary_params(num_canaries=300, kinds=["new_token", "random"]), VOCAB, tmp_path)
     assert meta["num_new_tokens"] == 300 and meta["kinds"]["new_token"]["new_token_offset"] == 500
     gx = json.loads((tmp_path / "gx_results.json").read_text())
     assert all(r["success"] for k in gx.values() for r in k["results"])

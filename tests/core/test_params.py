@@ -91,7 +91,7 @@ def test_locations_are_declared_once_with_their_params_keys():
     (lambda r: r["variance"].update(min_points=2), "params.yaml: variance.min_points: must be >= 3"),
     (lambda r: r["selfcheck"].update(accountant="gdp"), "params.yaml: selfcheck.accountant: must be one of 'prv'"),
     (lambda r: r["audit"]["primary"].update(kind="unigram"),
-     "params.yaml: audit.primary.kind: must be one of canaries.kinds (new_token, random) (got 'unigram')"),
+     "params.yaml: audit.primary.kind: must be one of canaries.kinds (new_token) (got 'unigram')"),
     (lambda r: r["attack"]["runs"].update(nodp=["loss"]),
      "params.yaml: attack.runs.nodp: no such run in runs (known: nondp, dp_eps8, users)"),
     (lambda r: r["audit"]["primary"]["runs"].update(dp={"k_pos": 1, "k_neg": 1}),
