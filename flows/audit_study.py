@@ -52,11 +52,14 @@ def point_sets(study, seed: int, run_overrides: dict, drop: list[str]) -> list[s
 
 def dropped(study, raw: dict) -> list[str]:
     """The params keys a study experiment deletes: every other run, and the attack lists and guessing rules that name
-    one (the params loader refuses a rule for a run that does not exist)."""
+    one (the params loader refuses a rule for a run that does not exist), every replica and pooled test."""
     others = [r for r in raw["runs"] if r != study.run]
     keys = [f"runs.{r}" for r in others]
     for section in ("attack.runs", "audit.primary.runs"):
         keys += [f"{section}.{r}" for r in others if r in (section_of(raw, section) or {})]
+    # a study point is one run at one seed: no replicas, no pooled test
+    keys += [f"replicas.sets.{name}" for name in section_of(raw, "replicas.sets") or {}]
+    keys += [f"audit.pooled.{r}" for r in section_of(raw, "audit.pooled") or {}]
     return keys
 
 

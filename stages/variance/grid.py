@@ -33,14 +33,19 @@ def points(sp: SweepParams) -> list[dict]:
 
 
 def point_params(raw: dict, point: dict) -> dict:
-    """The whole params of ``point``: ``raw`` with `runs` = its one run, `attack.runs` = its attacks, and no guessing
-    rule (`audit.primary.runs`) for a run the point drops (``raw`` is left as it was)."""
+    """The whole params of ``point``: ``raw`` with `runs` = its one run, `attack.runs` = its attacks, no guessing
+    rule (`audit.primary.runs`) for a run the point drops, and no replicas or pooled test (``raw`` is left as it
+    was)."""
     out = copy.deepcopy(raw)
     out["runs"] = copy.deepcopy(point["runs"])
     out.setdefault("attack", {})["runs"] = {RUN: list(point["attacks"])}
     rules = section_of(out, "audit.primary.runs")
     if isinstance(rules, dict):
         out["audit"]["primary"]["runs"] = {run: rule for run, rule in rules.items() if run in out["runs"]}
+    if isinstance(section_of(out, "audit.pooled"), dict):
+        out["audit"]["pooled"] = {}  # a point is one run: no replicas, no pooled test
+    if isinstance(section_of(out, "replicas.sets"), dict):
+        out["replicas"]["sets"] = {}
     return out
 
 
