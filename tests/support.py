@@ -65,7 +65,8 @@ def make_tiny_lm(vocab_size: int, seed: int = 0, arch: str = "llama"):
 def copy_project(dest: Path) -> Path:
     """A fresh git + DVC checkout of this project (code, dvc.yaml, params, vendored data)."""
     for item in ["stages", "flows", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore", "pyproject.toml", "data/raw",
-                 "reports/sweeps", "reports/variance/points.parquet", "reports/audit_study", "reports/selfcheck.json"]:
+                 "reports/sweeps", "reports/variance/points.parquet", "reports/audit_study", "reports/selfcheck.json",
+                 "data/replicas/README.md"]:
         src = ROOT / item
         if not src.exists():
             continue
@@ -113,6 +114,12 @@ def ran(stdout: str) -> set[str]:
     return set(re.findall(r"Running stage '([^']+)'", stdout))
 
 
+def without_replicas(p: dict) -> dict:
+    """``p`` with no replica and no pooled test (a test that replaces the runs)."""
+    p["replicas"]["sets"], p["audit"]["pooled"] = {}, {}
+    return p
+
+
 def tiny_params(model_dir: Path) -> dict:
     """params.yaml of the project, shrunk to run end to end in seconds on the tiny model."""
     import yaml
@@ -136,7 +143,9 @@ def tiny_params(model_dir: Path) -> dict:
     p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
     p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
     p["audit"]["primary"].update(attack="loss", k_pos=5, k_neg=5, runs={})
-    p["replicas"].update(attacks=["loss"], sets={"dp_r2": {"run": "dp", "seed": 3102}})  # one replica of dp
+    # one replica of dp; it also scores ref_ratio (with reference log-probabilities), so a test may move the primary
+    # test to it without touching the replica
+    p["replicas"].update(attacks=["loss", "ref_ratio"], reference=True, sets={"dp_r2": {"run": "dp", "seed": 3102}})
     p["audit"]["pooled"] = {"dp": {"k_pos": 5, "k_neg": 5}}
     p["audit"]["exploratory"].update(k_pos=[5, 10], k_neg=[0, 5])
     p["audit"]["ceiling"]["trials"] = 200

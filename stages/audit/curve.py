@@ -16,8 +16,8 @@ A finite grid of eps gives a b^-1 no larger than the envelope's, so the test sta
 the subsampled Gaussian the profile comes from opacus's PRV accountant (its discretised privacy-loss distribution
 at the accountant's own eps_error, delta_error), made conservative by its error guarantee:
 delta(eps) <= delta_est(eps - eps_error) + delta_error. Assumption, stated with every number: the accountant's
-profile (the remove-one relation, which dominates add-one for the Poisson subsampled Gaussian) bounds every test
-between a canary's presence and absence, in both directions.
+profile (opacus's PRV of the Poisson-subsampled Gaussian, the one its epsilon comes from) bounds every test between a
+canary's presence and absence, in both directions.
 """
 from __future__ import annotations
 

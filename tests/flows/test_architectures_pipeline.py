@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
-from support import copy_project, run, tiny_params
+from support import copy_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 
@@ -30,6 +30,7 @@ def arch_params(model_dir) -> dict:
     p["canaries"]["formatted"]["enabled"] = False
     p["finetune"]["lora"]["targets"] = "auto"
     p["runs"] = RUNS
+    without_replicas(p)
     p["attack"].update(attacks=["loss"], runs={})
     p["audit"]["exploratory"].update(k_pos=[5], k_neg=[0])
     return p

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 import yaml
-from support import PYTHON, ROOT, clone_project, copy_project, run, tiny_params
+from support import PYTHON, ROOT, clone_project, copy_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 
@@ -22,6 +22,7 @@ def trained_elsewhere(tmp_path_factory, tiny_model_dir):
     p["runs"] = {"ext": {"external": ext, "max_text_rows": 24}}
     p["attack"]["attacks"] = ["loss", "zlib", "contrast", "exposure"]
     p["attack"]["runs"] = {}
+    without_replicas(p)
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "external run"], dest)
     out = run([PYTHON, "-m", "flows.cli", "export-canaries", "--run", "ext", "--out", "export"], dest).stdout

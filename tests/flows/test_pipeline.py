@@ -221,7 +221,7 @@ def test_secrets_param_change_reruns_secrets_not_preprocess(reproduced_project):
     assert "secrets@enron" in done and "secrets@tofu" not in done and "finetune@users" in done
     assert not {s for s in done if s.split("@")[0] in ("preprocess", "canaries", "base_model")}
     assert done <= {"secrets@enron", "audit", "report"} | {s for s in ALL_STAGES if s.split("@")[0] in
-                                                         ("attack", "finetune")}
+                                                         ("attack", "finetune", "replica_attack", "replica_finetune")}
     report = (project / "reports/report.md").read_text()
     assert "Real secrets in the training data" in report and "Data contracts (Great Expectations)" in report
 
