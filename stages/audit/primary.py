@@ -118,9 +118,10 @@ def primary_test(canaries: Canaries, params, delta: float, run: str) -> dict | N
 def curve_bounds(m: int, r: int, v: int, privacy: dict, delta: float, confidences) -> dict:
     """curve_eps_lb_<c> and curve_sigma_lb_<c>: the f-DP test against the run's own (q, T) curve (``curve.py``)."""
     out = {}
+    # an external run's record names the trainer's claim: its q and T are read against our PRV accountant
+    accountant = privacy.get("accountant") if privacy.get("accountant") in ("prv", "rdp") else "prv"
     for c in confidences:
-        res = curve_epsilon_lower_bound(m, r, v, privacy["sample_rate"], privacy["steps"], delta, c,
-                                        privacy["accountant"])
+        res = curve_epsilon_lower_bound(m, r, v, privacy["sample_rate"], privacy["steps"], delta, c, accountant)
         out[confidence_key(c, "curve_")] = res["epsilon"]
         out[f"curve_sigma_lb_{confidence_tag(c)}"] = res["sigma"]
     return out
