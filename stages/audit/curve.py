@@ -98,7 +98,6 @@ def subsampled_gaussian_profile(sample_rate: float, steps: int, noise_multiplier
     eps = t + EPS_ERROR  # delta(eps) <= delta_est(eps - eps_error) + delta_error
     keep = eps >= 0
     return eps[keep], np.minimum(1.0, delta_est[keep] + DELTA_ERROR)
-    return eps, delta
 
 
 def curve_rejects(m: int, r: int, v: int, sample_rate: float, steps: int, noise_multiplier: float,

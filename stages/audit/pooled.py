@@ -26,7 +26,7 @@ from .ceiling import ideal_counts, trial_bounds
 from .curve import ASSUMPTION as CURVE_ASSUMPTION
 from .one_run import guesses
 from .primary import bounds, curve_bounds
-from .schema import clip_guesses, confidence_key, confidence_tag
+from .schema import clip_guesses, confidence_tag
 
 PREREGISTERED, DEVELOPMENT = "preregistered", "development"
 
