@@ -44,20 +44,23 @@ def auroc(scores, members) -> float:
     return float((ranks[y].sum() - P * (P + 1) / 2) / (P * N))
 
 
-def bootstrap_stats(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int,
-                    seed: int) -> np.ndarray:
-    """``stat`` over ``n`` stratified bootstrap resamples (members and non-members resampled separately; rows of
-    a 2-d ``scores`` are resampled together, so several scores of one item stay paired)."""
+def _bootstrap_rows(scores, members, stat: Callable, n: int, seed: int):
+    """``stat(sample, labels)`` of each of ``n`` stratified bootstrap resamples, in order (see ``bootstrap_stats``)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(members, dtype=bool)
     pos, neg = s[y], s[~y]
     rng = np.random.default_rng(seed)
     lab = np.r_[np.ones(len(pos), bool), np.zeros(len(neg), bool)]
-    vals = np.empty(n)
-    for b in range(n):
+    for _ in range(n):
         sample = np.r_[pos[rng.integers(0, len(pos), len(pos))], neg[rng.integers(0, len(neg), len(neg))]]
-        vals[b] = stat(sample, lab)
-    return vals
+        yield stat(sample, lab)
+
+
+def bootstrap_stats(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int,
+                    seed: int) -> np.ndarray:
+    """``stat`` over ``n`` stratified bootstrap resamples (members and non-members resampled separately; rows of
+    a 2-d ``scores`` are resampled together, so several scores of one item stay paired)."""
+    return np.fromiter(_bootstrap_rows(scores, members, stat, n, seed), dtype=np.float64, count=n)
 
 
 def bootstrap_ci(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int, seed: int,
@@ -87,23 +90,38 @@ def auroc_p_value(scores, members, exact: bool) -> float:
     return float(mannwhitneyu(s[y], s[~y], alternative="greater", method="exact" if exact else "asymptotic").pvalue)
 
 
+def _tprs(fpr: np.ndarray, tpr: np.ndarray, fprs: Sequence[float]) -> list[float]:
+    """TPR at each FPR of ``fprs`` off one ROC curve (as ``tpr_at_fpr``)."""
+    out = []
+    for f in fprs:
+        ok = fpr <= f + 1e-12
+        out.append(float(tpr[ok].max()) if ok.any() else 0.0)
+    return out
+
+
 def roc_metrics(scores, members, fprs: Sequence[float], n_boot: int, seed: int, min_per_side: int) -> dict:
     """AUROC and TPR at each FPR with 95% stratified bootstrap intervals; below ``min_per_side`` on a side, no
-    intervals (None) and the exact p-value of AUROC > 0.5 instead (``auroc_p_exact``)."""
+    intervals (None) and the exact p-value of AUROC > 0.5 instead (``auroc_p_exact``).
+
+    Every statistic reads the same ``n_boot`` resamples (one ROC curve and one ranking per resample), as separate
+    ``bootstrap_ci`` calls with the same seed would draw them."""
     small = too_small(members, min_per_side)
     out = {"members": int(np.sum(members)), "non_members": int(len(members) - np.sum(members)),
-           "auroc": auroc(scores, members),
-           "auroc_ci95": None if small else bootstrap_ci(scores, members, auroc, n_boot, seed),
-           "tpr_at_fpr": {}}
+           "auroc": auroc(scores, members), "auroc_ci95": None, "tpr_at_fpr": {}}
     if small:
         out["auroc_p_exact"] = auroc_p_value(scores, members, exact=True)
-    for f in fprs:
-        key = f"{f:g}"
-        out["tpr_at_fpr"][key] = {
-            "value": tpr_at_fpr(scores, members, f),
-            "ci95": None if small else bootstrap_ci(scores, members, lambda s, y, f=f: tpr_at_fpr(s, y, f), n_boot,
-                                                    seed),
-        }
+    f, t = roc_curve(scores, members)
+    cis: list = [None] * (len(fprs) + 1)
+    if not small and n_boot > 0:
+        stat = lambda s, y: [auroc(s, y), *_tprs(*roc_curve(s, y), fprs)]  # noqa: E731
+        vals = np.array([list(v) for v in _bootstrap_rows(scores, members, stat, n_boot, seed)])
+        lo, hi = np.nanpercentile(vals, [2.5, 97.5], axis=0)
+        cis = [(float(a), float(b)) for a, b in zip(lo, hi)]
+    elif not small:
+        cis = [(float("nan"), float("nan"))] * (len(fprs) + 1)
+    out["auroc_ci95"] = cis[0]
+    for fpr, value, ci in zip(fprs, _tprs(f, t, fprs), cis[1:]):
+        out["tpr_at_fpr"][f"{fpr:g}"] = {"value": value, "ci95": ci}
     return out
 
 
