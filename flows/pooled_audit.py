@@ -26,47 +26,100 @@ from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
 
 POOLED_FILE = "pooled.json"
-#: the params keys that make up a recipe's pooled design (with runs.<recipe>)
-DESIGN_KEYS = ("audit.pooled", "audit.primary", "audit.seeds", "replicas", "canaries", "finetune")
 
 
 def _git(args: list[str], repo: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
 
 
+def _without(d: dict | None, *keys: str) -> dict:
+    return {k: v for k, v in (d or {}).items() if k not in keys}
+
+
 def design_of(raw: dict, recipe: str) -> dict:
-    return {**{k: section_of(raw, k) for k in DESIGN_KEYS}, "run": section_of(raw, f"runs.{recipe}")}
+    """The recipe's pooled design, seeds left out (a seed is not a design choice: its status is ``audit.seeds``'s,
+    dated by ``seeds_commit``): the pooled rule, the primary test (with the recipe's own rule), the replicas' attacks
+    and how many replicas of it, the canaries and fine-tune config and the run's own entry."""
+    primary = section_of(raw, "audit.primary") or {}
+    replicas = section_of(raw, "replicas") or {}
+    canaries = section_of(raw, "canaries") or {}
+    return {"pooled": (section_of(raw, "audit.pooled") or {}).get(recipe),
+            "primary": {**_without(primary, "runs"), "run": (primary.get("runs") or {}).get(recipe)},
+            "replicas": {**_without(replicas, "sets"),
+                         "count": sum(1 for r in (replicas.get("sets") or {}).values() if r.get("run") == recipe)},
+            "canaries": {**_without(canaries, "seed"), "formatted": _without(canaries.get("formatted"), "seed")},
+            "finetune": _without(section_of(raw, "finetune"), "seed"),
+            "run": _without(section_of(raw, f"runs.{recipe}"), "seed")}
 
 
-def design_commit(repo: str, recipe: str) -> str:
-    """The oldest commit since which params.yaml's pooled design of ``recipe`` has not changed."""
-    head = design_of(yaml.safe_load(_git(["show", "HEAD:params.yaml"], repo)), recipe)
-    found = _git(["rev-parse", "HEAD"], repo).strip()
-    for commit in _git(["log", "--format=%H", "--", "params.yaml"], repo).split():
+def _history(repo: str, rev: str):
+    """(commit, params.yaml at it) from ``rev`` back, newest first, while params.yaml exists; ``rev`` itself first
+    (whether or not it changed params.yaml), then each earlier commit that changed it."""
+    commits = _git(["log", "--format=%H", rev, "--", "params.yaml"], repo).split()
+    top = _git(["rev-parse", rev], repo).strip()
+    for commit in ([top] if commits[:1] != [top] else []) + commits:
         try:
-            raw = yaml.safe_load(_git(["show", f"{commit}:params.yaml"], repo))
+            yield commit, yaml.safe_load(_git(["show", f"{commit}:params.yaml"], repo))
         except subprocess.CalledProcessError:
-            break
-        if design_of(raw, recipe) != head:
+            return
+
+
+def design_commit(repo: str, recipe: str, rev: str = "HEAD", raw: dict | None = None) -> str | None:
+    """The oldest commit since which params.yaml's pooled design of ``recipe`` has not changed up to ``rev``: that
+    of ``rev`` itself, or of ``raw`` (an experiment's params); None when ``rev`` does not hold that design."""
+    head = design_of(raw if raw is not None else yaml.safe_load(_git(["show", f"{rev}:params.yaml"], repo)), recipe)
+    found = None
+    for commit, old in _history(repo, rev):
+        if design_of(old, recipe) != head:
             break
         found = commit
     return found
 
 
-def record(repo: str = ".") -> list[dict]:
+def seeds_commit(repo: str, seeds: list[int], rev: str = "HEAD") -> str | None:
+    """The oldest commit since which every seed in ``seeds`` has stood in ``audit.seeds.preregistered`` (up to
+    ``rev``); None if they do not stand there at ``rev``."""
+    found = None
+    for commit, raw in _history(repo, rev):
+        if not set(seeds) <= set(section_of(raw, "audit.seeds.preregistered") or []):
+            break
+        found = commit
+    return found
+
+
+def _experiment_commit(repo: str, name: str) -> tuple[str, str]:
+    """(experiment commit, its baseline commit) of the DVC experiment ``name`` (``refs/exps/...``)."""
+    refs = [line.split() for line in _git(["for-each-ref", "--format=%(objectname) %(refname)", "refs/exps"],
+                                          repo).splitlines()]
+    found = [sha for sha, ref in refs if ref.rsplit("/", 1)[-1] == name]
+    if len(found) != 1:
+        raise ConfigError(f"--exp {name}: {'no' if not found else 'more than one'} DVC experiment of that name "
+                          "(`dvc exp list` shows them)")
+    return found[0], _git(["rev-parse", f"{found[0]}^"], repo).strip()
+
+
+def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
+    """Append the reproduced pipeline's pooled tests to pooled.json: the workspace's (committed, audit up to date),
+    or those of the DVC experiment ``experiment`` (its commit holds params.yaml, dvc.lock and the metrics)."""
     repo = str(Path(repo).resolve())
-    if subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "params.yaml", "dvc.lock"], cwd=repo).returncode:
-        raise ConfigError("params.yaml, dvc.lock: commit the reproduced state before recording its pooled tests")
-    status = _dvc(["status", "audit"], repo)
-    if "up to date" not in status:
-        raise ConfigError("dvc.lock: the audit is stale (`dvc repro` first): " + status.strip().splitlines()[0])
-    raw = read_params(Path(repo) / "params.yaml")
-    params = load(AuditParams, "audit", Path(repo) / "params.yaml", raw)
-    metrics = json.loads((Path(repo) / section_of(raw, "audit.out")).read_text())
+    if experiment is None:
+        if subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "params.yaml", "dvc.lock"], cwd=repo).returncode:
+            raise ConfigError("params.yaml, dvc.lock: commit the reproduced state before recording its pooled tests")
+        status = _dvc(["status", "audit"], repo)
+        if "up to date" not in status:
+            raise ConfigError("dvc.lock: the audit is stale (`dvc repro` first): " + status.strip().splitlines()[0])
+        rev = head = _git(["rev-parse", "HEAD"], repo).strip()
+    else:  # an experiment's commit is what `dvc exp run` reproduced: its lock is up to date by construction
+        rev, head = _experiment_commit(repo, experiment)
+    params_text = _git(["show", f"{rev}:params.yaml"], repo)
+    lock_text = _git(["show", f"{rev}:dvc.lock"], repo)
+    raw = yaml.safe_load(params_text)
+    work = read_params(Path(repo) / "params.yaml")  # where the record goes: the workspace's study folder
+    params = load(AuditParams, "audit", Path(repo) / "params.yaml", work)
+    metrics = json.loads(_git(["show", f"{rev}:{section_of(raw, 'audit.out')}"], repo))
     out = Path(repo) / params.study.out_dir
     f = out / POOLED_FILE
     rows = json.loads(f.read_text())["rows"] if f.is_file() else []
-    head = _git(["rev-parse", "HEAD"], repo).strip()
     digest = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
     new = []
     for recipe, pooled in (metrics.get("pooled") or {}).items():
@@ -75,9 +128,14 @@ def record(repo: str = ".") -> list[dict]:
                               "rewritten)")
         lock = f"locks/{recipe}-s{'-'.join(map(str, pooled['seeds']))}.lock"
         (out / "locks").mkdir(parents=True, exist_ok=True)
-        (out / lock).write_text((Path(repo) / "dvc.lock").read_text())
-        new.append(pooled_row(pooled, design_commit=design_commit(repo, recipe), params_commit=head,
-                              params_sha256=digest, lock=lock))
+        (out / lock).write_text(lock_text)
+        design = design_commit(repo, recipe, head, raw)
+        seeds = seeds_commit(repo, pooled["seeds"], head)
+        # registered before the runs: in a commit older than the one holding the results (workspace), or in the
+        # experiment's baseline or earlier (an experiment's results live in its own commit)
+        before = None not in (design, seeds) and (experiment is not None or head not in (design, seeds))
+        new.append(pooled_row(pooled, design_commit=design, seeds_commit=seeds, params_commit=head,
+                              experiment=experiment, params_sha256=digest, lock=lock, registered_before=before))
     rows += new
     tmp = out / f".{POOLED_FILE}.tmp"
     tmp.write_text(json.dumps({"rows": rows, "summary": pooled_summary(rows)}, indent=1))
@@ -88,8 +146,10 @@ def record(repo: str = ".") -> list[dict]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".")
+    ap.add_argument("--exp", default=None, help="record the pooled tests of this DVC experiment instead of the "
+                                                "workspace's (its baseline is the params commit)")
     args = ap.parse_args(argv)
-    for row in record(args.repo):
+    for row in record(args.repo, args.exp):
         print(f"{row['phase']}: {row['recipe']} over {len(row['runs'])} runs (seeds {row['seeds']}): {row['v']} of "
               f"{row['r']} right, eps-hat95 {row['eps_lb_95']:.3f} (design since {row['design_commit'][:10]})")
 

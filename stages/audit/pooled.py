@@ -117,3 +117,42 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
                                  "(heuristic linear last-iterate model); median over runs, distribution-free interval",
                          **median_interval([s["ideal_percentile"] for s in singles])}
     return out
+
+
+def design_look(per_run: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ks: list[int], delta: float,
+                pool_size: int, confidence: float = 0.95, subsample: int | None = None,
+                subsample_seed: int = 0) -> dict:
+    """A development look at the pooled rule: for each per-run ``k`` ("in" guesses, none "out"), each run's count of
+    the k highest scores, and the median Steinke bound over every ``pool_size``-subset of the runs (pooled counts).
+
+    ``per_run``: (scores, labels, canary ids) of each run. ``subsample``: judge each run on a seeded random subset of
+    this many canaries (``numpy.random.default_rng(subsample_seed).permutation`` over the run's ids in sorted order,
+    the first ``subsample``), the proxy for a run with fewer canaries. Uncorrected: a look that informs a choice,
+    never a claim."""
+    from itertools import combinations
+
+    from .one_run import epsilon_lower_bound
+
+    counts: list[dict[int, tuple[int, int, int]]] = []
+    for scores, labels, ids in per_run:
+        scores, labels, ids = np.asarray(scores, dtype=np.float64), np.asarray(labels, bool), np.asarray(ids)
+        order = np.argsort(ids, kind="stable")
+        scores, labels = scores[order], labels[order]
+        if subsample is not None:
+            keep = np.random.default_rng(subsample_seed).permutation(len(scores))[:subsample]
+            keep.sort()
+            scores, labels = scores[keep], labels[keep]
+        counts.append({k: guesses(scores, labels, k, 0) for k in ks})
+    subsets = list(combinations(range(len(per_run)), pool_size))
+    medians = {}
+    for k in ks:
+        bounds_k = []
+        for sub in subsets:
+            m, r, v = (sum(counts[i][k][j] for i in sub) for j in range(3))
+            bounds_k.append(epsilon_lower_bound(m, r, v, delta, confidence))
+        medians[k] = float(np.median(bounds_k))
+    best = max(ks, key=lambda k: (medians[k], -k))
+    return {"v": [{str(k): c[k][2] for k in ks} for c in counts], "m": [c[ks[0]][0] for c in counts],
+            "pool_size": pool_size, "subsets": len(subsets), "confidence": confidence, "delta": delta,
+            "median_pooled_eps_lb": {str(k): medians[k] for k in ks}, "best_k": best,
+            "best_median": medians[best]}

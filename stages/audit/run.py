@@ -5,11 +5,14 @@ import dataclasses
 import hashlib
 import json
 import logging
+from pathlib import Path
 
 from ..attack.schema import read_attack_table
 from ..canaries.schema import META, load_canary_users, read_canaries, read_reference
-from ..core.artifacts import Locations
+from ..core.artifacts import Locations, locations
 from ..core.errors import ConfigError, DataError
+from ..core.params import read_params
+from ..core.replicas import replica_raw
 from ..finetune.schema import read_run
 from .ceiling import planned_ceiling
 from .iid import sanity_check
@@ -36,6 +39,18 @@ def pool_member(run: str, run_dir, scores_dir, seeds: list[int], params) -> dict
         raise DataError(f"{scores_dir}: {p.attack}: no {p.kind!r} canaries scored (the pooled test needs them)")
     s, y = groups[p.kind]
     return {"run": run, "seeds": seeds, "privacy": info["privacy"], "scores": s, "labels": y}
+
+
+def replica_primary(repo, name: str, params) -> tuple[tuple, dict]:
+    """((scores, labels, canary ids), privacy record) of replica ``name``'s primary attack and kind in the checkout
+    at ``repo`` (its params.yaml names the replica): what a development look at the pooled rule reads."""
+    path = Path(repo) / "params.yaml"
+    where = locations(replica_raw(read_params(path), name, path), path)
+    table = read_attack_table(Path(repo) / where.scores_dir(name), params.primary.attack, "membership")
+    groups = {g: (s, y, i) for g, s, y, i in groups_of(table)}
+    if params.primary.kind not in groups:
+        raise DataError(f"{where.scores_dir(name)}: {params.primary.attack}: no {params.primary.kind!r} canaries")
+    return groups[params.primary.kind], read_run(Path(repo) / where.run_dir(name))["privacy"]
 
 
 def pooled_tests(params, where: Locations, pools: dict, canary_seed: int | None) -> dict:

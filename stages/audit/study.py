@@ -100,18 +100,26 @@ def summarise(rows: list[dict]) -> list[dict]:
 POOLED_FIELDS = ("phase", "recipe", "runs", "seeds", "seed_status", "k_pos_per_run", "k_neg_per_run", "m", "r", "v",
                  "delta", "accountant_epsilon", "sample_rate", "steps", "noise_multiplier", "optimizer", "eps_lb_95",
                  "gdp_eps_lb_95", "curve_eps_lb_95", "ideal_eps_lb_95_median", "ideal_eps_lb_95_p10",
-                 "ideal_eps_lb_95_p90", "ideal_percentile", "single_runs", "design_commit", "params_commit",
-                 "params_sha256", "lock")
+                 "ideal_eps_lb_95_p90", "ideal_percentile", "single_runs", "design_commit", "seeds_commit",
+                 "params_commit", "experiment", "params_sha256", "lock")
 
 
-def pooled_row(pooled: dict, *, design_commit: str, params_commit: str, params_sha256: str, lock: str) -> dict:
+def pooled_row(pooled: dict, *, design_commit: str, params_commit: str, params_sha256: str, lock: str,
+               seeds_commit: str | None = None, experiment: str | None = None,
+               registered_before: bool = True) -> dict:
     """One pooled.json row from a recipe's ``pooled`` entry of metrics.json: a confirmation row when every seed is
-    preregistered, else a development row; the single runs keep (run, seeds, r, v, eps_lb_95, ideal_percentile)."""
+    preregistered, else a development row; the single runs keep (run, seeds, r, v, eps_lb_95, ideal_percentile).
+    ``design_commit`` / ``seeds_commit``: since when params.yaml held the design / listed every seed as
+    preregistered; ``params_commit``: where the runs were reproduced (a DVC experiment's baseline, ``experiment``
+    naming it). A confirmation row needs every seed preregistered and ``registered_before``: the design and the
+    seeds committed before the commit that holds the runs' results."""
     row = {k: pooled.get(k) for k in POOLED_FIELDS if k in pooled}
     row["single_runs"] = [{k: s[k] for k in ("run", "seeds", "r", "v", "eps_lb_95", "ideal_percentile")}
                           for s in pooled["single_runs"]]
-    row.update(phase="confirmation" if pooled["seed_status"] == "preregistered" else "development",
-               design_commit=design_commit, params_commit=params_commit, params_sha256=params_sha256, lock=lock)
+    confirmed = pooled["seed_status"] == "preregistered" and registered_before
+    row.update(phase="confirmation" if confirmed else "development",
+               design_commit=design_commit, seeds_commit=seeds_commit, params_commit=params_commit,
+               experiment=experiment, params_sha256=params_sha256, lock=lock)
     return {k: row.get(k) for k in POOLED_FIELDS}
 
 

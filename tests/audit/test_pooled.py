@@ -4,7 +4,7 @@ import pytest
 
 from stages.audit.one_run import epsilon_lower_bound, guesses
 from stages.audit.params import AuditParams, SeedRegistry
-from stages.audit.pooled import median_interval, pooled_test, seed_status
+from stages.audit.pooled import design_look, median_interval, pooled_test, seed_status
 from support import params
 
 PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
@@ -57,3 +57,20 @@ def test_the_median_interval_states_its_coverage():
     assert three["coverage"] == pytest.approx(0.75)  # 1 - 2 / 2^3: three runs cannot give 95%
     ten = median_interval(list(range(10)))
     assert ten["coverage"] >= 0.95 and (ten["low"], ten["high"]) == (1.0, 8.0)  # x_(2), x_(9): 97.9%
+
+
+def test_the_design_look_pools_every_subset_and_its_proxy_is_a_seeded_subset():
+    runs = [_member(f"d{s}", s, 1.5) for s in range(4)]
+    per_run = [(m["scores"], m["labels"], np.array([f"c{i:04d}" for i in range(400)])) for m in runs]
+    look = design_look(per_run, [10, 40], 1e-5, pool_size=3)
+    assert look["subsets"] == 4 and look["m"] == [400] * 4
+    counts = [[guesses(m["scores"], m["labels"], k, 0) for k in (10, 40)] for m in runs]
+    assert look["v"] == [{"10": c[0][2], "40": c[1][2]} for c in counts]
+    pooled = sorted(epsilon_lower_bound(1200, 120, sum(counts[i][1][2] for i in sub), 1e-5, 0.95)
+                    for sub in ((0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)))
+    assert look["median_pooled_eps_lb"]["40"] == pytest.approx(np.median(pooled))
+    assert look["best_k"] in (10, 40) and look["best_median"] == max(look["median_pooled_eps_lb"].values())
+    # the proxy: the same seeded subset of every run, whatever order the ids arrive in
+    half = design_look(per_run, [10], 1e-5, pool_size=3, subsample=200)
+    shuffled = [(s[::-1], y[::-1], i[::-1]) for s, y, i in per_run]
+    assert design_look(shuffled, [10], 1e-5, pool_size=3, subsample=200) == half and half["m"] == [200] * 4

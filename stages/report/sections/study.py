@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ...audit.schema import THREAT
 from ...core.formatting import Table
+from ..headline import optimizer_label
 from ..render import Section
 
 
@@ -45,7 +46,8 @@ def study_section(study_dir: Path | None) -> Section | None:
         "of a heuristic simulation of an ideal white-box statistic under the linear model, which a valid audit can "
         "exceed. Recipe rows (optimizer, learning rate, clip norm) are the user's choices: reported, never tuned. "
         "Pooled rows (reports/audit_study/pooled.json, python -m flows.pooled_audit): every pooled test ever "
-        "recorded, each with the commit since which its design was unchanged (`design commit`) and the commit its "
+        "recorded, each with the commit since which its design was unchanged (`design commit`), since which its "
+        "seeds stood as preregistered (`seeds registered`; not recorded for the first set) and the commit its "
         "runs were reproduced at; a confirmation row's seeds were all preregistered; the bar is the median over "
         "every confirmation row, never a chosen one."])
 
@@ -54,11 +56,13 @@ def pooled_table(study_dir: Path) -> Table | None:
     f = study_dir / "pooled.json"
     if not f.is_file():
         return None
-    t = Table(["phase", "recipe", "seeds", "m", "right of guesses", "ε̂95 (Steinke)", "GDP ε̂95", "own-curve ε̂95",
-               "ideal median", "percentile in ideal", "accountant ε", "design commit", "runs at commit"])
+    t = Table(["phase", "recipe", "optimizer", "seeds", "m", "right of guesses", "ε̂95 (Steinke)", "GDP ε̂95",
+               "own-curve ε̂95", "ideal median", "percentile in ideal", "accountant ε", "design commit",
+               "seeds registered", "runs at commit"])
     for r in json.loads(f.read_text())["rows"]:
-        t.rows.append([r["phase"], r["recipe"], ", ".join(map(str, r["seeds"])), r["m"], f"{r['v']} of {r['r']}",
-                       r["eps_lb_95"], r["gdp_eps_lb_95"], r["curve_eps_lb_95"], r["ideal_eps_lb_95_median"],
-                       r["ideal_percentile"], r["accountant_epsilon"], r["design_commit"][:10],
-                       r["params_commit"][:10]])
+        t.rows.append([r["phase"], r["recipe"], optimizer_label(r), ", ".join(map(str, r["seeds"])), r["m"],
+                       f"{r['v']} of {r['r']}", r["eps_lb_95"], r["gdp_eps_lb_95"], r["curve_eps_lb_95"],
+                       r["ideal_eps_lb_95_median"], r["ideal_percentile"], r["accountant_epsilon"],
+                       r["design_commit"][:10], (r.get("seeds_commit") or "not recorded")[:10],
+                       r["params_commit"][:10] + (f" (experiment {r['experiment']})" if r.get("experiment") else "")])
     return t
