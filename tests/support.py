@@ -145,7 +145,7 @@ def tiny_params(model_dir: Path) -> dict:
     p["audit"]["primary"].update(attack="loss", k_pos=5, k_neg=5, runs={})
     # one replica of dp; it also scores ref_ratio (with reference log-probabilities), so a test may move the primary
     # test to it without touching the replica
-    p["replicas"].update(attacks=["loss", "ref_ratio"], reference=True, sets={"dp_r2": {"run": "dp", "seed": 3102}})
+    p["replicas"].update(attacks=["loss", "ref_ratio"], reference=True, sets={"dp_r2": {"run": "dp", "seed": 3105}})
     p["audit"]["pooled"] = {"dp": {"k_pos": 5, "k_neg": 5}}
     p["audit"]["exploratory"].update(k_pos=[5, 10], k_neg=[0, 5])
     p["audit"]["ceiling"]["trials"] = 200

@@ -26,3 +26,23 @@ def test_gpu_preset_matches_its_planned_ceiling(tmp_path):
         (planned.sample_rate, planned.steps, planned.epsilon, planned.delta, planned.accountant))
     assert raw["canaries"]["num_canaries"] == planned.canaries
     assert raw["audit"]["primary"]["kind"] in raw["canaries"]["kinds"]
+
+
+def test_the_confirmation_set_preset_changes_seeds_only_and_they_are_preregistered(tmp_path):
+    """presets/confirmation_set3.args: the default DP recipe at fresh preregistered seeds, its design unchanged."""
+    from flows.pooled_audit import design_of
+    from stages.params import validate_params
+
+    lines = [ln for ln in (ROOT / "presets/confirmation_set3.args").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    assert all(" " not in ln for ln in lines)
+    path = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", path)
+    apply_overrides(path, lines)
+    raw, base = read_params(path), read_params(ROOT / "params.yaml")
+    validate_params(raw, str(path))
+    assert design_of(raw, "dp_eps8") == design_of(base, "dp_eps8") and list(raw["runs"]) == ["dp_eps8"]
+    seeds = {raw["canaries"]["seed"], raw["finetune"]["seed"], *(r["seed"] for r in raw["replicas"]["sets"].values())}
+    assert len(seeds) == 3 and seeds <= set(base["audit"]["seeds"]["preregistered"])
+    default = {base["canaries"]["seed"], *(r["seed"] for r in base["replicas"]["sets"].values())}
+    assert not seeds & default  # disjoint from the default runs' set

@@ -39,7 +39,7 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
     pooled = metrics["pooled"]["dp"]
     assert pooled["runs"] == ["dp", "dp_r2"] and (pooled["m"], pooled["r"]) == (120, 20)
     assert pooled["v"] == sum(s["v"] for s in pooled["single_runs"]) and pooled["seed_status"] == "preregistered"
-    assert pooled["seeds"] == [3101, 3102] and pooled["eps_lb_95"] <= pooled["accountant_epsilon"]
+    assert pooled["seeds"] == [3104, 3105] and pooled["eps_lb_95"] <= pooled["accountant_epsilon"]
     assert {"gdp_eps_lb_95", "curve_eps_lb_95", "ideal_eps_lb_95_median", "ideal_percentile"} <= set(pooled)
     assert metrics["runs"]["dp"]["audit_primary"]["seed_status"] == "preregistered"
     assert metrics["runs"]["dp"]["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
