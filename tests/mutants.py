@@ -64,7 +64,7 @@ def clip_off():
     from opacus.optimizers.optimizer import DPOptimizer
 
     import stages.finetune.loop as loop
-    from stages.finetune.bookkeeping import Ledger, weighted_grads
+    from stages.finetune.privacy.bookkeeping import Ledger, weighted_grads
 
     real_make_private = loop.make_private
     unclipped: list = []

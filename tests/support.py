@@ -185,3 +185,71 @@ def users_dataset(tmp_path: Path, n_users: int = 12) -> Path:
                  "user": f"u{u}@x", "user_set": "held_in" if u % 2 else "held_out"} for u in users for i in range(3)]
         pq.write_table(pa.Table.from_pylist(rows, schema=get_dataset("enron_users").schema), d / f"{split}.parquet")
     return d
+
+
+# ------------------------------------------------------------------------------------------ the fine-tune's tiny DP
+#: new-token rows and the vocabulary ids with rows of their own in ``tiny_canary_lm``'s models
+NUM_NEW = 20
+SECRET_ROWS = (7, 13, 29, 31, 50, 77)
+
+
+def finetune_params(**overrides):
+    from stages.finetune.params import FinetuneParams
+
+    return params(FinetuneParams, "finetune", **overrides)
+
+
+def dp_params(**overrides):
+    from stages.finetune.params import DPParams
+
+    return params(DPParams, "finetune.dp", **overrides)
+
+
+def tiny_canary_lm(base: Path, **overrides):
+    """(CanaryLM, tokenizer) of the converted tiny base ``base`` with LoRA r=4 (or ``overrides``), NUM_NEW new-token
+    rows and the SECRET_ROWS vocabulary ids' own rows."""
+    import torch
+
+    from stages.lm.trainable import build_model
+
+    ft = finetune_params(**{"lora": {"r": 4, "alpha": 8}, **overrides})
+    meta = {"num_new_tokens": NUM_NEW, "new_token_init": "mean", "secret_token_ids": list(SECRET_ROWS)}
+    return build_model(base, ft.trainable(meta), torch.device("cpu"))
+
+
+def canary_rows(vocab: int, n: int = 40, seed: int = 0) -> list[dict]:
+    """``n`` one-token new-token canaries over a vocabulary of ``vocab`` (their secrets: new tokens vocab + i % NUM_NEW),
+    every odd one a member."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [{"canary_id": f"c{i}", "kind": "new_token", "prefix_ids": rng.integers(1, 300, 6).tolist(),
+             "secret_ids": [vocab + i % NUM_NEW], "member": bool(i % 2)} for i in range(n)]
+
+
+def one_dp_step(base: Path, mode: str, clip: float, noise: bool, paradigm: str, embeddings: bool):
+    """Parameter change of one DP-SGD step (lr 1) over 8 canaries in chunks of 3 (minus the gradient) through the
+    engine's ``dp_step``; also the model, the examples and the tokenizer."""
+    import numpy as np
+    import torch
+
+    from stages.finetune.privacy.engine import dp_step, make_private
+    from stages.lm.batching import chunks
+    from stages.lm.examples import canary_examples
+
+    cpu = torch.device("cpu")
+    torch.manual_seed(0)
+    m, tok = tiny_canary_lm(base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
+    exs = canary_examples(canary_rows(m.base_vocab, 12), "sft")
+    before = {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
+    trainable = [p for p in m.parameters() if p.requires_grad]
+    dp = dp_params(enabled=True, epsilon=8.0, delta=1e-5, grad_sample_mode=mode, max_grad_norm=clip)
+    private = make_private(m, torch.optim.SGD(trainable, lr=1.0), dp, sample_rate=0.5, steps=1, population=8,
+                           seed=0, optimizer_name="sgd", device=cpu)
+    if not noise:
+        private.optimizer.noise_multiplier = 0.0
+    parts = chunks(np.arange(8), [len(e) for e in exs], 3)
+    m.keep_input = private.strategy.norm_pass
+    private.net.train()
+    dp_step(private, trainable, exs, parts, tok.pad_token_id, cpu)
+    return {n: before[n] - p.detach() for n, p in m.named_parameters() if p.requires_grad}, m, exs, tok

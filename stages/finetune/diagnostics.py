@@ -1,8 +1,7 @@
 """What the audit needs to explain its own numbers, recorded by the fine-tune (auditor-side records: they name
 member canaries, so they are the auditor's, never part of a released model).
 
-* ``inclusion_counts``: how many steps' Poisson batches sampled each pool example, replayed from the sampler's
-  seed (the loop's generator draws nothing else), so a resumed run records the same counts;
+* how many steps' Poisson batches sampled each pool example: ``sampling.inclusion_counts`` replays the sampler;
 * ``canary_gradients``: at the initial model, each sampled canary's per-example gradient norm before clipping
   and the share of its squared norm that lies in the secret token's own rows (new-token or secret rows): how
   much of a clipped canary step can reach the coordinates a canary score reads.
@@ -16,19 +15,7 @@ import torch
 
 from ..lm.batching import collate
 from ..lm.examples import Example
-
-
-def inclusion_counts(n: int, sample_rate: float, steps: int, seed: int,
-                     schedule: dict[int, list[int]] | None = None, total: int | None = None) -> np.ndarray:
-    """Steps that sampled each example (Poisson part: ``n`` examples at rate q from ``default_rng(seed)``, as
-    ``loop.train`` draws them; plus the fixed ``schedule`` of examples ``n`` .. ``total - 1``)."""
-    rng = np.random.default_rng(seed)
-    counts = np.zeros(total or n, dtype=np.int64)
-    for step in range(steps):
-        counts[:n] += rng.random(n) < sample_rate
-        for i in (schedule or {}).get(step, []):
-            counts[i] += 1
-    return counts
+from .loss import per_sample_losses
 
 
 def own_row_slices(model, token: int) -> list[tuple[torch.nn.Parameter, int]]:
@@ -46,8 +33,6 @@ def canary_gradients(model, examples: Sequence[Example], kinds: Sequence[str], p
     """Per kind, over a seeded sample of ``per_kind`` canaries: the per-example gradient norm at the initial model
     (median, 10% and 90%), the share clipped at ``clip_norm``, and the median share of the squared norm in the
     secret tokens' own rows. One plain backward pass per canary (no DP wrapper: a diagnostic, not training)."""
-    from .loop import per_sample_losses  # the training loss itself
-
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(seed)

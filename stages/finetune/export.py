@@ -31,6 +31,7 @@ from ..core.io import atomic_dir, atomic_file, file_digest, missing, read_json
 from ..core.seeds import stream
 from ..lm.examples import Example, bos_id
 from ..lm.loading import load_tokenizer
+from .inputs import gather_inputs
 from .params import FinetuneParams
 from .schema import TextSetup
 
@@ -86,8 +87,6 @@ def _opaque(run: str, source: str) -> str:
 def export_run(run: str, ft: FinetuneParams, where: Locations, out: Path, membership: Path) -> dict:
     """Write run ``run``'s training set to ``out`` and its membership to ``membership``; returns export.json."""
     from datasets import Dataset
-
-    from .run import gather_inputs
 
     if not ft.canaries:
         raise DataError(f"runs.{run}: finetune.canaries is false: there are no canaries to export")

@@ -15,16 +15,17 @@ from pathlib import Path
 from ..canaries.schema import read_canaries
 from ..core.artifacts import Locations
 from ..core.errors import DataError
-from ..core.io import file_digest, read_json
+from ..core.io import file_digest
 from ..lm.external import load_external, model_kind
 from ..lm.loading import load_tokenizer
-from ..lm.trainable import Trainable
 from .export import canaries_digest, canary_token, read_membership
+from .inputs import gather_inputs
 from .loop import mean_nll
-from .params import FinetuneParams
 from .manifest import write_run_manifest
-from .run import canary_shares, gather_inputs, write_timing
-from .schema import EXTERNAL_DIR, RUN_VERSION, RunRecord, TextSetup, write_run
+from .params import FinetuneParams
+from .privacy.engine import privacy_profile
+from .record import external_record, write_timing
+from .schema import EXTERNAL_DIR, RunRecord, TextSetup, write_run
 
 log = logging.getLogger("stages.finetune")
 
@@ -76,8 +77,6 @@ def claimed_privacy(ft: FinetuneParams) -> dict:
         return {"dp": False, "external": True, "epsilon_spent": float("inf"), "sample_rate": None, "steps": None}
     from opacus.accountants import PRVAccountant
 
-    from .dp import privacy_profile
-
     acc = PRVAccountant()
     acc.history = [(c.noise_multiplier, c.sample_rate, c.steps)]
     return {"dp": True, "external": True, "claimed": True, "accountant": "trainer's claim", "rng": "the trainer's",
@@ -99,26 +98,9 @@ def import_external(run: str, ft: FinetuneParams, where: Locations, out_dir: Pat
     inputs = gather_inputs(ft, where, canaries, load_tokenizer(where.base_model))
     utility = mean_nll(model, inputs.evals, tok.pad_token_id)
     privacy = claimed_privacy(ft)
-    spec = ft.trainable(meta)
-    record: RunRecord = {
-        "version": RUN_VERSION, "run": run, "params": dataclasses.asdict(ft),
-        "trainable": Trainable(**{**dataclasses.asdict(spec), "paradigm": "external", "lora_targets": ()}).to_json(),
-        "device": str(device), "world_size": 1,
-        "base_model": read_json(where.base_model / "source.json", "base_model"),
-        "num_new_tokens": meta["num_new_tokens"], "new_token_init": meta["new_token_init"],
-        "n_examples": len(inputs.pool), "n_population": inputs.population, "n_text_rows": len(inputs.text),
-        "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
-        "n_formatted_rows": len(inputs.formatted), "canary_users": sorted(inputs.canary_users),
-        "secret_control": inputs.secret_control,
-        # shares of the exported set (each example once), not of a sampling schedule the pipeline did not run
-        **canary_shares(inputs.canaries, inputs.formatted, inputs.pool, [], 1.0, 0.0),
-        "sample_rate": privacy["sample_rate"], "expected_batch_size": None, "steps": privacy["steps"],
-        "expected_exposures_per_member": None, "canary_insertion": "external",
-        "trainable_parameters": sum(p.numel() for p in model.parameters()), "final_loss": None, "valid": {"rows": len(inputs.evals), **utility},
-        "privacy": privacy, "canary_gradients": None,
-        "external": {"model_kind": kind, "files": digests, "membership_sha256": membership["sha256"],
-                     "claim": privacy.get("claimed", False)},
-    }
+    record = external_record(run, ft, meta, inputs, model, device, where, utility, privacy,
+                             {"model_kind": kind, "files": digests, "membership_sha256": membership["sha256"],
+                              "claim": privacy.get("claimed", False)})
     write_run(out_dir / "run.json", record)
     write_run_manifest(out_dir, inputs, None)  # which candidates the export held; its sampling we did not see
     write_timing(ft, run, {"train_seconds": None, "imported": True, "device": str(device)})

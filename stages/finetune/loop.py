@@ -1,19 +1,19 @@
 """The fine-tuning loop: Poisson-sampled logical batches, length-bucketed physical chunks, and
 either non-private AdamW (averaged-gradient clipping) or opacus DP-SGD/DP-Adam.
 
-Sampling: at every step each training example is included independently with probability
+Sampling (``sampling.py``): at every step each training example is included independently with probability
 q = batch_size / n (Poisson sampling, as the DP accountant assumes), from a seeded generator. The
 same sampler is used without DP, so DP and non-DP runs differ only in clipping and noise.
 
-DP (``dp.py``): the model is wrapped by opacus for per-example clipping, the optimizer in opacus'
+DP (``privacy/``, the engine: ``privacy/engine.py``): the model is wrapped by opacus for per-example clipping, the optimizer in opacus'
 DPOptimizer and its accountant (PRV or RDP) is stepped by the optimizer's hook once per logical step with
 sample rate q. A logical batch is processed in chunks (opacus' virtual steps, ``signal_skip_step``);
 clipping is per example, noise is added once per logical step, and the sum is divided by the expected
-batch size q * population of the fixed candidate pool (a public constant; ``dp.public_divisor``). Three ways to clip
-(``finetune.dp.grad_sample_mode``), registered clipping strategies (``strategies.py``): ``hooks`` (opacus'
-per-example gradients), ``ghost`` (opacus' ghost clipping, ``ghost.py``: per-example norms, then the loss weighted
-by the clipping factors is backpropagated) and ``bk`` (book-keeping, ``bookkeeping.py``: the clipped sum from the
-norm pass's records, no second pass).
+batch size q * population of the fixed candidate pool (a public constant; ``engine.public_divisor``). Three ways
+to clip (``finetune.dp.grad_sample_mode``), registered clipping strategies (``privacy/strategies.py``): ``hooks``
+(opacus' per-example gradients), ``ghost`` (opacus' ghost clipping: per-example norms, then the loss weighted by
+the clipping factors is backpropagated) and ``bk`` (book-keeping: the clipped sum from the norm pass's records,
+no second pass).
 
 Data-parallel (``world_size`` > 1, under torchrun): every rank draws the same Poisson batch from the same
 seeded generator and trains its share (every world_size-th sampled example), so the logical batch is the
@@ -34,15 +34,14 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core.errors import ConfigError
-from ..core.seeds import stream
 from ..lm.batching import chunks, collate
 from ..lm.examples import Example
-from ..lm.scoring import autocast, per_example_sums, token_logprobs
+from ..lm.scoring import autocast, token_logprobs
 from .checkpoint import Checkpointer, restore, snapshot
-from .diagnostics import inclusion_counts
-from .dp import Private, make_private, secure_seed, spent
-from .ghost import unwrap
+from .loss import per_sample_losses
 from .params import DPParams, FinetuneParams
+from .privacy.engine import Private, dp_step, make_private, spent
+from .sampling import fixed_schedule, inclusion_counts, poisson_draw, poisson_rate, sampler_seed
 
 
 @dataclass
@@ -55,19 +54,8 @@ class TrainResult:
     privacy: dict = field(default_factory=dict)
     log: list = field(default_factory=list)
     resumed_from: int = 0
-    #: steps that sampled each example (the pool, then the scheduled ones): diagnostics.inclusion_counts
+    #: steps that sampled each example (the pool, then the scheduled ones): sampling.inclusion_counts
     inclusions: np.ndarray | None = None
-
-
-def per_sample_losses(model, batch) -> torch.Tensor:
-    """Mean token NLL of each example in the chunk over its labelled positions -> (B,)."""
-    hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
-    inner = unwrap(model)
-    lp = inner.logprobs_at(hidden, new_logits, batch["rows"], batch["cols"], batch["targets"])
-    B = batch["batch_size"]
-    nll = per_example_sums(-lp, batch["rows"], B)
-    count = per_example_sums(torch.ones_like(lp), batch["rows"], B).clamp(min=1)
-    return nll / count
 
 
 def dp_record(step: int) -> dict:
@@ -84,45 +72,6 @@ def make_optimizer(params, name: str, lr: float, weight_decay: float, momentum: 
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     raise ValueError(f"unknown optimizer {name!r}")
-
-
-def poisson_rate(n: int, batch_size: int, sample_rate: float | None) -> float:
-    q = sample_rate if sample_rate is not None else batch_size / n
-    if not 0 < q <= 1:
-        raise ConfigError(f"finetune.batch_size: {batch_size} examples per step out of n={n} gives q = {q:.3g} > 1")
-    return q
-
-
-def fixed_schedule(first: int, count: int, steps: int, repetitions: int, seed: int) -> dict[int, list[int]]:
-    """step -> indices (``first`` .. ``first + count - 1``) of examples on a fixed schedule: each joins the
-    batches of ``repetitions`` distinct steps drawn once, up front, from a stream separate from the sampler."""
-    schedule: dict[int, list[int]] = {}
-    srng = stream("finetune.schedule").numpy(seed)
-    for j in range(count):
-        for s in srng.choice(steps, size=min(repetitions, steps), replace=False):
-            schedule.setdefault(int(s), []).append(first + j)
-    return schedule
-
-
-def dp_step(private: Private, params, examples, parts, pad_id: int, device) -> list[torch.Tensor]:
-    """One logical DP step over its physical chunks: per-example clipping by the run's clipping strategy, noise
-    once at the last chunk."""
-    net, opt, strategy = private.net, private.optimizer, private.strategy
-    losses = []
-    if not parts:  # empty Poisson batch: the step still adds noise
-        strategy.empty_grads(params)
-        opt.step()
-        opt.zero_grad()
-    for j, part in enumerate(parts):
-        batch = collate([examples[i] for i in part], pad_id, device)
-        with autocast(device):
-            ls = per_sample_losses(net, batch)
-        strategy.backward(private, ls)
-        opt.signal_skip_step(do_skip=j < len(parts) - 1)
-        opt.step()
-        opt.zero_grad()
-        losses.append(ls.detach())
-    return losses
 
 
 def plain_step(net, opt, params, examples, parts, pad_id: int, device, divisor: float,
@@ -241,18 +190,13 @@ def sampler(config: TrainConfig, n: int, world_size: int) -> tuple[float, float,
     sampler is seeded from OS entropy (rank 0's, broadcast: every rank draws the same batches)."""
     population = config.population or n
     q = poisson_rate(population, config.batch_size, config.sample_rate)
-    secure = config.private and config.dp.secure_rng
-    sampler_seed = secure_seed() if secure else stream("finetune.sampler").int_seed(config.seed)  # never written
-    if secure and world_size > 1:
-        box = [sampler_seed]
-        torch.distributed.broadcast_object_list(box, src=0)
-        sampler_seed = box[0]
-    rng = np.random.default_rng(sampler_seed)
+    seed = sampler_seed(config.private and config.dp.secure_rng, config.seed, world_size)
+    rng = np.random.default_rng(seed)
     if config.scheduled and config.private:
         raise ConfigError("finetune.canary_insertion: a fixed schedule is not covered by the DP accountant")
     schedule = (fixed_schedule(n, len(config.scheduled), config.steps, config.repetitions, config.seed)
                 if config.scheduled else {})
-    return q, q * population, sampler_seed, rng, schedule  # divisor: the candidate pool's, never the drawn pool's
+    return q, q * population, seed, rng, schedule  # divisor: the candidate pool's, never the drawn pool's
 
 
 def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Session:
@@ -293,7 +237,7 @@ def run_step(s: Session, step: int, lengths: list[int]) -> dict:
     Under DP the record holds the step index only (``dp_record``)."""
     c = s.config
     ts = time.time()
-    idx = np.flatnonzero(s.rng.random(s.n) < s.q)  # Poisson sampling, plus this step's scheduled examples
+    idx = np.flatnonzero(poisson_draw(s.rng, s.n, s.q))  # Poisson sampling, plus this step's scheduled examples
     idx = np.concatenate([idx, np.asarray(s.schedule.get(step, []), dtype=np.int64)]) if s.schedule else idx
     parts = chunks(idx[s.rank::s.world_size], lengths, c.physical_batch_size)
     if s.private:

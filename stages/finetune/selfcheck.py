@@ -2,7 +2,7 @@
 DP path, and a one-run audit of what they reveal against what the accountant says was spent.
 
 For each configuration (clipping mode x paradigm x processes) the probe model (``probe.py``) with m canaries
-is trained by ``loop.train``, the function every DP run goes through: its Poisson sampler, ``dp.make_private``
+is trained by ``loop.train``, the function every DP run goes through: its Poisson sampler, ``privacy.engine.make_private``
 (opacus wrapping, the mode's clipping, the noise generator, the accountant), DP-SGD and, with 2 processes,
 torchrun data parallelism with opacus' distributed optimizer. A seeded coin makes each canary a member (in the
 training pool) or not. Canary i's gradient is a constant vector in coordinates only it touches, far above

@@ -1,4 +1,4 @@
-"""The built-in trainer on GPT-2, Qwen2 and GPT-NeoX (Llama: test_ghost.py), tiny random models: ghost and bk give
+"""The built-in trainer on GPT-2, Qwen2 and GPT-NeoX (Llama: test_ghost.py; the unclipped step: all four), tiny random models: ghost and bk give
 opacus hooks' clipped sum in LoRA and full fine-tuning (with and without the embeddings), auto picks bk, LoRA
 targets ``auto`` resolve to peft's mapping, a module without a sampler is refused by name, and the Conv1D and
 LayerNorm samplers equal autograd's per-example gradients."""
@@ -12,22 +12,19 @@ from transformers.pytorch_utils import Conv1D
 
 from stages.core.errors import ConfigError
 from stages.core.params import build
-from stages.finetune.bookkeeping import weighted_grads
-from stages.finetune.dp import make_private
-from stages.finetune.grad_samplers import (
-    _conv1d_norm_sampler,
-    _layer_norm_norm_sampler,
-    conv1d_grad_sample,
-    layer_norm_grad_sample,
-)
+from stages.finetune.loss import per_sample_losses
 from stages.finetune.params import LoraParams
-from stages.finetune.strategies import resolve
+from stages.finetune.privacy.bookkeeping import weighted_grads
+from stages.finetune.privacy.engine import make_private
+from stages.finetune.privacy.layers.conv1d import conv1d_grad_sample, conv1d_norm_sample
+from stages.finetune.privacy.layers.layer_norm import layer_norm_grad_sample, layer_norm_norm_sample
+from stages.finetune.privacy.strategies import resolve
+from stages.lm.batching import collate
 from stages.lm.examples import canary_examples
 from stages.lm.scoring import token_logprobs
 from stages.lm.trainable import Trainable, build_model, lora_targets, load_model, save_model
-
-from .test_ghost import one_step
-from .test_loop import dp_params, tiny_model
+from support import dp_params, one_dp_step
+from support import tiny_canary_lm as tiny_model
 
 CPU = torch.device("cpu")
 ARCHS = ["gpt2", "qwen2", "gpt_neox"]
@@ -39,36 +36,41 @@ PARADIGMS = [("lora", False), ("full", False), ("full", True)]
 def test_ghost_and_bk_give_the_hooks_clipped_sum(tiny_base_of, arch, paradigm, embeddings):
     base = tiny_base_of(arch)
     for clip in (1e-2, 1e3):  # every example clipped / none clipped
-        hooks, m, *_ = one_step(base, "hooks", clip, False, paradigm, embeddings)
+        hooks, m, *_ = one_dp_step(base, "hooks", clip, False, paradigm, embeddings)
         assert hooks and torch.sqrt(sum((g ** 2).sum() for g in hooks.values())) > 0
         if embeddings:  # untied: the input embedding and the output head are two trained parameters
             emb, head = m.lm.get_input_embeddings().weight, m.lm.get_output_embeddings().weight
             assert emb is not head and emb.requires_grad and head.requires_grad
             assert sum(g.numel() for g in hooks.values()) >= emb.numel() + head.numel()
         for mode in ("ghost", "bk"):
-            got, *_ = one_step(base, mode, clip, False, paradigm, embeddings)
+            got, *_ = one_dp_step(base, mode, clip, False, paradigm, embeddings)
             assert got.keys() == hooks.keys()
             for n in got:
                 torch.testing.assert_close(got[n], hooks[n], rtol=1e-4, atol=1e-7, msg=f"{arch} {mode} {n} clip {clip}")
     assert resolve(m, "auto")[0].name == "bk"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_unclipped_dp_gradient_is_the_plain_gradient(tiny_base_of, arch):
-    """Full fine-tuning with the embeddings (every layer type of the architecture: Conv1D, LayerNorm, position
-    embeddings, ...): with clipping that never binds and no noise, the DP step is the plain gradient."""
-    from stages.finetune.loop import per_sample_losses
-    from stages.lm.batching import collate
+#: the tiny Llama in every clipping mode (LoRA, and full fine-tuning with the embeddings), and every other
+#: architecture's layer types (Conv1D, LayerNorm, position embeddings, ...) in full fine-tuning under hooks
+UNCLIPPED = ([("llama", mode, paradigm, embeddings) for mode in ("ghost", "bk", "hooks")
+              for paradigm, embeddings in (("lora", False), ("full", True))]
+             + [(arch, "hooks", "full", True) for arch in ARCHS])
 
+
+@pytest.mark.parametrize("arch,mode,paradigm,embeddings", UNCLIPPED)
+def test_unclipped_dp_gradient_is_the_plain_gradient(tiny_base_of, arch, mode, paradigm, embeddings):
+    """With clipping that never binds and no noise, the DP step is the plain gradient of the summed loss over the
+    expected batch: every layer's per-example gradient is counted exactly once."""
     base = tiny_base_of(arch)
-    delta, _, exs, tok = one_step(base, "hooks", 1e6, False, "full", True)
+    delta, _, exs, tok = one_dp_step(base, mode, 1e6, False, paradigm, embeddings)
     torch.manual_seed(0)
-    ref, _ = tiny_model(base, paradigm="full", virtual_tokens=3, train_embeddings=True)
+    ref, _ = tiny_model(base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
     ref.train()
-    (per_sample_losses(ref, collate(exs[:8], tok.pad_token_id, CPU)).sum() / 4).backward()
-    for n, p in ref.named_parameters():
-        if p.requires_grad:
-            torch.testing.assert_close(delta[n], p.grad, rtol=1e-4, atol=1e-7, msg=f"{arch} {n}")
+    (per_sample_losses(ref, collate(exs[:8], tok.pad_token_id, CPU)).sum() / 4).backward()  # expected batch 0.5 * 8
+    grads = {n: p.grad for n, p in ref.named_parameters() if p.requires_grad}
+    assert grads.keys() == delta.keys()
+    for n, g in grads.items():
+        torch.testing.assert_close(delta[n], g, rtol=1e-4, atol=1e-7, msg=f"{arch} {mode} {n}")
 
 
 @pytest.mark.parametrize("arch", ARCHS + ["llama"])
@@ -162,8 +164,8 @@ def test_conv1d_and_layer_norm_samplers_match_autograd(kind, shape):
     with torch.no_grad():
         for p in layer.parameters():
             p.add_(torch.randn_like(p))
-    grad_fn, norm_fn = ((conv1d_grad_sample, _conv1d_norm_sampler) if kind == "conv1d"
-                        else (layer_norm_grad_sample, _layer_norm_norm_sampler))
+    grad_fn, norm_fn = ((conv1d_grad_sample, conv1d_norm_sample) if kind == "conv1d"
+                        else (layer_norm_grad_sample, layer_norm_norm_sample))
     a = torch.randn(*shape, 4)
     g = torch.randn(*layer(a).shape)
     want = _per_example(layer, a, g)

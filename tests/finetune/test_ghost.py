@@ -6,50 +6,23 @@ import pytest
 import torch
 
 from stages.core.errors import ConfigError
-from stages.finetune.dp import make_private
-from stages.finetune.loop import TrainConfig, dp_step, per_sample_losses, train
-from stages.finetune.strategies import STRATEGIES, get_strategy, resolve
-from stages.lm.batching import chunks, collate
+from stages.finetune.loop import TrainConfig, train
+from stages.finetune.privacy.engine import make_private
+from stages.finetune.privacy.strategies import STRATEGIES, get_strategy, resolve
 from stages.lm.examples import canary_examples
-
-from .test_loop import _canaries, dp_params, tiny_model
+from support import canary_rows, dp_params, one_dp_step
+from support import tiny_canary_lm as tiny_model
 
 CPU = torch.device("cpu")
 PARADIGMS = [("lora", False), ("full", False), ("prompt", False), ("prefix", False), ("full", True), ("lora", True)]
-
-
-def _examples(m):
-    from . import test_loop
-
-    test_loop.VOCAB = m.base_vocab
-    return canary_examples(_canaries(12), "sft")
-
-
-def one_step(tiny_base, mode: str, clip: float, noise: bool, paradigm: str, embeddings: bool):
-    """Parameter change of one DP-SGD step (lr 1) over 8 examples in chunks of 3: minus the gradient."""
-    torch.manual_seed(0)
-    m, tok = tiny_model(tiny_base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
-    exs = _examples(m)
-    before = {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
-    params = [p for p in m.parameters() if p.requires_grad]
-    dp = dp_params(enabled=True, epsilon=8.0, delta=1e-5, grad_sample_mode=mode, max_grad_norm=clip)
-    private = make_private(m, torch.optim.SGD(params, lr=1.0), dp, sample_rate=0.5, steps=1, population=8,
-                           seed=0, optimizer_name="sgd", device=CPU)
-    if not noise:
-        private.optimizer.noise_multiplier = 0.0
-    parts = chunks(np.arange(8), [len(e) for e in exs], 3)
-    m.keep_input = private.strategy.norm_pass
-    private.net.train()
-    dp_step(private, params, exs, parts, tok.pad_token_id, CPU)
-    return {n: before[n] - p.detach() for n, p in m.named_parameters() if p.requires_grad}, m, exs, tok
 
 
 @pytest.mark.parametrize("mode", ["ghost", "bk"])
 @pytest.mark.parametrize("paradigm,embeddings", PARADIGMS)
 def test_ghost_and_hooks_give_the_same_clipped_sum(tiny_base, paradigm, embeddings, mode):
     for clip in (1e-2, 1e3):  # every example clipped / none clipped
-        ghost, *_ = one_step(tiny_base, mode, clip, False, paradigm, embeddings)
-        hooks, *_ = one_step(tiny_base, "hooks", clip, False, paradigm, embeddings)
+        ghost, *_ = one_dp_step(tiny_base, mode, clip, False, paradigm, embeddings)
+        hooks, *_ = one_dp_step(tiny_base, "hooks", clip, False, paradigm, embeddings)
         assert ghost.keys() == hooks.keys()
         if embeddings:
             assert any(n.endswith("embed_tokens.weight") for n in ghost) and any(n.endswith("lm_head.weight")
@@ -60,29 +33,13 @@ def test_ghost_and_hooks_give_the_same_clipped_sum(tiny_base, paradigm, embeddin
         assert total > 0
 
 
-@pytest.mark.parametrize("mode", ["ghost", "bk", "hooks"])
-@pytest.mark.parametrize("paradigm,embeddings", [("lora", False), ("full", True)])
-def test_unclipped_dp_gradient_is_the_plain_gradient(tiny_base, mode, paradigm, embeddings):
-    """With clipping that never binds and no noise, the DP step is the plain gradient of the summed loss over
-    the expected batch: every layer's per-example gradient is counted exactly once."""
-    delta, _, exs, tok = one_step(tiny_base, mode, 1e6, False, paradigm, embeddings)
-    torch.manual_seed(0)
-    ref, _ = tiny_model(tiny_base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
-    ref.train()
-    loss = per_sample_losses(ref, collate(exs[:8], tok.pad_token_id, CPU)).sum() / 4  # expected batch 0.5 * 8
-    loss.backward()
-    grads = {n: p.grad for n, p in ref.named_parameters() if p.requires_grad}
-    for n, g in grads.items():
-        torch.testing.assert_close(delta[n], g, rtol=1e-4, atol=1e-7, msg=n)
-
-
 @pytest.mark.slow  # two whole noisy DP training runs
 def test_noisy_ghost_and_hooks_runs_spend_the_same_epsilon(tiny_base):
     out = {}
     for mode in ("ghost", "bk", "hooks"):
         torch.manual_seed(0)
         m, tok = tiny_model(tiny_base)
-        res = train(m, _examples(m), TrainConfig(
+        res = train(m, canary_examples(canary_rows(m.base_vocab, 12), "sft"), TrainConfig(
             steps=3, batch_size=4, physical_batch_size=3, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0,
             pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=4.0, delta=1e-5, grad_sample_mode=mode)))
         out[mode] = res.privacy

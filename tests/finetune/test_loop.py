@@ -6,42 +6,18 @@ import pytest
 import torch
 
 from stages.core.errors import ConfigError
-from stages.finetune.checkpoint import Checkpointer
 from stages.core.privacy import calibrate_sigma
-from stages.finetune.dp import public_divisor
+from stages.finetune.checkpoint import Checkpointer
 from stages.finetune.loop import TrainConfig, train
-from stages.finetune.params import DPParams, FinetuneParams
+from stages.finetune.privacy.engine import public_divisor
 from stages.lm.examples import canary_examples, make_example
 from stages.lm.scoring import token_logprobs
-from stages.lm.trainable import build_model
-from support import params
+from support import NUM_NEW, SECRET_ROWS, canary_rows, dp_params, finetune_params
+from support import tiny_canary_lm as tiny_model
 
 
-def finetune_params(**overrides) -> FinetuneParams:
-    return params(FinetuneParams, "finetune", **overrides)
-
-
-def dp_params(**overrides) -> DPParams:
-    return params(DPParams, "finetune.dp", **overrides)
-
-
-def tiny_model(tiny_base, **overrides):
-    """(CanaryLM, tokenizer) of the tiny base with LoRA r=4 (or ``overrides``), NUM_NEW new-token rows and
-    the SECRET_ROWS vocabulary ids' own rows."""
-    ft = finetune_params(**{"lora": {"r": 4, "alpha": 8}, **overrides})
-    meta = {"num_new_tokens": NUM_NEW, "new_token_init": "mean", "secret_token_ids": list(SECRET_ROWS)}
-    return build_model(tiny_base, ft.trainable(meta), torch.device("cpu"))
-
-
-NUM_NEW = 20
-SECRET_ROWS = (7, 13, 29, 31, 50, 77)
-
-
-def _canaries(n=40, seed=0, vocab=300):
-    rng = np.random.default_rng(seed)
-    return [{"canary_id": f"c{i}", "kind": "new_token", "prefix_ids": rng.integers(1, vocab, 6).tolist(),
-             "secret_ids": [vocab_base + i % NUM_NEW], "member": bool(i % 2)} for i in range(n)
-            for vocab_base in [VOCAB]]
+def _canaries(n=40, seed=0):
+    return canary_rows(VOCAB, n, seed)
 
 
 VOCAB = None  # the tiny base model's vocabulary size (the new tokens' first id), set before every test
@@ -56,10 +32,9 @@ def _vocab(tiny_base):
 
 @pytest.fixture()
 def model(tiny_base):
-    global VOCAB
     torch.manual_seed(0)
     m, tok = tiny_model(tiny_base)
-    VOCAB = m.base_vocab
+    assert m.base_vocab == VOCAB
     return m, tok
 
 
@@ -229,7 +204,7 @@ def test_rms_norm_per_example_grads_are_exact():
     from opacus import GradSampleModule
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-    from stages.finetune.grad_samplers import register_for
+    from stages.finetune.privacy.layers import register_for
 
     torch.manual_seed(0)
     norm = LlamaRMSNorm(8, eps=1e-6)

@@ -6,7 +6,7 @@ import pytest
 
 from stages.core.errors import DataError
 from stages.finetune.manifest import manifest_of
-from stages.finetune.run import Inputs
+from stages.finetune.inputs import Inputs
 from stages.finetune.schema import MANIFEST, MANIFEST_FILE, read_manifest, write_manifest
 from stages.lm.examples import make_example
 

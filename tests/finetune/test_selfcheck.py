@@ -12,9 +12,9 @@ from support import ROOT
 from stages.core.params import load
 from flows import selfcheck as flow
 from stages.finetune import selfcheck as S
-from stages.finetune.dp import public_divisor
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.params import SelfcheckParams
+from stages.finetune.privacy.engine import public_divisor
 from stages.finetune.probe import ProbeLM
 
 

@@ -19,10 +19,10 @@ from typing import Callable
 
 import torch
 
-from ..core.errors import ConfigError
-from ..core.registry import Registry
+from ...core.errors import ConfigError
+from ...core.registry import Registry
 from . import bookkeeping, ghost
-from .grad_samplers import register_for
+from .layers import register_for
 
 STRATEGIES: Registry["ClippingStrategy"] = Registry("grad-sample mode")
 KEY = "finetune.dp.grad_sample_mode"
@@ -172,7 +172,7 @@ def resolve(model: torch.nn.Module, mode: str) -> tuple[ClippingStrategy, str | 
     first choice (None where it was taken)."""
     if mode != "auto":
         return get_strategy(mode), None
-    register_for(model)  # RMSNorm's, Conv1D's and LayerNorm's samplers, before asking which modules have one
+    register_for(model)  # the layer types' samplers (RMSNorm's, Conv1D's, LayerNorm's), before asking which modules have one
     why = None
     for strategy in sorted((STRATEGIES.get(n) for n in STRATEGIES.names()), key=lambda s: s.auto_rank):
         refused = strategy.refusal(model)

@@ -1,7 +1,7 @@
 """Differential privacy for the fine-tuning loop, all through opacus: sigma calibrated by the accountant
 (``stages/core/privacy.py``, shared with the audit's planned ceiling), the model wrapped by the clipping strategy
 the grad-sample mode names (``strategies.py``), the optimizer for clipping and noise, and the accountant stepped
-once per logical step at the Poisson rate q.
+once per logical step at the Poisson rate q; ``dp_step`` runs one logical step over its physical chunks.
 """
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core.privacy import calibrate_sigma
-from ..core.seeds import stream
+from ...core.privacy import calibrate_sigma
+from ...core.seeds import stream
+from ...lm.batching import collate
+from ...lm.scoring import autocast
+from ..loss import per_sample_losses
+from ..sampling import secure_seed
+from .layers import register_for
 from .strategies import ClippingStrategy, get_strategy, resolve
-
 
 
 def privacy_profile(accountant, deltas=tuple(10.0 ** -k for k in range(1, 11))) -> list[dict]:
@@ -49,21 +53,12 @@ class Private:
         return self.strategy.name
 
 
-def secure_seed() -> int:
-    """128 bits of OS entropy (``finetune.dp.secure_rng``): a seed nobody can reproduce, for real deployments."""
-    import secrets
-
-    return secrets.randbits(128)
-
-
 def wrap_model(model, dp, distributed: bool):
     """The module of the strategy ``dp.grad_sample_mode`` names (opacus' GradSampleModule for hooks, its
     fast-gradient-clipping module for ghost and bk) around ``model`` (first wrapped in opacus' DPDDP, which
     broadcasts rank 0's weights, when data-parallel); a model the strategy cannot clip is refused."""
     from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
     from opacus.validators import ModuleValidator
-
-    from .grad_samplers import register_for
 
     register_for(model)  # exact per-example grads and norms for RMSNorm, Conv1D, LayerNorm (full fine-tuning)
     errors = ModuleValidator.validate(model, strict=False)
@@ -129,3 +124,24 @@ def spent(private: Private) -> dict:
     acc = private.accountant
     return {**private.privacy, "epsilon_spent": float(acc.get_epsilon(delta=private.privacy["delta"])),
             "accounted_steps": int(sum(h[-1] for h in acc.history)), "profile": privacy_profile(acc)}
+
+
+def dp_step(private: Private, params, examples, parts, pad_id: int, device) -> list[torch.Tensor]:
+    """One logical DP step over its physical chunks: per-example clipping by the run's clipping strategy, noise
+    once at the last chunk."""
+    net, opt, strategy = private.net, private.optimizer, private.strategy
+    losses = []
+    if not parts:  # empty Poisson batch: the step still adds noise
+        strategy.empty_grads(params)
+        opt.step()
+        opt.zero_grad()
+    for j, part in enumerate(parts):
+        batch = collate([examples[i] for i in part], pad_id, device)
+        with autocast(device):
+            ls = per_sample_losses(net, batch)
+        strategy.backward(private, ls)
+        opt.signal_skip_step(do_skip=j < len(parts) - 1)
+        opt.step()
+        opt.zero_grad()
+        losses.append(ls.detach())
+    return losses

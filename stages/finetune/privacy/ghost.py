@@ -10,14 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from .grad_samplers import is_conv1d
-
-
-def unwrap(model):
-    """The CanaryLM inside opacus' wrappers (GradSampleModule ``_module``, DPDDP ``module``)."""
-    while not hasattr(model, "logprobs_at"):
-        model = getattr(model, "_module", None) or model.module
-    return model
+from ..loss import unwrap
+from .layers import layer_type
 
 
 def unsupported(model: torch.nn.Module) -> list[str]:
@@ -29,10 +23,11 @@ def unsupported(model: torch.nn.Module) -> list[str]:
 
 
 def norm_pass_targets(model) -> list[torch.Tensor]:
-    """What the ghost norm pass differentiates towards: every trainable parameter that is not a Linear (or
-    Conv1D) layer's (embeddings, norms, soft prompt, prefix). With the decoder's input embeddings added per chunk,
-    autograd then reaches every layer's output gradient but skips the Linear weight gradients."""
-    linear = {id(p) for m in model.modules() if isinstance(m, torch.nn.Linear) or is_conv1d(m)
+    """What the ghost norm pass differentiates towards: every trainable parameter that is not a Linear-like
+    layer's (``LayerType.weight_from_output``: Linear, Conv1D), i.e. embeddings, norms, soft prompt, prefix. With
+    the decoder's input embeddings added per chunk, autograd then reaches every layer's output gradient but skips
+    the Linear weight gradients."""
+    linear = {id(p) for m in model.modules() if (t := layer_type(m)) is not None and t.weight_from_output
               for p in m.parameters(recurse=False)}
     return [p for p in model.parameters() if p.requires_grad and id(p) not in linear]
 

@@ -1,0 +1,101 @@
+"""What a run trains on and evaluates with (``Inputs``, ``gather_inputs``): the dataset's training rows, its held-out
+pairs and evaluation rows, the member canaries, the inserted secret-sharer canaries and the secrets' arms. The
+fine-tune trains on them, ``leakaudit export-canaries`` exports them (``export.py``) and an imported run
+(``external.py``) is checked against them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..canaries.schema import load_canary_users, read_formatted
+from ..core.artifacts import Locations
+from ..core.seeds import stream
+from ..datasets import get_dataset, read_split
+from ..datasets.users import apply_canary_users
+from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
+from ..secrets.schema import read_secrets, secrets_path
+from .params import FinetuneParams
+from .schema import TextSetup
+from .text import heldout_pairs, secret_arms, text_examples_of, training_pairs
+
+
+@dataclass
+class Inputs:
+    """What a run trains on and evaluates with."""
+
+    text: list[Example]  # rows of the dataset's training split
+    text_pairs: list[tuple[str, str]]  # the same, as (prompt, target)
+    heldout_pairs: list[tuple[str, str]]  # as many never-trained pairs (the membership game's other side)
+    evals: list[Example]  # rows of its evaluation split (utility)
+    members: dict[str, list[dict]]  # kind -> member canaries
+    all_canaries: dict[str, list[dict]]  # kind -> every canary of the run's kinds, member or not
+    canaries: list[Example]  # the member canaries as examples
+    canary_ids: list[str]  # their ids, in the same order
+    canary_kinds: list[str]  # their kinds, in the same order
+    formatted_rows: list[dict] | None  # every secret-sharer candidate, inserted or not
+    formatted: list[Example]  # inserted secret-sharer canaries, each repeated its number of times
+    scheduled: list[Example]  # canaries on a fixed schedule (canary_insertion: repetitions), else []
+    canary_users: dict[str, dict]
+    candidates: int  # canaries of the run's kinds, members or not
+    secret_control: dict | None  # the randomised VMR/AIR control (finetune.text.secret_control)
+    users: dict[str, bool]  # user-level data: every user the attacker has samples of -> held in
+    secret_arms: list[tuple[dict, bool]]  # (secret, trained) the memorization attacks may score
+
+    @property
+    def pool(self) -> list[Example]:
+        """The Poisson-sampled examples."""
+        return self.text + self.formatted + ([] if self.scheduled else self.canaries)
+
+    @property
+    def population(self) -> int:
+        """What q and the default delta are computed from: the pool with every canary, member or not, in place of
+        the members, so that neither depends on the membership draw the audit randomises."""
+        return len(self.text) + len(self.formatted) + (0 if self.scheduled else self.candidates)
+
+
+def formatted_examples(rows: list[dict] | None, tok) -> list[Example]:
+    """Inserted secret-sharer canaries, each repeated its number of times (whole sentence learned)."""
+    out = []
+    for r in rows or []:
+        if r["inserted"]:
+            e = make_example([bos_id(tok)], tok(r["text"], add_special_tokens=False)["input_ids"], "nwp", "formatted")
+            out += [e] * r["repetitions"]
+    return out
+
+
+def attacker_users(where: Locations, dataset, cusers: dict[str, dict]) -> dict[str, bool]:
+    """user -> held in, for every user of the attacker's samples (user-level datasets; else {})."""
+    if not dataset.users:
+        return {}
+    rows = apply_canary_users(read_split(where.processed, dataset.name, "attacker"), cusers)
+    return {r["user"]: r["user_set"] == "held_in" for r in rows}
+
+
+def run_secrets(where: Locations, spec, ft: FinetuneParams) -> list[dict] | None:
+    """The dataset's secrets: required with a randomised control; else None without a secrets file."""
+    if not spec.secrets or not (ft.secret_control.secrets or secrets_path(where.secrets, spec.secrets).is_file()):
+        return None
+    return read_secrets(where.secrets, spec.secrets)
+
+
+def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list[dict]], tok) -> Inputs:
+    spec = get_dataset(ft.dataset)
+    setup = TextSetup.of(ft)
+    cusers = load_canary_users(where.canaries) if spec.users else {}
+    secrets = run_secrets(where, spec, ft)
+    pairs, control = training_pairs(where.processed, setup, cusers, secrets if ft.secret_control.secrets else None)
+    text = text_examples(pairs, tok, setup.max_length, setup.objective)
+    evals = text_examples_of(where.processed, spec.eval_split, tok, setup, ft.eval_rows,
+                             stream("finetune.eval_rows").int_seed(ft.seed), cusers)
+    all_canaries = canaries if ft.canaries else {}
+    members = {k: [r for r in rows if r["member"]] for k, rows in all_canaries.items()}
+    canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
+    canary_ids = [r["canary_id"] for k in members for r in members[k]]
+    canary_kinds = [k for k in members for _ in members[k]]
+    formatted_rows = read_formatted(where.canaries) if ft.canaries else None
+    formatted = formatted_examples(formatted_rows, tok)
+    scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
+    candidates = sum(len(rows) for rows in all_canaries.values())
+    return Inputs(text, pairs, heldout_pairs(where.processed, setup, cusers, len(pairs)), evals, members,
+                  all_canaries, canary_ex, canary_ids, canary_kinds, formatted_rows, formatted, scheduled, cusers,
+                  candidates, control, attacker_users(where, spec, cusers),
+                  secret_arms(where.processed, setup, cusers, secrets, control))

@@ -1,0 +1,115 @@
+"""A run's records: run.json (``run_record`` for a run trained here, ``external_record`` for one imported), its
+step log without timings, and the timing file (an operator-side log no stage reads)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ..core.io import atomic_file, read_json
+from ..core.artifacts import Locations
+from ..lm.trainable import Trainable
+from .inputs import Inputs
+from .loop import TrainResult, world
+from .params import FinetuneParams
+from .schema import RUN_VERSION, TIMING_FILE, RunRecord
+
+
+def canary_shares(canary_ex, formatted_ex, pool, scheduled, q: float, scheduled_rate: float) -> dict:
+    """Expected share of the training tokens (all, and those with a loss) that are canaries, per step:
+    pool examples are drawn at rate q, scheduled canaries at repetitions / steps."""
+    def tokens(exs, labelled):
+        return sum(int((e.labels != -100).sum()) if labelled else len(e) for e in exs)
+
+    out = {}
+    for labelled, key in ((False, "canary_share_of_tokens"), (True, "canary_share_of_loss_tokens")):
+        canary = (q * tokens([] if scheduled else canary_ex, labelled) + scheduled_rate * tokens(scheduled, labelled))
+        total = q * tokens(pool, labelled) + scheduled_rate * tokens(scheduled, labelled)
+        out[key] = canary / max(total, 1e-12)
+        out[key.replace("canary", "formatted_canary")] = q * tokens(formatted_ex, labelled) / max(total, 1e-12)
+    return out
+
+
+def write_log(path: Path, records: list[dict]) -> None:
+    """The per-step records without their timings (those go to the timing file)."""
+    with open(path, "w") as fh:
+        for rec in records:
+            fh.write(json.dumps({k: v for k, v in rec.items() if k != "seconds"}) + "\n")
+
+
+def write_timing(ft: FinetuneParams, run: str, facts: dict) -> None:
+    """The run's timings and host facts, in ``finetune.log_dir`` (an uncached DVC metric no stage reads)."""
+    with atomic_file(Path(ft.log_dir) / TIMING_FILE.format(run=run)) as tmp:
+        tmp.write_text(json.dumps({"run": run, **facts}, indent=1, sort_keys=True) + "\n")
+
+
+def timing_facts(result: TrainResult, device) -> dict:
+    """Total and per-step seconds (a DP run's log has no per-step timing: loop.dp_record), resumed step, device.
+    A DP run's total time depends on the sampled examples' lengths, outside the accountant: labelled so."""
+    steps = [rec["seconds"] for rec in result.log if "seconds" in rec]
+    private = {"not_covered_by_dp": "wall-clock time depends on the sampled examples' lengths; an operator-side "
+                                    "log, not released with the model"} if result.privacy.get("dp") else {}
+    return {"train_seconds": round(result.seconds, 3), "resumed_from_step": result.resumed_from,
+            "device": str(device), **({"step_seconds": steps} if steps else {}), **private}
+
+
+def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result: TrainResult, model, device,
+               where: Locations, utility: dict, privacy: dict, gradients: dict | None) -> RunRecord:
+    return {
+        "version": RUN_VERSION,
+        "run": run,
+        "params": dataclasses.asdict(ft),
+        "trainable": model.spec.to_json(),  # as built: LoRA targets "auto" resolved (lm.trainable.build_model)
+        "device": str(device),
+        "world_size": world()[1],  # data-parallel processes (finetune.distributed)
+        "base_model": read_json(where.base_model / "source.json", "base_model"),
+        "num_new_tokens": meta["num_new_tokens"],
+        "new_token_init": meta["new_token_init"],
+        "n_examples": len(inputs.pool),
+        "n_population": inputs.population,
+        "n_text_rows": len(inputs.text),
+        "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
+        "n_formatted_rows": len(inputs.formatted),
+        "canary_users": sorted(inputs.canary_users),
+        "secret_control": inputs.secret_control,
+        **canary_shares(inputs.canaries, inputs.formatted, inputs.pool, inputs.scheduled, result.sample_rate,
+                        ft.canary_repetitions / ft.steps),
+        "sample_rate": result.sample_rate,
+        "expected_batch_size": result.expected_batch_size,
+        "steps": result.steps,
+        "expected_exposures_per_member": (ft.canary_repetitions if inputs.scheduled
+                                          else result.sample_rate * result.steps),
+        "canary_insertion": ft.canary_insertion,
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "final_loss": result.log[-1].get("loss") if result.log else None,  # DP runs: none (loop.dp_record)
+        "valid": {"rows": len(inputs.evals), **utility},
+        "privacy": privacy,
+        "canary_gradients": gradients,
+        "external": None,
+    }
+
+
+def external_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, model, device, where: Locations,
+                    utility: dict, privacy: dict, external: dict) -> RunRecord:
+    """run.json of a run trained elsewhere and imported (``external.py``): the trainer's claim as ``privacy``, the
+    imported files' digests as ``external``."""
+    spec = ft.trainable(meta)
+    return {
+        "version": RUN_VERSION, "run": run, "params": dataclasses.asdict(ft),
+        "trainable": Trainable(**{**dataclasses.asdict(spec), "paradigm": "external", "lora_targets": ()}).to_json(),
+        "device": str(device), "world_size": 1,
+        "base_model": read_json(where.base_model / "source.json", "base_model"),
+        "num_new_tokens": meta["num_new_tokens"], "new_token_init": meta["new_token_init"],
+        "n_examples": len(inputs.pool), "n_population": inputs.population, "n_text_rows": len(inputs.text),
+        "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
+        "n_formatted_rows": len(inputs.formatted), "canary_users": sorted(inputs.canary_users),
+        "secret_control": inputs.secret_control,
+        # shares of the exported set (each example once), not of a sampling schedule the pipeline did not run
+        **canary_shares(inputs.canaries, inputs.formatted, inputs.pool, [], 1.0, 0.0),
+        "sample_rate": privacy["sample_rate"], "expected_batch_size": None, "steps": privacy["steps"],
+        "expected_exposures_per_member": None, "canary_insertion": "external",
+        "trainable_parameters": sum(p.numel() for p in model.parameters()), "final_loss": None,
+        "valid": {"rows": len(inputs.evals), **utility},
+        "privacy": privacy, "canary_gradients": None,
+        "external": external,
+    }
