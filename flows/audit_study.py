@@ -28,6 +28,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.sweep import _dvc, check_points, committed_metrics, queue_status
+from stages.attack.api import threat_model
 from stages.audit.api import FIELDS, study_rows, summarise
 from stages.audit.params import AuditParams
 from stages.core.errors import ConfigError
@@ -207,7 +208,8 @@ def audit_study(phase: str, repo: str = ".", collect_only: str | None = None,
     for name, p in points.items():
         metrics = read(revs[name])
         for row in study_rows(metrics, study, seed=p["seed"], phase=phase, profile=p["profile"], experiment=name,
-                              rev=revs[name], trials=params.ceiling.trials, ceiling_seed=params.ceiling.seed):
+                              rev=revs[name], trials=params.ceiling.trials, ceiling_seed=params.ceiling.seed,
+                              threat_models={s: threat_model(s) for s in study.scores}):
             if phase == "recipes":
                 if (row["score"], row["k_pos"], row["k_neg"]) != (params.primary.attack, *params.primary.rule(
                         study.run)):

@@ -77,7 +77,8 @@ def acr_of(model, tok, text: str, allowed: torch.Tensor, params) -> float:
 
 
 @register_attack("acr", "memorization", ("secrets:enron",),
-                 "adversarial compression ratio: |s| / |shortest prompt eliciting s| found by GCG in a time budget")
+                 "adversarial compression ratio: |s| / |shortest prompt eliciting s| found by GCG in a time budget",
+                 threat_model="white-box gradients (prompt search)")
 def acr(ctx, params) -> object:
     tok = ctx.tokenizer
     secrets, trained = select_secrets(ctx, params, ("sequence", "phone", "email"))

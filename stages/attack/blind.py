@@ -116,7 +116,8 @@ def pools(ctx) -> dict[str, tuple[list[str], list[str], list[bool]]]:
 
 
 @register_attack("blind", "membership", ("text",),
-                 "model-free: cross-validated classifier on the text alone (length, format, character n-grams)")
+                 "model-free: cross-validated classifier on the text alone (length, format, character n-grams)",
+                 threat_model="none: never queries the model", baseline=True)
 def blind(ctx, params) -> tuple[pa.Table, dict]:
     from .membership import _table
 

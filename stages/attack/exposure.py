@@ -24,7 +24,8 @@ def exposures(log_perplexity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @register_attack("exposure", "exposure", ("formatted",),
-                 "exact rank of each inserted fill among all candidates of its format, by log-perplexity")
+                 "exact rank of each inserted fill among all candidates of its format, by log-perplexity",
+                 threat_model="black-box log-probabilities")
 def exposure(ctx, params) -> pa.Table:
     items = ctx.items("formatted")
     bits = np.array([-float(lp.sum()) / math.log(2) for lp in ctx.target(items)])

@@ -123,7 +123,8 @@ def fit_inverter(model: Inverter, emb: torch.Tensor, train: list[list[int]], g, 
 
 
 @register_attack("eia", "inversion", ("text",),
-                 "embedding inversion: a decoder trained on auxiliary sentence embeddings recovers unseen texts")
+                 "embedding inversion: a decoder trained on auxiliary sentence embeddings recovers unseen texts",
+                 threat_model="sentence embeddings of the texts")
 def eia(ctx, params) -> dict:
     g = params.eia
     tok = ctx.tokenizer

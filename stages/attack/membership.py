@@ -17,6 +17,9 @@ import pyarrow as pa
 from .registry import register_attack
 from .schema import SCORES
 
+THREAT_BLACK_BOX = "black-box log-probabilities"
+THREAT_TWO_MODELS = "black-box log-probabilities, two models"
+
 
 # ----------------------------------------------------------------------------- reducers
 def loss_scores(target: Sequence[np.ndarray]) -> np.ndarray:
@@ -66,35 +69,42 @@ def _items(ctx):
 
 
 @register_attack("loss", "membership", ("canaries|text",),
-                 "mean log-probability of the labelled tokens (secret given prefix under SFT)")
+                 "mean log-probability of the labelled tokens (secret given prefix under SFT)",
+                 threat_model=THREAT_BLACK_BOX)
 def loss(ctx, params) -> pa.Table:
     items, ids, groups, members = _items(ctx)
     return _table(ids, groups, members, loss_scores(ctx.target(items)))
 
 
 @register_attack("ref_ratio", "membership", ("canaries|text", "reference"),
-                 "log p_target(x) - log p_reference(x) with the base model as the reference")
+                 "log p_target(x) - log p_reference(x) with the base model as the reference",
+                 threat_model=THREAT_TWO_MODELS)
 def ref_ratio(ctx, params) -> pa.Table:
     items, ids, groups, members = _items(ctx)
     return _table(ids, groups, members, ratio_scores(ctx.target(items), ctx.reference(items)))
 
 
 @register_attack("zlib", "membership", ("canaries|text",),
-                 "log p_target(x) / zlib-compressed length of x (Carlini et al. 2021)")
+                 "log p_target(x) / zlib-compressed length of x (Carlini et al. 2021)",
+                 threat_model=THREAT_BLACK_BOX,
+                 ranks_like={"new_token": "loss"})  # every new token decodes to a string of one length
 def zlib_ratio(ctx, params) -> pa.Table:
     items, ids, groups, members = _items(ctx)
     return _table(ids, groups, members, zlib_scores(ctx.target(items), [it.text for it in items]))
 
 
 @register_attack("min_k", "membership", ("canaries|text",),
-                 "mean of the k% least likely labelled tokens (Shi et al. 2024; k = attack.min_k)")
+                 "mean of the k% least likely labelled tokens (Shi et al. 2024; k = attack.min_k)",
+                 threat_model=THREAT_BLACK_BOX,
+                 ranks_like={"new_token": "loss", "random": "loss"})  # one-token secrets: min-k is the loss
 def min_k_attack(ctx, params) -> pa.Table:
     items, ids, groups, members = _items(ctx)
     return _table(ids, groups, members, min_k_scores(ctx.target(items), params.min_k))
 
 
 @register_attack("user_inference", "membership", ("users", "reference"),
-                 "mean over a user's attacker samples of log p_target(x) - log p_reference(x)")
+                 "mean over a user's attacker samples of log p_target(x) - log p_reference(x)",
+                 threat_model=THREAT_TWO_MODELS)
 def user_inference(ctx, params) -> pa.Table:
     items = ctx.items("users")
     scores = user_scores([it.user for it in items], ctx.target(items), ctx.reference(items))
@@ -127,14 +137,16 @@ def _canary_items(ctx):
 
 @register_attack("contrast", "membership", ("canaries",),
                  "black-box: the secret's logit minus the mean logit of its kind's other secret tokens at the same "
-                 "position (a difference of log-probabilities)")
+                 "position (a difference of log-probabilities)",
+                 threat_model=THREAT_BLACK_BOX)
 def contrast(ctx, params) -> pa.Table:
     items, ids, groups, members = _canary_items(ctx)
     return _table(ids, groups, members, contrast_scores(ctx.contrast("target", items)))
 
 
 @register_attack("contrast_z", "membership", ("canaries",),
-                 "black-box: contrast divided by the spread (sd) of the other candidates' logits at that position")
+                 "black-box: contrast divided by the spread (sd) of the other candidates' logits at that position",
+                 threat_model=THREAT_BLACK_BOX)
 def contrast_z(ctx, params) -> pa.Table:
     items, ids, groups, members = _canary_items(ctx)
     return _table(ids, groups, members, contrast_scores(ctx.contrast("target", items), "z"))
@@ -142,7 +154,8 @@ def contrast_z(ctx, params) -> pa.Table:
 
 @register_attack("contrast_ref", "membership", ("canaries", "reference"),
                  "black-box, two models: contrast under the fine-tuned model minus the same contrast under the "
-                 "initial model (base weights, added rows at their initialisation)")
+                 "initial model (base weights, added rows at their initialisation)",
+                 threat_model=THREAT_TWO_MODELS)
 def contrast_ref(ctx, params) -> pa.Table:
     items, ids, groups, members = _canary_items(ctx)
     return _table(ids, groups, members, contrast_scores(ctx.contrast("target", items))
@@ -152,7 +165,8 @@ def contrast_ref(ctx, params) -> pa.Table:
 @register_attack("whitebox", "membership", ("canaries", "reference", "initial_rows"),
                  "white-box (reads weights and hidden states): the change of the secret's own output row since "
                  "initialisation, minus its kind's mean change, projected on the unit hidden state at its position "
-                 "under the initial model (the direction its clipped gradient pointed when training began)")
+                 "under the initial model (the direction its clipped gradient pointed when training began)",
+                 threat_model="white-box weights")
 def whitebox(ctx, params) -> pa.Table:
     items, ids, groups, members = _canary_items(ctx)
     return _table(ids, groups, members, whitebox_scores(ctx, items))

@@ -49,4 +49,4 @@ def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: 
         log.info("attack %s on %s done", a.name, run)
     write_table(pa.Table.from_pylist(ctx.cache_rows(), schema=LOGPROBS), out_dir / "logprobs.parquet", LOGPROBS)
     write_record(out_dir, {"version": ATTACK_VERSION, "run": run,
-                           "attacks": {a.name: a.family for a in attacks}, "model_fingerprints": ctx.fingerprints})
+                           "attacks": {a.name: a.declared() for a in attacks}, "model_fingerprints": ctx.fingerprints})

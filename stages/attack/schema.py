@@ -16,7 +16,8 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json
 
-ATTACK_VERSION = 2  # 2: the fine-tuned run's record is no longer copied in (read it from the run: finetune.schema)
+ATTACK_VERSION = 3  # 2: the fine-tuned run's record is no longer copied in (read it from the run: finetune.schema);
+#                    3: each attack's declared metadata (AttackMeta) in place of its family
 
 #: one membership score per item (a canary, a text sample, a user); higher = more likely a member
 SCORES = pa.schema([
@@ -57,11 +58,36 @@ LOGPROBS = pa.schema([
 FAMILY_SCHEMAS = {"membership": SCORES, "memorization": MEMORIZATION, "exposure": EXPOSURE}
 
 
+class AttackMeta(TypedDict):
+    """What an attack declares at registration (``registry.Attack``), written with its scores."""
+
+    family: str  # membership | exposure | memorization | inversion
+    threat_model: str
+    ranks_like: dict[str, str]  # canary kind -> the attack it ranks that kind's canaries identically to
+    baseline: bool  # model-free: a shift check on non-randomised pools, not a leakage number
+
+
 class AttackRecord(TypedDict):
     version: int
     run: str
-    attacks: dict[str, str]  # attack -> family, in the order they ran
+    attacks: dict[str, AttackMeta]  # attack -> what it declares, in the order they ran
     model_fingerprints: dict[str, str]  # target / reference -> fingerprint of the weights scored
+
+
+def same_ranking(attacks: dict[str, AttackMeta]) -> dict[str, list[list[str]]]:
+    """kind -> groups of the record's attacks declared to rank that kind's canaries identically: each group the
+    attack others rank like, then those others in the record's order (attacks absent from the record left out)."""
+    groups: dict[str, dict[str, list[str]]] = {}
+    for name, meta in attacks.items():
+        for kind, like in meta["ranks_like"].items():
+            if like in attacks:
+                groups.setdefault(kind, {}).setdefault(like, [like]).append(name)
+    return {kind: list(by_anchor.values()) for kind, by_anchor in groups.items()}
+
+
+def baseline_attacks(attacks: dict[str, AttackMeta]) -> list[str]:
+    """The record's model-free baselines (membership family), in the order they ran."""
+    return [name for name, meta in attacks.items() if meta["baseline"] and meta["family"] == "membership"]
 
 
 def write_record(scores_dir: Path, record: AttackRecord) -> None:

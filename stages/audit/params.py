@@ -56,12 +56,11 @@ class PrimaryParams:
 @dataclass(frozen=True)
 class ExploratoryParams:
     """The exploratory family: every membership attack x canary kind x (k_pos, k_neg) of this grid, each bound
-    tested at 1 - (1 - c) / N (Bonferroni over the N distinct tests), at the primary's confidences."""
+    tested at 1 - (1 - c) / N (Bonferroni over the N distinct tests), at the primary's confidences. Attacks declared
+    at registration to rank a kind's canaries identically (``ranks_like``) are one test."""
 
     k_pos: tuple[int, ...]
     k_neg: tuple[int, ...]
-    #: kind -> groups of attacks known to rank that kind's canaries identically (one test each group)
-    same_ranking: dict[str, tuple[tuple[str, ...], ...]]
 
     def problems(self):
         return (check(len(self.k_pos) > 0 and len(self.k_neg) > 0, "k_pos", "k_pos and k_neg need a value each",

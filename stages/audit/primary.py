@@ -8,7 +8,7 @@
 * The exploratory family is every membership attack x canary kind x (k_pos, k_neg) of ``audit.exploratory``.
   Attacks that rank a kind's canaries identically (e.g. min-k on one-token secrets ranks exactly like loss) give
   the same guesses for every k, so they are one test, reported once with the others named; which attacks do is
-  declared in params (``audit.exploratory.same_ranking``), never inferred from the scores, and checked. Each
+  declared where each attack is registered (``ranks_like``), never inferred from the scores, and checked. Each
   of the N distinct tests is run at confidence 1 - (1 - c) / N (Bonferroni), so even the largest of them
   holds at confidence c; no uncorrected maximum is ever reported.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, DataError
 from .ceiling import ideal_audit, ideal_counts, last_iterate_epsilon
 from .curve import ASSUMPTION as CURVE_ASSUMPTION
 from .curve import curve_epsilon_lower_bound
@@ -58,10 +58,11 @@ def identical_rankings(by_attack: dict[str, tuple[np.ndarray, np.ndarray, np.nda
     return [names for _, names in classes]
 
 
-def declared_classes(kind: str, by_attack: dict, declared: dict[str, tuple[tuple[str, ...], ...]]) -> list[list[str]]:
-    """The kind's attacks grouped as params declare (audit.exploratory.same_ranking; attacks not declared stand
-    alone), in attack order. The family size must not depend on the scores, so groups are declared, not found;
-    a declared group whose scores do not rank the canaries identically is an error, not a silent regrouping."""
+def declared_classes(kind: str, by_attack: dict, declared: dict[str, list[list[str]]]) -> list[list[str]]:
+    """The kind's attacks grouped as their registrations declare (``ranks_like``, written with the scores:
+    ``attack.schema.same_ranking``; attacks not declared stand alone), in attack order. The family size must not
+    depend on the scores, so groups are declared, not found; a declared group whose scores do not rank the canaries
+    identically is an error, not a silent regrouping."""
     classes: list[list[str]] = []
     where: dict[str, list[str]] = {}
     for group in declared.get(kind, ()):
@@ -76,8 +77,9 @@ def declared_classes(kind: str, by_attack: dict, declared: dict[str, tuple[tuple
             classes.append([attack])
     for names in classes:
         if len(names) > 1 and len(identical_rankings({a: by_attack[a] for a in names})) > 1:
-            raise ConfigError(f"audit.exploratory.same_ranking.{kind}: {names} do not rank the {kind} canaries "
-                              "identically (declare only attacks that must, e.g. loss and min_k on one-token secrets)")
+            raise DataError(f"attacks {names} are declared to rank the {kind} canaries identically (their "
+                            "registrations' ranks_like) but do not: declare only attacks that must, e.g. loss and min_k "
+                            "on one-token secrets")
     return classes
 
 
@@ -152,14 +154,15 @@ def with_ceiling(primary: dict, privacy: dict, params) -> dict:
     return out
 
 
-def exploratory_family(canaries: Canaries, params, delta: float) -> dict | None:
-    """Every distinct (attack class x kind x guesses) test, each Bonferroni-corrected over the N of them."""
+def exploratory_family(canaries: Canaries, params, delta: float, declared: dict[str, list[list[str]]]) -> dict | None:
+    """Every distinct (attack class x kind x guesses) test, each Bonferroni-corrected over the N of them; ``declared``:
+    kind -> groups of attacks declared to rank its canaries identically (one test each group)."""
     if not canaries:
         return None
     tests, identical = [], []
     for kind in sorted(canaries):
         data = aligned(canaries[kind])
-        for names in declared_classes(kind, canaries[kind], params.exploratory.same_ranking):
+        for names in declared_classes(kind, canaries[kind], declared):
             if len(names) > 1:
                 identical.append({"kind": kind, "attacks": names})
             _, s, y = data[names[0]]

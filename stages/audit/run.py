@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from ..attack.schema import read_attack_table
+from ..attack.schema import read_attack_table, read_record, same_ranking
 from ..canaries.schema import META, load_canary_users, read_canaries, read_reference
 from ..core.artifacts import Locations, locations
 from ..core.errors import ConfigError, DataError
@@ -71,6 +71,22 @@ def pooled_tests(params, where: Locations, pools: dict, canary_seed: int | None)
     return out
 
 
+def declared_rankings(where: Locations, runs: list[str]) -> dict[str, list[list[str]]]:
+    """kind -> groups of attacks declared (at registration, written with the scores) to rank its canaries
+    identically, over every run's attacks: what the exploratory family counted once."""
+    out: dict[str, list[list[str]]] = {}
+    for run in runs:
+        for kind, groups in same_ranking(read_record(where.scores_dir(run))["attacks"]).items():
+            known = out.setdefault(kind, [])
+            for group in groups:
+                mine = next((g for g in known if g[0] == group[0]), None)
+                if mine is None:
+                    known.append(list(group))
+                else:
+                    mine += [a for a in group if a not in mine]
+    return out
+
+
 def audit(params, runs: list[str], where: Locations, pools: dict | None = None,
           canary_seed: int | None = None) -> tuple[Metrics, list[dict]]:
     """(metrics.json content, ROC points of every run's membership scores); ``pools``: recipe -> its replicas'
@@ -96,8 +112,7 @@ def audit(params, runs: list[str], where: Locations, pools: dict | None = None,
                          "primary_sha256": hashlib.sha256(json.dumps(registered, sort_keys=True).encode()).hexdigest(),
                          "exploratory": {"k_pos": list(params.exploratory.k_pos),
                                          "k_neg": list(params.exploratory.k_neg),
-                                         "same_ranking": {k: [list(g) for g in v]
-                                                          for k, v in params.exploratory.same_ranking.items()}},
+                                         "same_ranking": declared_rankings(where, runs)},
                          "ceiling": {"trials": params.ceiling.trials, "seed": params.ceiling.seed},
                          "delta": params.delta, "fallback_delta": params.fallback_delta,
                          "seeds": {"development": list(params.seeds.development),

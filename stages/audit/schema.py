@@ -31,13 +31,6 @@ PRODUCER = "audit"
 NON_CANARY_GROUPS = ("text", "users", "canary_users")
 
 
-#: the threat model each membership score assumes (named beside its number in the report)
-THREAT = {"loss": "black-box log-probabilities", "ref_ratio": "black-box log-probabilities, two models",
-          "zlib": "black-box log-probabilities", "min_k": "black-box log-probabilities",
-          "contrast": "black-box log-probabilities", "contrast_z": "black-box log-probabilities",
-          "contrast_ref": "black-box log-probabilities, two models", "whitebox": "white-box weights"}
-
-
 class Interval(TypedDict):
     value: float
     ci95: list[float]

@@ -17,7 +17,6 @@ import numpy as np
 from .ceiling import ideal_counts, trial_bounds
 from .gdp import gdp_epsilon_lower_bound
 from .one_run import epsilon_lower_bound
-from .schema import THREAT
 
 #: study.json row fields, in order
 FIELDS = ("design", "score", "threat_model", "k_pos", "k_neg", "seed", "phase", "profile", "experiment", "rev",
@@ -48,8 +47,9 @@ def _ideal(q: float, steps: int, sigma: float, m: int, k_pos: int, k_neg: int, d
 
 
 def study_rows(metrics: dict, study, *, seed: int, phase: str, profile: str, experiment: str, rev: str,
-               trials: int, ceiling_seed: int) -> list[dict]:
-    """One row per design (study.scores x study.rules) of ``study.run`` in one experiment's metrics.json."""
+               trials: int, ceiling_seed: int, threat_models: dict[str, str]) -> list[dict]:
+    """One row per design (study.scores x study.rules) of ``study.run`` in one experiment's metrics.json;
+    ``threat_models``: score -> the threat model its attack declares."""
     res = metrics["runs"][study.run]
     privacy = res["privacy"]
     q, T, sigma, delta = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"], privacy["delta"]
@@ -63,7 +63,7 @@ def study_rows(metrics: dict, study, *, seed: int, phase: str, profile: str, exp
             ideal, ideal_gdp = _ideal(q, T, sigma, m, t["k_pos"], t["k_neg"], delta, trials, ceiling_seed)
             med, med_gdp = float(np.median(ideal)), float(np.median(ideal_gdp))
             rows.append({
-                "design": design_name(score, k_pos, k_neg), "score": score, "threat_model": THREAT.get(score, "?"),
+                "design": design_name(score, k_pos, k_neg), "score": score, "threat_model": threat_models[score],
                 "k_pos": k_pos, "k_neg": k_neg, "seed": seed, "phase": phase, "profile": profile,
                 "experiment": experiment, "rev": rev, "run": study.run, "sample_rate": q, "steps": T,
                 "noise_multiplier": sigma, "accountant_epsilon": privacy["epsilon_spent"], "delta": delta,

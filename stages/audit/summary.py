@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..attack.schema import FAMILY_SCHEMAS, read_attack_json, read_attack_table, read_record
+from ..attack.schema import FAMILY_SCHEMAS, baseline_attacks, read_attack_json, read_attack_table, read_record, same_ranking
 from ..finetune.schema import read_manifest, read_run
 from .exposure import summarize
 from .response import canary_response
@@ -63,10 +63,12 @@ def by_length(groups, lengths: dict[str, int], params) -> dict[str, dict]:
 
 
 def blind_groups(scores_dir: Path, record: dict) -> list:
-    """The blind baseline's out-of-fold scores (``groups_of``), read once; empty without it."""
-    if record["attacks"].get("blind") != "membership":
-        return []
-    return groups_of(read_attack_table(scores_dir, "blind", "membership"))
+    """The model-free baseline's out-of-fold scores (``groups_of``; the attack declared ``baseline``), read once;
+    empty without one."""
+    baselines = baseline_attacks(record["attacks"])
+    if len(baselines) > 1:
+        raise ValueError(f"attack@{record['run']}: more than one model-free baseline ({', '.join(baselines)})")
+    return groups_of(read_attack_table(scores_dir, baselines[0], "membership")) if baselines else []
 
 
 def minus_blind(metrics: dict, groups, blind_groups: list, params) -> None:
@@ -129,11 +131,12 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
     roc: list[dict] = []
     canaries: Canaries = {}
     blind = blind_groups(scores_dir, record)
-    for attack, family in record["attacks"].items():
+    for attack, meta in record["attacks"].items():
+        family = meta["family"]
         if family not in FAMILY_SCHEMAS:  # e.g. inversion: a JSON summary, passed on as written
             result["other"][attack] = read_attack_json(scores_dir, attack)
             continue
-        if family == "membership" and attack == "blind":  # model-free: a shift check, not a leakage number
+        if family == "membership" and meta["baseline"]:  # model-free: a shift check, not a leakage number
             notes = read_attack_json(scores_dir, attack)
             result["blind"] = {g: blind_pool(s, y, notes[g], params) for g, s, y, _ in blind}
             continue
@@ -155,7 +158,7 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
     primary = primary_test(canaries, params, delta, record["run"])
     result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
         else primary
-    result["audit_exploratory"] = exploratory_family(canaries, params, delta)
+    result["audit_exploratory"] = exploratory_family(canaries, params, delta, same_ranking(record["attacks"]))
     if canaries and not info["external"]:  # an external run's inclusion counts are unknown
         result["canary_response"] = canary_response(canaries, params.primary.kind, member_inclusions(run_dir),
                                                     info["privacy"], params.bootstrap, params.seed,

@@ -10,6 +10,7 @@ from ..core import lineage as lin
 from ..core.artifacts import Locations
 from ..core.formatting import flatten
 from ..core.io import atomic_file, write_json
+from ..attack.schema import read_record
 from ..finetune.schema import read_run
 from .headline import headline_markdown, headline_metrics
 from .inputs import Inputs
@@ -39,11 +40,16 @@ from .sections.variance import variance_section
 #: the report's sections, in order; a section with nothing to show returns None and is left out
 SECTIONS = (headline_section, summary_section, lambda inp: selfcheck_section(inp.selfcheck), audit_section,
             ceiling_section,
-            lambda inp: response_section(inp.runs), lambda inp: study_section(inp.study_dir),
+            lambda inp: response_section(inp.runs), lambda inp: study_section(inp.study_dir, inp.threats),
             exploratory_section, mia_section, blind_section,
             canary_designs_section, sweeps_section, lambda inp: variance_section(inp.variance_dir), exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,
             headline_lineage_section, lineage_section)
+
+
+def threat_models(where: Locations, runs: list[str]) -> dict[str, str]:
+    """attack -> the threat model it declares, as its runs' attack records hold it."""
+    return {a: meta["threat_model"] for r in runs for a, meta in read_record(where.scores_dir(r))["attacks"].items()}
 
 
 def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path("."),
@@ -57,7 +63,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     inp = Inputs(metrics, read_roc(where.roc), where, lock, git, verified, out_dir / "plots", out_dir,
                  lin.number_lineage(metrics, lock, git, verified),
                  {r: read_run(where.run_dir(r), r)["base_model"] for r in metrics["runs"]},
-                 variance_dir, study_dir, selfcheck)
+                 variance_dir, study_dir, selfcheck, threat_models(where, list(metrics["runs"])))
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..audit.schema import THREAT
 from ..core.formatting import ci, fmt
 
 OPTIMIZERS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
@@ -98,7 +97,8 @@ def _gdp_note(sample_rate) -> str:
     return "the same guesses under a Gaussian trade-off curve (exact for the Gaussian mechanism at q = 1)"
 
 
-def _audit_figures(run: str, r: dict, bounds: list[str], pooled: dict | None = None) -> list[Figure]:
+def _audit_figures(run: str, r: dict, bounds: list[str], threats: dict[str, str],
+                   pooled: dict | None = None) -> list[Figure]:
     p, pv, pre = r.get("audit_primary"), r["privacy"], f"runs.{run}"
     figs = [Figure(f"accountant ε (δ = {pv['delta']:.0e})", fmt(pv["epsilon_spent"], 2),
                    f"{pre}.privacy.epsilon_spent", f"{pv.get('accountant', '?').upper()} accountant",
@@ -113,7 +113,7 @@ def _audit_figures(run: str, r: dict, bounds: list[str], pooled: dict | None = N
               else "development seed: a look, not a pre-registered test")
     figs.append(Figure(f"{alone}audit ε̂ ({labels}, δ = {p['delta']:.0e})", " / ".join(fmt(p.get(b), 2) for b in bounds),
                        f"{pre}.audit_primary.{bounds[0]}",
-                       f"{status}; {p['attack']} on {p['kind']} canaries ({THREAT.get(p['attack'], '?')}), {p['v']} of "
+                       f"{status}; {p['attack']} on {p['kind']} canaries ({threats.get(p['attack'], '?')}), {p['v']} of "
                        f"{p['r']} guesses right; assumption-free", f"audit_{bounds[0]}"))
     if pooled:  # the single run's other bounds are in the audit section
         return figs
@@ -216,11 +216,12 @@ def _attack_reading(r: dict, fpr: str | None) -> str:
 
 
 def headlines(runs: dict, bases: dict[str, dict], bounds: list[str], fpr: str | None,
-              pooled: dict | None = None) -> list[Headline]:
-    """Per run; a recipe with a pooled test (``pooled``: metrics.json ``pooled``) leads with it."""
-    pooled = pooled or {}
+              pooled: dict | None = None, threats: dict[str, str] | None = None) -> list[Headline]:
+    """Per run; a recipe with a pooled test (``pooled``: metrics.json ``pooled``) leads with it; ``threats``: attack
+    -> the threat model it declares (the attack records)."""
+    pooled, threats = pooled or {}, threats or {}
     return [Headline(run, _trained(r, bases.get(run, {})),
-                     _audit_figures(run, r, bounds, pooled.get(run)) + _leak_figures(run, r, fpr),
+                     _audit_figures(run, r, bounds, threats, pooled.get(run)) + _leak_figures(run, r, fpr),
                      reading(r, bounds, fpr, pooled.get(run))) for run, r in runs.items()]
 
 

@@ -27,6 +27,7 @@ class Inputs:
     variance_dir: Path | None = None  # the variance stage's analysis (analysis.json, plots/)
     study_dir: Path | None = None  # the audit design study (reports/audit_study/, flows/audit_study.py)
     selfcheck: Path | None = None  # the DP engine self-check (reports/selfcheck.json, leakaudit selfcheck)
+    threats: dict = field(default_factory=dict)  # attack -> the threat model it declares (its attack records)
 
     @property
     def runs(self) -> dict:
@@ -44,7 +45,7 @@ class Inputs:
     @cached_property
     def heads(self) -> list:
         """The headline block's content, per run (shown at the top, in its lineage table and in headline.md/json)."""
-        return headlines(self.runs, self.bases, self.bounds, self.headline_fpr, self.metrics.get("pooled"))
+        return headlines(self.runs, self.bases, self.bounds, self.headline_fpr, self.metrics.get("pooled"), self.threats)
 
     def plot_data(self, kind: str, name: str, points: list[dict]) -> None:
         """Write one `dvc plots` data file: reports/plots_data/<kind>/<name>.json (dvc.yaml `plots:`)."""

@@ -9,7 +9,7 @@ from stages.audit.ceiling import last_iterate_epsilon
 from stages.audit.one_run import epsilon_lower_bound, guesses
 from stages.audit.params import AuditParams
 from stages.audit.summary import audit_run, by_length
-from stages.core.errors import ConfigError
+from stages.core.errors import ConfigError, DataError
 from stages.core.io import write_json, write_table
 from stages.finetune.schema import RUN_VERSION, write_manifest
 from support import params
@@ -21,8 +21,19 @@ def _scores(rng, members, strength):
     return members * strength + rng.normal(size=len(members))
 
 
-def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
-    """loss weak on new_token, ref_ratio strong on it, zlib a monotone transform of loss (same ranking)."""
+def _meta(ranks_like=None) -> dict:
+    return {"family": "membership", "threat_model": "black-box log-probabilities", "ranks_like": ranks_like or {},
+            "baseline": False}
+
+
+#: zlib declared (as registered) to rank like loss on both kinds
+ZLIB_LIKE_LOSS = {"zlib": {"new_token": "loss", "random": "loss"}}
+
+
+def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0, declared=None):
+    """loss weak on new_token, ref_ratio strong on it, zlib a monotone transform of loss (same ranking);
+    ``declared``: attack -> its ranks_like, as written with the scores (default ZLIB_LIKE_LOSS)."""
+    declared = ZLIB_LIKE_LOSS if declared is None else declared
     rng = np.random.default_rng(0)
     members = {k: rng.random(M) < 0.5 for k in ("new_token", "random")}
     loss = {k: _scores(rng, y, primary_strength) for k, y in members.items()}
@@ -45,15 +56,13 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0):
          "inclusions": int(i % 4) if members[k][i] else 0, "prompt": None, "target": None}
         for k in members for i in range(M)])
     write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r",
-                              "attacks": {"loss": "membership", "ref_ratio": "membership", "zlib": "membership"},
+                              "attacks": {a: _meta(declared.get(a)) for a in ("loss", "ref_ratio", "zlib")},
                               "model_fingerprints": {}})
     return members, loss, ref
 
 
-def _params(same=None, **primary):
-    same = {"new_token": [["loss", "zlib"]], "random": [["loss", "zlib"]]} if same is None else same
-    return params(AuditParams, "audit", bootstrap=10, primary={"attack": "loss", **primary}, ceiling={"trials": 200},
-                  exploratory={"same_ranking": same})
+def _params(**primary):
+    return params(AuditParams, "audit", bootstrap=10, primary={"attack": "loss", **primary}, ceiling={"trials": 200})
 
 
 def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
@@ -118,13 +127,34 @@ def test_canary_users_are_summarised_per_substring_length():
 
 
 def test_rankings_are_declared_not_inferred(tmp_path):
-    """Undeclared, zlib is its own test even though it ranks like loss; declaring loss ~ ref_ratio is refused."""
-    _write(tmp_path, dp=False)
-    p = _params(same={"new_token": [], "random": []})
+    """Undeclared, zlib is its own test even though it ranks like loss; a declaration the scores contradict (ref_ratio
+    ranks like loss) is refused."""
+    _write(tmp_path, dp=False, declared={})
+    p = _params()
     fam = audit_run(tmp_path / "run", tmp_path, p, {})[0]["audit_exploratory"]
     assert fam["identical_rankings"] == [] and fam["family_size"] == 6 * len(p.grid)
-    with pytest.raises(ConfigError, match=r"audit.exploratory.same_ranking.new_token: \['loss', 'ref_ratio'\]"):
-        audit_run(tmp_path / "run", tmp_path, _params(same={"new_token": [["loss", "ref_ratio"]]}), {})
+    _write(tmp_path, dp=False, declared={"ref_ratio": {"new_token": "loss"}})
+    with pytest.raises(DataError, match=r"attacks \['loss', 'ref_ratio'\] are declared to rank the new_token canaries "
+                                        r"identically"):
+        audit_run(tmp_path / "run", tmp_path, _params(), {})
+
+
+def test_registered_declarations_are_what_the_record_says():
+    """Every attack declares a threat model; ranks_like names registered attacks of its family; the record's
+    same-ranking groups are those declarations, anchor first."""
+    from stages.attack.catalog import ATTACKS
+    from stages.attack.schema import same_ranking
+
+    declared = {name: ATTACKS.get(name).declared() for name in ATTACKS.names()}
+    assert all(d["threat_model"] for d in declared.values())
+    for name, d in declared.items():
+        for kind, like in d["ranks_like"].items():
+            assert like in declared and declared[like]["family"] == d["family"] == "membership", (name, kind)
+    assert [n for n, d in declared.items() if d["baseline"]] == ["blind"]
+    order = ["loss", "ref_ratio", "zlib", "min_k", "contrast"]
+    assert same_ranking({n: declared[n] for n in order}) == {"new_token": [["loss", "zlib", "min_k"]],
+                                                              "random": [["loss", "min_k"]]}
+    assert same_ranking({n: declared[n] for n in ("min_k", "contrast")}) == {}  # loss did not run: nothing to share
 
 
 def test_per_run_rule_and_canary_response(tmp_path):
@@ -132,8 +162,7 @@ def test_per_run_rule_and_canary_response(tmp_path):
     members, loss, _ = _write(tmp_path, dp=True)
     p = params(AuditParams, "audit", bootstrap=10, ceiling={"trials": 200},
                primary={"attack": "loss", "kind": "new_token", "k_pos": 100, "k_neg": 0,
-                        "runs": {"r": {"k_pos": 300, "k_neg": 200}}},
-               exploratory={"same_ranking": {"new_token": [], "random": []}})
+                        "runs": {"r": {"k_pos": 300, "k_neg": 200}}})
     res, _ = audit_run(tmp_path / "run", tmp_path, p, {})
     head = res["audit_primary"]
     assert (head["k_pos"], head["k_neg"], head["r"]) == (300, 200, 500)

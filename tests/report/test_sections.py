@@ -82,7 +82,7 @@ def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_pat
                 "median_valid_perplexity": 30.0}]
     (tmp_path / "study.json").write_text(json.dumps({"rows": [row], "summary": summary, "committed_primary": {
         "attack": "whitebox", "kind": "new_token", "k_pos": 100, "k_neg": 0}}))
-    md = to_markdown("t", [study_section(tmp_path)], Path("."))
+    md = to_markdown("t", [study_section(tmp_path, {"whitebox": "white-box weights"})], Path("."))
     assert "recipe (descriptive, one seed)" in md and "dp_sgd" in md and "white-box weights" in md
     assert "confirmation" in md and "0.85" in md
 

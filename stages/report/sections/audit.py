@@ -1,7 +1,6 @@
 """The pre-registered one-run test of every run with canaries (the headline ε̂), assumption-free and Gaussian-DP."""
 from __future__ import annotations
 
-from ...audit.schema import THREAT
 from ...core.formatting import Table, fmt
 from ..inputs import Inputs, bound_label
 from ..render import Section
@@ -26,7 +25,7 @@ def audit_section(inp: Inputs) -> Section:
                 if pv.get("dp") else "∞ (no DP)")
         members = r["attacks"].get(p["attack"], {}).get(p["kind"], {}).get("members")
         at.rows.append([run, acct, f"{p['attack']} on {p['kind']}, k₊={p['k_pos']}, k₋={p['k_neg']}",
-                        THREAT.get(p["attack"], "?"), _status(p), f"{p['delta']:.2g}", f"{p['m']} ({members})",
+                        inp.threats.get(p["attack"], "?"), _status(p), f"{p['delta']:.2g}", f"{p['m']} ({members})",
                         f"{p['v']} of {p['r']}",
                         _pair(p, "", bounds), _pair(p, "curve_", bounds) if pv.get("dp") else "– (no DP)",
                         _pair(p, "gdp_", bounds), fmt(p.get("ideal_percentile"), 1)])

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...audit.schema import THREAT
 from ...core.formatting import Table
 from ..headline import optimizer_label
 from ..render import Section
 
 
-def study_section(study_dir: Path | None) -> Section | None:
+def study_section(study_dir: Path | None, threats: dict[str, str] | None = None) -> Section | None:
     f = study_dir / "study.json" if study_dir else None
     if not f or not f.is_file():
         return None
@@ -42,7 +41,7 @@ def study_section(study_dir: Path | None) -> Section | None:
         "reports/audit_study/). Development rows (seeds used while choosing) are uncorrected looks, not claims; the "
         "design was then committed to params.yaml "
         f"(primary: `{p['attack']}` on `{p['kind']}`, k₊={p['k_pos']}, k₋={p['k_neg']}; threat model: "
-        f"{THREAT.get(p['attack'], '?')}) and confirmed on seeds no earlier experiment used. The ideal is the median "
+        f"{(threats or {}).get(p['attack'], '?')}) and confirmed on seeds no earlier experiment used. The ideal is the median "
         "of a heuristic simulation of an ideal white-box statistic under the linear model, which a valid audit can "
         "exceed. Recipe rows (optimizer, learning rate, clip norm) are the user's choices: reported, never tuned. "
         "Pooled rows (reports/audit_study/pooled.json, python -m flows.pooled_audit): every pooled test ever "
