@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from stages.core.params import load  # noqa: E402
 from flows import selfcheck as flow  # noqa: E402
+from stages.core.params import load  # noqa: E402
 from stages.finetune import selfcheck as S  # noqa: E402
 from stages.finetune.params import SelfcheckParams  # noqa: E402
 

@@ -27,8 +27,8 @@ from ..datasets import DATASETS, get_dataset, read_split
 from ..datasets.users import apply_canary_users
 from ..finetune.schema import EXTERNAL_DIR, RunRecord, TextSetup, read_manifest
 from ..lm.canary_lm import CanaryLM
-from ..lm.external import load_external
 from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
+from ..lm.external import load_external
 from ..lm.loading import load_base
 from ..lm.scoring import token_logprobs
 from ..lm.trainable import TRAINABLE, Trainable, load_model

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..lm.batching import collate
 from ..core.seeds import stream
 from ..datasets import read_split, sample
+from ..lm.batching import collate
 from ..lm.examples import make_example, text_examples
 from .registry import register_attack
 

@@ -11,8 +11,8 @@ from ..core.errors import ConfigError
 from ..core.io import write_json, write_table
 from ..finetune.schema import RunRecord
 from ..lm.loading import pick_device
-from .context import AttackContext
 from .catalog import ATTACKS, Attack
+from .context import AttackContext
 from .schema import ATTACK_VERSION, FAMILY_SCHEMAS, LOGPROBS, write_record
 
 log = logging.getLogger("stages.attack")

@@ -31,7 +31,7 @@ import math
 from functools import lru_cache
 
 from scipy.optimize import brentq
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtr
 
 from .curve import gaussian_b_inv, rejects_with
 

@@ -16,9 +16,9 @@ from ..core.replicas import replica_raw
 from ..finetune.schema import read_run
 from .ceiling import planned_ceiling
 from .iid import sanity_check
+from .pooled import pooled_test, seed_status
 from .schema import METRICS_VERSION, Metrics
 from .shift import shift_check
-from .pooled import pooled_test, seed_status
 from .summary import audit_delta, audit_run, groups_of
 
 log = logging.getLogger("stages.audit")

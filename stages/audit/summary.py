@@ -5,11 +5,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..attack.schema import FAMILY_SCHEMAS, baseline_attacks, read_attack_json, read_attack_table, read_record, same_ranking
+from ..attack.schema import (
+    FAMILY_SCHEMAS,
+    baseline_attacks,
+    read_attack_json,
+    read_attack_table,
+    read_record,
+    same_ranking,
+)
 from ..finetune.schema import read_manifest, read_run
 from .exposure import summarize
-from .response import canary_response
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
+from .response import canary_response
 from .roc import bootstrap_mean_ci, paired_auroc_difference, roc_curve, roc_metrics
 from .schema import NON_CANARY_GROUPS, RunMetrics
 from .shift import blind_pool

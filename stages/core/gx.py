@@ -38,8 +38,11 @@ def _context():
 
         logging.getLogger("great_expectations").setLevel(logging.WARNING)
         import great_expectations as gx
-        from great_expectations.data_context.types.base import (DataContextConfig, InMemoryStoreBackendDefaults,
-                                                                 ProgressBarsConfig)
+        from great_expectations.data_context.types.base import (
+            DataContextConfig,
+            InMemoryStoreBackendDefaults,
+            ProgressBarsConfig,
+        )
 
         config = DataContextConfig(store_backend_defaults=InMemoryStoreBackendDefaults(), analytics_enabled=False,
                                    progress_bars=ProgressBarsConfig(globally=False))

@@ -38,8 +38,18 @@ from ..core.gx import Expectation as E
 from ..core.gx import Suite
 from ..core.params import check
 from .ngrams import frequent_sequences
-from .spec import (CANDIDATES, DatasetSpec, Processed, SplitParams, register_dataset, require_path, row_count_suites,
-                   row_ranges, split_groups, split_rows)
+from .spec import (
+    CANDIDATES,
+    DatasetSpec,
+    Processed,
+    SplitParams,
+    register_dataset,
+    require_path,
+    row_count_suites,
+    row_ranges,
+    split_groups,
+    split_rows,
+)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,17 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.gx import Expectation as E
 from ..core.gx import Suite
-from .spec import (DatasetSpec, Processed, SplitParams, register_dataset, require_path, row_count_suites, row_ranges,
-                   split_groups, split_rows)
+from .spec import (
+    DatasetSpec,
+    Processed,
+    SplitParams,
+    register_dataset,
+    require_path,
+    row_count_suites,
+    row_ranges,
+    split_groups,
+    split_rows,
+)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,16 @@ from ..core.errors import DataError
 from ..core.gx import Expectation as E
 from ..core.gx import Suite
 from ..core.params import check
-from .spec import (DatasetSpec, Processed, register_dataset, require_path, row_count_suites, row_ranges, split_groups,
-                   split_rows)
+from .spec import (
+    DatasetSpec,
+    Processed,
+    register_dataset,
+    require_path,
+    row_count_suites,
+    row_ranges,
+    split_groups,
+    split_rows,
+)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..core.io import atomic_file, read_json
 from ..core.artifacts import Locations
+from ..core.io import atomic_file, read_json
 from ..lm.trainable import Trainable
 from .inputs import Inputs
 from .loop import TrainResult, world

@@ -133,9 +133,8 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
 # ---------------------------------------------------------------------------------------------- processes
 def worker(argv: Sequence[str]) -> None:
     """One torchrun rank: ``python -m stages.finetune.selfcheck <spec.json> <out.npz>`` (rank 0 writes)."""
-    from .distributed import finish, init
-
     from ..core.cli import configure_process
+    from .distributed import finish, init
 
     configure_process()
     quiet_q1()

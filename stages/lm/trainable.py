@@ -14,7 +14,6 @@ resolved) in run.json, and the attack stage rebuilds the same model from it befo
 from __future__ import annotations
 
 import json
-
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any

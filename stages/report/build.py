@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..attack.schema import read_record
 from ..audit.schema import read_metrics, read_roc
 from ..core import lineage as lin
 from ..core.artifacts import Locations
 from ..core.formatting import flatten
 from ..core.io import atomic_file, write_json
-from ..attack.schema import read_record
 from ..finetune.schema import read_run
 from .headline import headline_markdown, headline_metrics
 from .inputs import Inputs

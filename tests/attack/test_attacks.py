@@ -13,8 +13,8 @@ from stages.attack.inversion import invert, prf
 from stages.attack.membership import loss_scores, min_k_scores, ratio_scores, user_scores, zlib_scores
 from stages.attack.memorization import attribute_hit, draw_arms, sampled_rates, verbatim_share
 from stages.attack.params import AttackParams, GenerationParams
-from stages.canaries.formatted import candidates
 from stages.audit.roc import auroc
+from stages.canaries.formatted import candidates
 from stages.core.artifacts import locations
 from stages.core.errors import ConfigError
 from stages.finetune.loop import TrainConfig, train
@@ -169,10 +169,9 @@ def test_the_secret_control_arms_are_seeded_draws_not_the_files_frequency_order(
 def test_text_non_members_of_user_level_data_are_held_in_users_unseen_rows(tmp_path, tiny_tokenizer):
     """Members are held-in users' trained rows; non-members are never-trained rows of the same held-in users (a
     canary user by its drawn set), not rows of held-out users (a user-inference pool) nor of every user."""
-    from stages.finetune.text import held_in_unseen_rows
-    from stages.finetune.text import split_rows
     from stages.canaries.params import CanaryUsersParams
     from stages.canaries.users import build_canary_users
+    from stages.finetune.text import held_in_unseen_rows, split_rows
 
     users_dataset(tmp_path)
     cu = {c["user"]: c for c in build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1],

@@ -2,8 +2,13 @@
 import numpy as np
 import pytest
 
-from stages.audit.curve import (curve_epsilon_lower_bound, gaussian_b_inv, profile_b_inv, rejects_with,
-                                subsampled_gaussian_profile)
+from stages.audit.curve import (
+    curve_epsilon_lower_bound,
+    gaussian_b_inv,
+    profile_b_inv,
+    rejects_with,
+    subsampled_gaussian_profile,
+)
 from stages.audit.gdp import gdp_delta, gdp_epsilon_lower_bound, gdp_mu_lower_bound
 
 

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from stages.audit.one_run import epsilon_lower_bound, guesses, p_value
-from stages.audit.roc import auroc, roc_curve, tpr_at_fpr
-from stages.audit.roc import bootstrap_ci
+from stages.audit.roc import auroc, bootstrap_ci, roc_curve, tpr_at_fpr
 
 
 def _pmf(k: int, r: int, p: float) -> float:

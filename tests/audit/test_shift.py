@@ -11,9 +11,9 @@ from stages.audit.params import AuditParams
 from stages.audit.roc import auroc, paired_auroc_difference, roc_curve, roc_metrics
 from stages.audit.shift import blind_pool, detectable_auroc, shift_check, verdict
 from stages.report.inputs import Inputs
+from stages.report.render import to_markdown
 from stages.report.sections.blind import blind_section
 from stages.report.sections.membership import canary_users_table, mia_section
-from stages.report.render import to_markdown
 from support import params
 
 AUDIT = params(AuditParams, "audit", bootstrap=300, shift_check={"power_trials": 1000})

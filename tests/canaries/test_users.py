@@ -5,11 +5,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from stages.canaries.params import CanaryUsersParams
-from stages.datasets.users import apply_canary_users, canary_user_split
 from stages.canaries.users import build_canary_users
 from stages.core.errors import ConfigError
-from stages.datasets import get_dataset
+from stages.datasets.users import apply_canary_users, canary_user_split
 from support import SPLITS, params, users_dataset
+
 
 def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tokenizer):
     d = users_dataset(tmp_path)

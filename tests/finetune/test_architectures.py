@@ -22,7 +22,7 @@ from stages.finetune.privacy.strategies import resolve
 from stages.lm.batching import collate
 from stages.lm.examples import canary_examples
 from stages.lm.scoring import token_logprobs
-from stages.lm.trainable import Trainable, build_model, lora_targets, load_model, save_model
+from stages.lm.trainable import Trainable, load_model, lora_targets, save_model
 from support import dp_params, one_dp_step
 from support import tiny_canary_lm as tiny_model
 

@@ -1,7 +1,6 @@
 """Ghost clipping and book-keeping (bk) against opacus' per-example gradients (hooks) on a tiny Llama, for every
 paradigm: one DP step with noise off gives the same clipped, summed gradient; with noise the accountant's epsilon
 is the same."""
-import numpy as np
 import pytest
 import torch
 

@@ -5,8 +5,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from stages.core.errors import DataError
-from stages.finetune.manifest import manifest_of
 from stages.finetune.inputs import Inputs
+from stages.finetune.manifest import manifest_of
 from stages.finetune.schema import MANIFEST, MANIFEST_FILE, read_manifest, write_manifest
 from stages.lm.examples import make_example
 

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import mutants
-from support import ROOT
-from stages.core.params import load
 from flows import selfcheck as flow
+from stages.core.params import load
 from stages.finetune import selfcheck as S
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.params import SelfcheckParams
 from stages.finetune.privacy.engine import public_divisor
 from stages.finetune.probe import ProbeLM
+from support import ROOT
 
 
 def design(**overrides) -> SelfcheckParams:

@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 import yaml
+
 from support import PYTHON, ROOT, clone_project, copy_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow

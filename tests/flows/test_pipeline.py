@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 import yaml
+
 from support import ALL_STAGES, PYTHON, ran, run
 
 pytestmark = pytest.mark.slow

@@ -12,6 +12,7 @@ import time
 
 import pytest
 import yaml
+
 from support import ALL_STAGES, PYTHON, ran, run
 
 pytestmark = pytest.mark.slow

@@ -18,6 +18,7 @@ import time
 import psutil
 import pytest
 import yaml
+
 from support import PYTHON, ROOT, run
 
 STEPS = 1500  # long enough to be mid-run when the first checkpoint appears (finetune.checkpoint_every: 25)

@@ -4,7 +4,6 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
-from support import ROOT
 
 from flows.audit_study import plan
 from flows.sweep import check_points, collect
@@ -17,6 +16,7 @@ from stages.core.params import load, read_params
 from stages.variance.api import RUN, markdown, points, tabulate
 from stages.variance.params import VarianceParams
 from stages.variance.schema import read_points, write_points
+from support import ROOT
 
 
 def _metrics(run, kind, tpr, auroc, primary=True):

@@ -2,7 +2,6 @@
 and the flow's check that every point's params load before any point is dispatched."""
 import pytest
 import yaml
-from support import ROOT
 
 from flows.variance import checked_points
 from stages.core.errors import ConfigError
@@ -10,6 +9,7 @@ from stages.core.params import load
 from stages.finetune.params import load_finetune
 from stages.variance.api import RUN, apply_point, diverged, points
 from stages.variance.params import VarianceParams
+from support import ROOT
 
 
 def test_every_point_is_one_dp_run_whose_params_read_back_exactly(tmp_path):

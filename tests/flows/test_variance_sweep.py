@@ -6,6 +6,7 @@ import time
 
 import pytest
 import yaml
+
 from support import PYTHON, run
 
 pytestmark = pytest.mark.slow

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from stages.core.errors import DataError
+from stages.lm.examples import make_example
 from stages.lm.external import load_external, model_kind
 from stages.lm.scoring import token_logprobs
-from stages.lm.examples import make_example
 
 CPU = torch.device("cpu")
 

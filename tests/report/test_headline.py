@@ -3,9 +3,16 @@ import re
 
 import pytest
 
-from stages.report.headline import (anchor, headline_html, headline_markdown, headline_metrics, headlines, reading,
-                                    strongest_attack)
 from stages.core.formatting import flatten
+from stages.report.headline import (
+    anchor,
+    headline_html,
+    headline_markdown,
+    headline_metrics,
+    headlines,
+    reading,
+    strongest_attack,
+)
 
 BOUNDS = ["eps_lb_95", "eps_lb_99"]
 

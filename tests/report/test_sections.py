@@ -2,9 +2,9 @@
 from pathlib import Path
 
 from stages.report.inputs import Inputs
+from stages.report.render import to_markdown
 from stages.report.sections.blind import blind_section
 from stages.report.sections.canary_designs import _kinds_sentence
-from stages.report.render import to_markdown
 
 
 def _pool(auroc, p, flagged, d, fp, v):

@@ -4,8 +4,15 @@ import itertools
 import numpy as np
 import pytest
 
-from stages.variance.select import (best_utility, dominates, groups, heuristic_accuracy, select_configuration,
-                                    selection_risk, worst_utility)
+from stages.variance.select import (
+    best_utility,
+    dominates,
+    groups,
+    heuristic_accuracy,
+    select_configuration,
+    selection_risk,
+    worst_utility,
+)
 
 
 def pt(b, t, lr, utility, score=0.0):

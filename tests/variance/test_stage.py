@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 import yaml
-from support import ROOT
 
 from stages.report.sections.variance import variance_section
 from stages.variance.__main__ import main
 from stages.variance.schema import POINTS, read_points, write_points
+from support import ROOT
 
 
 def rows(seeds=2, rng_seed=0):
