@@ -1,8 +1,8 @@
 """Prefect flow of the audit design study: one DVC experiment per (seed, profile) of the DP run, each evaluated
-for every design (score x guessing rule, ``audit.study``), rows appended to reports/audit_study/study.json.
+for every design (score x guessing rule, ``study``), rows appended to reports/audit_study/study.json.
 
-    python -m flows.audit_study --phase development    # seeds audit.study.development_seeds x every profile
-    python -m flows.audit_study --phase confirmation   # seeds audit.study.confirmation_seeds at the committed
+    python -m flows.audit_study --phase development    # seeds study.development_seeds x every profile
+    python -m flows.audit_study --phase confirmation   # seeds study.confirmation_seeds at the committed
                                                        # profile and design (params.yaml committed, rows final)
     python -m flows.audit_study --phase recipes        # recipe sensitivity at the committed profile (descriptive)
 
@@ -30,7 +30,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.sweep import _dvc, check_points, committed_metrics, queue_status
 from stages.attack.api import threat_model
 from stages.audit.api import FIELDS, study_rows, summarise
-from stages.audit.params import AuditParams
+from stages.audit.params import AuditParams, StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
 from stages.finetune.params import load_finetune
@@ -78,7 +78,7 @@ def committed_profile(study, raw: dict) -> str:
     for name, p in study.profiles.items():
         if (p["batch_size"], p["steps"]) == (ft.batch_size, ft.steps):
             return name
-    raise ConfigError(f"runs.{study.run}: batch_size {ft.batch_size}, steps {ft.steps} match no audit.study.profiles")
+    raise ConfigError(f"runs.{study.run}: batch_size {ft.batch_size}, steps {ft.steps} match no study.profiles")
 
 
 def plan(phase: str, study, raw: dict, profiles: list[str] | None = None) -> dict[str, dict]:
@@ -173,7 +173,7 @@ def audit_study(phase: str, repo: str = ".", collect_only: str | None = None,
     log = get_run_logger()
     raw = read_params(Path(repo) / "params.yaml")
     params = load(AuditParams, "audit", Path(repo) / "params.yaml", raw)
-    study = params.study
+    study = load(StudyParams, "study", Path(repo) / "params.yaml", raw)
     out = Path(repo) / study.out_dir
     rows = read_study(out)
     points = plan(phase, study, raw, profiles)

@@ -21,7 +21,7 @@ import yaml
 
 from flows.sweep import _dvc
 from stages.audit.api import pooled_row, pooled_summary
-from stages.audit.params import AuditParams
+from stages.audit.params import StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
 
@@ -115,9 +115,8 @@ def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
     lock_text = _git(["show", f"{rev}:dvc.lock"], repo)
     raw = yaml.safe_load(params_text)
     work = read_params(Path(repo) / "params.yaml")  # where the record goes: the workspace's study folder
-    params = load(AuditParams, "audit", Path(repo) / "params.yaml", work)
     metrics = json.loads(_git(["show", f"{rev}:{section_of(raw, 'audit.out')}"], repo))
-    out = Path(repo) / params.study.out_dir
+    out = Path(repo) / load(StudyParams, "study", Path(repo) / "params.yaml", work).out_dir
     f = out / POOLED_FILE
     rows = json.loads(f.read_text())["rows"] if f.is_file() else []
     digest = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()

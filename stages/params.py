@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.attack.params import AttackParams
-from stages.audit.params import AuditParams
+from stages.audit.params import AuditParams, StudyParams
 from stages.base_model.params import ModelParams
 from stages.canaries.params import CanaryParams
 from stages.core.artifacts import Locations, locations
@@ -44,6 +44,7 @@ SECTIONS: dict[str, type] = {
     "replicas": ReplicaParams,
     "attack": AttackParams,
     "audit": AuditParams,
+    "study": StudyParams,
     "report": ReportParams,
     "variance": VarianceParams,
     "selfcheck": SelfcheckParams,
@@ -62,6 +63,7 @@ class Params:
     replicas: ReplicaParams
     attack: AttackParams
     audit: AuditParams
+    study: StudyParams
     report: ReportParams
     variance: VarianceParams
     selfcheck: SelfcheckParams

@@ -108,7 +108,7 @@ class StudyParams:
     """The audit design study (flows/audit_study.py -> reports/audit_study/): the auditor's choices (score x
     guessing rule, evaluated on every trained model) x the default DP run's (q, T) at the same compute, on
     development seeds; the chosen design is then committed (audit.primary, runs.<run>) and confirmed on fresh seeds.
-    Read by the flow, not by the audit stage."""
+    The top-level ``study`` section: read by the flow, not by the audit stage."""
 
     #: the DP run studied and the canary kind its designs score
     run: str
@@ -138,6 +138,13 @@ class StudyParams:
                         "must not reuse a development seed", self.confirmation_seeds)
                 + check(set(self.scores) <= set(self.attacks), "attacks", "must include every score",
                         self.attacks))
+
+    def relations(self, raw: dict) -> list[tuple[str, str]]:
+        """Every seed the study used is a development seed (``audit.seeds.development``)."""
+        used = set(self.development_seeds) | set(self.confirmation_seeds) | {self.recipe_seed}
+        unlisted = sorted(used - set(section_of(raw, "audit.seeds.development") or ()))
+        return [("audit.seeds.development", f"must list every seed the design study used (missing {unlisted})")] \
+            if unlisted else []
 
 
 @dataclass(frozen=True)
@@ -200,7 +207,6 @@ class AuditParams:
     #: fewer members or non-members than this: no bootstrap interval, an exact permutation p-value instead
     min_per_side: int
     seed: int
-    study: StudyParams
     #: the seeds' status (development / preregistered)
     seeds: SeedRegistry
     #: run -> the pooled test's rule over that run and its replicas (replicas.sets): the k_pos highest and k_neg
@@ -227,15 +233,10 @@ class AuditParams:
         )
 
     def relations(self, raw: dict) -> list[tuple[str, str]]:
-        """The primary test scores a configured canary kind, its per-run and pooled rules name configured runs, and
-        every seed the design study used is a development seed."""
+        """The primary test scores a configured canary kind and its per-run and pooled rules name configured runs."""
         kinds = section_of(raw, "canaries.kinds")
-        study_seeds = set(self.study.development_seeds) | set(self.study.confirmation_seeds) | {self.study.recipe_seed}
-        unlisted = sorted(study_seeds - set(self.seeds.development))
-        seeds = [("audit.seeds.development", f"must list every seed the design study used (missing {unlisted})")] \
-            if unlisted else []
         return ([("audit.primary.kind", f"must be one of canaries.kinds ({', '.join(map(str, kinds))}) "
                                         f"(got {self.primary.kind!r})")]
                 if isinstance(kinds, list) and self.primary.kind not in kinds else []) \
             + missing_keys(self.primary.runs, run_names(raw), "audit.primary.runs", "run in runs") \
-            + missing_keys(self.pooled, run_names(raw), "audit.pooled", "run in runs") + seeds
+            + missing_keys(self.pooled, run_names(raw), "audit.pooled", "run in runs")

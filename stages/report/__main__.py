@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, extra=[("--lock", {"default": "dvc.lock"})])
     params = load(ReportParams, "report", args.params, raw)
     variance = section_of(raw, "variance.out_dir")
-    study = section_of(raw, "audit.study.out_dir")
+    study = section_of(raw, "study.out_dir")
     selfcheck = section_of(raw, "selfcheck.out")
     lineage = build_report(params.title, locations(raw, args.params), Path(args.lock), Path(params.out_dir),
                            variance_dir=Path(variance) if variance else None,

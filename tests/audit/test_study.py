@@ -5,7 +5,7 @@ import pytest
 
 from stages.audit.ceiling import ideal_audit
 from stages.audit.one_run import epsilon_lower_bound
-from stages.audit.params import AuditParams
+from stages.audit.params import StudyParams
 from stages.audit.study import study_rows, summarise
 from support import params
 
@@ -25,7 +25,7 @@ def _metrics():
 
 
 def test_rows_are_uncorrected_bounds_next_to_the_same_rules_ideal():
-    study = params(AuditParams, "audit", study={"scores": ["min_k", "whitebox"], "attacks": ["loss", "min_k", "whitebox"]}).study
+    study = params(StudyParams, "study", scores=["min_k", "whitebox"], attacks=["loss", "min_k", "whitebox"])
     rows = study_rows(_metrics(), study, seed=3, phase="development", profile="q0.23_T10", experiment="e", rev="r",
                       trials=200, ceiling_seed=0,
                       threat_models={"min_k": "black-box log-probabilities", "whitebox": "white-box weights"})
@@ -49,7 +49,7 @@ def test_plan_moves_every_seed_and_drops_the_other_runs():
     from support import project_raw
 
     raw = project_raw()
-    study = params(AuditParams, "audit").study
+    study = params(StudyParams, "study")
     dev = plan("development", study, raw)
     assert len(dev) == len(study.development_seeds) * len(study.profiles)
     point = next(iter(dev.values()))

@@ -100,8 +100,10 @@ def test_locations_are_declared_once_with_their_params_keys():
      "audit.ceiling.planned.gpu_dp_audit.accountant: must be one of 'prv', 'rdp' (got 'gdp')"),
     (lambda r: r["runs"]["users"].update(dp={"accountant": "gdp"}), "runs.users.dp.accountant: must be one of"),
     (lambda r: r["preprocess"]["datasets"].update(imdb={}), "preprocess.datasets: unknown dataset 'imdb'"),
+    (lambda r: r["study"].update(recipe_seed=999),
+     "params.yaml: audit.seeds.development: must list every seed the design study used (missing [999])"),
 ], ids=["unknown-section", "missing-section", "variance", "selfcheck", "primary-kind", "attack-runs",
-        "primary-runs", "planned-accountant", "run-override", "dataset"])
+        "primary-runs", "planned-accountant", "run-override", "dataset", "study-seed"])
 def test_whole_params_validation_names_the_bad_key(edit, needle):
     raw = read_params(ROOT / "params.yaml")
     edit(raw)

@@ -156,7 +156,7 @@ def test_lineage_traces_reported_numbers_back_to_raw_files(reproduced_project):
             assert mine == raw_md5  # the md5 dvc.lock recorded for the raw file
         assert re.fullmatch(r"[0-9a-f]{40}", t["git"]["commit"])
         read = set(t["chain"][0]["params"])  # the params the audit read, as dvc.lock has them
-        assert "runs" in read and {"audit.primary", "audit.exploratory"} <= read and "audit.study" not in read
+        assert "runs" in read and {"audit.primary", "audit.exploratory"} <= read and "study" not in read
     text = _lineage(project, "runs.dp.privacy.epsilon_spent").stdout
     assert "written by stage 'audit'" in text and "raw data at the root of the chain" in text
     assert "every stage of the chain matches dvc.lock" in text

@@ -8,7 +8,7 @@ import pytest
 from flows.audit_study import plan
 from flows.sweep import check_points, collect
 from stages.audit.api import canary_table, sweep_markdown
-from stages.audit.params import AuditParams
+from stages.audit.params import AuditParams, StudyParams
 from stages.audit.primary import primary_test
 from stages.audit.schema import METRICS_VERSION, confidence_key
 from stages.core.errors import ConfigError
@@ -122,7 +122,7 @@ def test_a_bad_sweep_point_fails_before_queueing_with_one_line_naming_the_key(se
 def test_every_audit_study_point_validates():
     """A study experiment drops the other runs, and with them the attack lists and guessing rules naming them."""
     raw = read_params(ROOT / "params.yaml")
-    study = load(AuditParams, "audit", raw=raw).study
+    study = load(StudyParams, "study", raw=raw)
     for phase in ("development", "confirmation", "recipes"):
         pts = plan(phase, study, raw)
         check_points(ROOT, {name: p["sets"] for name, p in pts.items()})
