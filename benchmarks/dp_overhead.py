@@ -126,7 +126,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--nproc", type=int, default=2, help="processes of the data-parallel run (1: skip it)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # a rank of the data-parallel run
-    ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # one configuration, in a child process  # a rank of the data-parallel run
+    ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # one configuration, in a child process
     args = ap.parse_args()
 
     import torch

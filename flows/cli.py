@@ -44,10 +44,12 @@ EXAMPLES = {
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="leakaudit", description=__doc__.split("\n\n")[0],
-                                 epilog="subcommands:\n" + "\n".join(f"  {k:8s} {_first(v)}" for k, v in EXAMPLES.items()),
+                                 epilog="subcommands:\n" + "\n".join(f"  {k:8s} {_first(v)}"
+                                                                     for k, v in EXAMPLES.items()),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".", help="the project checkout (default: current directory)")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,sweep,variance,report,lineage,ui,doctor,selfcheck,export-canaries}")
+    sub = ap.add_subparsers(dest="command", required=True,
+                            metavar="{run,sweep,variance,report,lineage,ui,doctor,selfcheck,export-canaries}")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, description=help_, epilog="example:\n  " + EXAMPLES[name],
@@ -231,8 +233,8 @@ def cmd_doctor(args) -> int:
     return 1 if failed else 0
 
 
-COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "variance": cmd_variance, "report": cmd_report, "lineage": cmd_lineage, "ui": cmd_ui,
-            "doctor": cmd_doctor, "selfcheck": cmd_selfcheck, "export-canaries": cmd_export_canaries}
+COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "variance": cmd_variance, "report": cmd_report, "lineage": cmd_lineage,
+            "ui": cmd_ui, "doctor": cmd_doctor, "selfcheck": cmd_selfcheck, "export-canaries": cmd_export_canaries}
 
 if __name__ == "__main__":
     main()

@@ -187,7 +187,8 @@ def main(argv=None) -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--key", action="append", dest="keys", help="metric path suffix to tabulate (repeatable)")
     ap.add_argument("--collect-only", metavar="COMMIT",
-                    help="do not run: tabulate this sweep's experiments derived from COMMIT (e.g. after an interruption)")
+                    help="do not run: tabulate this sweep's experiments derived from COMMIT "
+                         "(e.g. after an interruption)")
     args = ap.parse_args(argv)
     points = [s.split(";") for s in args.sets]
     if not args.collect_only:  # a bad point fails here, before Prefect starts

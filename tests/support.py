@@ -157,7 +157,8 @@ def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) 
     env = {**os.environ, "PYTHONPATH": str(cwd), **(env or {})}
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
 
 
@@ -218,8 +219,8 @@ def tiny_canary_lm(base: Path, **overrides):
 
 
 def canary_rows(vocab: int, n: int = 40, seed: int = 0) -> list[dict]:
-    """``n`` one-token new-token canaries over a vocabulary of ``vocab`` (their secrets: new tokens vocab + i % NUM_NEW),
-    every odd one a member."""
+    """``n`` one-token new-token canaries over a vocabulary of ``vocab`` (their secrets: new tokens
+    vocab + i % NUM_NEW), every odd one a member."""
     import numpy as np
 
     rng = np.random.default_rng(seed)

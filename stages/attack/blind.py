@@ -24,7 +24,8 @@ import pyarrow as pa
 
 from .registry import register_attack
 
-_DATE = re.compile(r"\b(?:\d{1,4}[/-]\d{1,2}[/-]\d{1,4}|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}"
+_DATE = re.compile(r"\b(?:\d{1,4}[/-]\d{1,2}[/-]\d{1,4}"
+                   r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}"
                    r"|(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,?\s)", re.IGNORECASE)
 _ADDRESS = re.compile(r"\S+@\S+|https?://\S+|www\.\S+", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+")

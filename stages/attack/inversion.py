@@ -98,7 +98,8 @@ def invert(emb_train, tok_train, emb_test, tok_test, params, seed: int = 0) -> d
             "final_loss": float(np.mean(losses[-10:]))}
 
 
-def fit_inverter(model: Inverter, emb: torch.Tensor, train: list[list[int]], g, rng: np.random.Generator) -> list[float]:
+def fit_inverter(model: Inverter, emb: torch.Tensor, train: list[list[int]], g,
+                 rng: np.random.Generator) -> list[float]:
     """Teacher-forced LM loss on (embedding, tokens then <eos>) batches drawn with ``rng``; returns the losses."""
     opt = torch.optim.Adam(model.parameters(), lr=g.lr)
     losses = []

@@ -49,7 +49,8 @@ def min_k_scores(target: Sequence[np.ndarray], k: float) -> np.ndarray:
     return np.array([min_k(lp, k) for lp in target])
 
 
-def user_scores(users: Sequence[str], target: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> dict[str, float]:
+def user_scores(users: Sequence[str], target: Sequence[np.ndarray],
+                reference: Sequence[np.ndarray]) -> dict[str, float]:
     """Per user: mean over the user's samples of log p_target(x) - log p_reference(x)."""
     by_user: dict[str, list[float]] = {}
     for u, x in zip(users, ratio_scores(target, reference)):

@@ -77,9 +77,9 @@ def declared_classes(kind: str, by_attack: dict, declared: dict[str, list[list[s
             classes.append([attack])
     for names in classes:
         if len(names) > 1 and len(identical_rankings({a: by_attack[a] for a in names})) > 1:
-            raise DataError(f"attacks {names} are declared to rank the {kind} canaries identically (their "
-                            "registrations' ranks_like) but do not: declare only attacks that must, e.g. loss and min_k "
-                            "on one-token secrets")
+            raise DataError(f"attacks {names} are declared to rank the {kind} canaries identically "
+                            "(their registrations' ranks_like) but do not: declare only attacks that must, e.g. loss "
+                            "and min_k on one-token secrets")
     return classes
 
 

@@ -20,9 +20,10 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json, write_table
 
-# 2: audit_primary / audit_exploratory / planned; 3: blind, shift_check, sanity_check, trainable, canary_users_by_length;
-# 4: canary_response, canary_gradients, audit_params.primary.runs; 5: intervals None below audit.min_per_side (exact
-# p instead), minus_blind, blind pools by fingerprint with verdict and power (shift_check.pools)
+# 2: audit_primary / audit_exploratory / planned; 3: blind, shift_check, sanity_check, trainable,
+# canary_users_by_length; 4: canary_response, canary_gradients, audit_params.primary.runs; 5: intervals None below
+# audit.min_per_side (exact p instead), minus_blind, blind pools by fingerprint with verdict and power
+# (shift_check.pools)
 METRICS_VERSION = 6
 PRODUCER = "audit"
 

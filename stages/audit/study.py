@@ -91,7 +91,8 @@ def summarise(rows: list[dict]) -> list[dict]:
                     "median_gdp_eps_lb_95": float(np.median([r["gdp_eps_lb_95"] for r in g])),
                     "median_ideal": float(np.median(ideal)),
                     "median_over_ideal": float(np.median(eps) / np.median(ideal)) if np.median(ideal) > 0 else None,
-                    "max_eps_lb_95": float(max(eps)), "accountant_epsilon": float(max(r["accountant_epsilon"] for r in g)),
+                    "max_eps_lb_95": float(max(eps)),
+                    "accountant_epsilon": float(max(r["accountant_epsilon"] for r in g)),
                     "median_valid_perplexity": float(np.median([r["valid_perplexity"] for r in g]))})
     return out
 

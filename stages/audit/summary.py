@@ -176,7 +176,8 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
 
 def memorization_summary(table, params, control: dict | None) -> dict:
     """Mean score of the fine-tuned and the base model and their difference (base leakage removed), and the
-    largest per-secret difference (the worst case, empirical-privacy-variance App. F), for secrets the run trained on and for the untrained control; 95% bootstrap over secrets. ``control``:
+    largest per-secret difference (the worst case, empirical-privacy-variance App. F), for secrets the run trained on
+    and for the untrained control; 95% bootstrap over secrets. ``control``:
     the run's randomised control record (None: trained/untrained by occurrence, not randomised)."""
     t = table.to_pandas()
     out: dict = {"randomised": bool(control)}

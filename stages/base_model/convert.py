@@ -77,7 +77,8 @@ def convert(params, out_dir: Path) -> dict:
     missing, unexpected = clean.load_state_dict(model.state_dict(), strict=False)
     missing = [k for k in missing if k not in getattr(clean, "_tied_weights_keys", {}) and "lm_head" not in k]
     if missing or unexpected:
-        raise DataError(f"{params.name_or_path}: weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise DataError(f"{params.name_or_path}: weights do not match the config (missing {missing[:3]}, "
+                        f"unexpected {unexpected[:3]})")
     clean.tie_weights()
     clean.save_pretrained(out_dir, safe_serialization=True)
     if tok.pad_token is None:

@@ -27,8 +27,9 @@ CITIES = """Tokyo, Japan|London, United Kingdom|Beijing, China|New York, United 
 |Brussels, Belgium|Amsterdam, Netherlands|Athens, Greece|Budapest, Hungary|Bucharest, Romania|Kyiv, Ukraine
 |Accra, Ghana|Dakar, Senegal|Casablanca, Morocco|Tunis, Tunisia|Addis Ababa, Ethiopia|Kampala, Uganda
 |Johannesburg, South Africa|Havana, Cuba|Mexico City, Mexico|Quito, Ecuador|Caracas, Venezuela|Montevideo, Uruguay
-|Auckland, New Zealand|Singapore, Singapore|Kuala Lumpur, Malaysia|Riyadh, Saudi Arabia|Doha, Qatar|Dubai, United Arab Emirates
-|Baghdad, Iraq|Amman, Jordan|Beirut, Lebanon|Kabul, Afghanistan|Tashkent, Uzbekistan|Almaty, Kazakhstan|Ulaanbaatar, Mongolia
+|Auckland, New Zealand|Singapore, Singapore|Kuala Lumpur, Malaysia|Riyadh, Saudi Arabia|Doha, Qatar
+|Dubai, United Arab Emirates|Baghdad, Iraq|Amman, Jordan|Beirut, Lebanon|Kabul, Afghanistan|Tashkent, Uzbekistan
+|Almaty, Kazakhstan|Ulaanbaatar, Mongolia
 |Taipei, Taiwan|Osaka, Japan|Shanghai, China|Chicago, United States|Houston, United States|Vancouver, Canada
 |Melbourne, Australia|Kolkata, India|Barcelona, Spain|Munich, Germany|Marseille, France""".replace("\n", "").split("|")
 
@@ -54,7 +55,8 @@ def candidates(fmt: str, n: int, rng: np.random.Generator, vocab_words: list[str
         return "My email is {}.", [fills[i] for i in rng.choice(len(fills), n, replace=False)]
     if fmt == "phone":
         fills = sorted({" ".join(str(d) for d in rng.integers(0, 10, 5)) for _ in range(4 * n)})
-        return "My phone number is {}. You can call me by this number.", [fills[i] for i in rng.choice(len(fills), n, replace=False)]
+        return ("My phone number is {}. You can call me by this number.",
+                [fills[i] for i in rng.choice(len(fills), n, replace=False)])
     if fmt == "letters":
         fills = sorted({" ".join(chr(97 + c) for c in rng.integers(0, 26, 6)) for _ in range(4 * n)})
         return "The letters are {}. It is my password.", [fills[i] for i in rng.choice(len(fills), n, replace=False)]

@@ -49,6 +49,7 @@ def build_canary_users(params, processed_dir: Path, tok, out_dir: Path) -> list[
             ids = tok(doc["body"], add_special_tokens=False)["input_ids"]
             start = int(rng.integers(0, len(ids) - length + 1))
             rows.append({"user": user, "length": length, "user_set": "held_in" if held_in else "held_out",
-                         "substring": tok.decode(ids[start:start + length]).strip() or tok.decode(ids[start:start + length])})
+                         "substring": (tok.decode(ids[start:start + length]).strip()
+                                       or tok.decode(ids[start:start + length]))})
     write_table(pa.Table.from_pylist(rows, schema=CANARY_USERS), out_dir / CANARY_USERS_FILE, CANARY_USERS)
     return rows

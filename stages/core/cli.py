@@ -36,7 +36,8 @@ def configure_process() -> None:
 
 
 def stage_args(argv: Sequence[str] | None, doc: str | None, *required: str,
-               extra: Sequence[tuple[str, dict]] = (), replica: bool = False) -> tuple[argparse.Namespace, dict[str, Any]]:
+               extra: Sequence[tuple[str, dict]] = (),
+               replica: bool = False) -> tuple[argparse.Namespace, dict[str, Any]]:
     """Parse a stage CLI (``--<name>`` for each required option, ``--params`` and ``extra``) and read params.
 
     With ``replica``, ``--replica NAME`` runs the stage on replica NAME's params (``core.replicas.replica_raw``:

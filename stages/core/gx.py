@@ -86,7 +86,8 @@ def describe_failures(report: dict) -> str:
         col = r["kwargs"].get("column", "")
         what = f"{r['expectation']}({col}{', ' if col and kw else ''}{', '.join(f'{k}={v}' for k, v in kw.items())})"
         if r["observed_value"] is not None:
-            what += f" observed {r['observed_value']:.4g}" if isinstance(r["observed_value"], float) else f" observed {r['observed_value']}"
+            what += (f" observed {r['observed_value']:.4g}" if isinstance(r["observed_value"], float)
+                     else f" observed {r['observed_value']}")
         if r["unexpected_count"]:
             what += f", {r['unexpected_count']} of {r['element_count']} rows unexpected"
         parts.append(what)

@@ -25,7 +25,8 @@ def load_lock(path: str | Path = "dvc.lock") -> dict[str, Any]:
 
 
 def _entries(items) -> list[dict]:
-    return [{"path": e["path"], "md5": e.get("md5"), "size": e.get("size"), "nfiles": e.get("nfiles")} for e in items or []]
+    return [{"path": e["path"], "md5": e.get("md5"), "size": e.get("size"), "nfiles": e.get("nfiles")}
+            for e in items or []]
 
 
 def stage_record(lock: dict, name: str) -> dict | None:

@@ -7,7 +7,8 @@ replica only, so K replicas are one mechanism that is (eps, delta)-DP in each ca
 one pre-registered test over the union of their canaries is a valid one-run audit (docs/method.md).
 
 ``replica_raw(raw, name)`` is the whole params mapping of that point: the replica's seeds, its own output
-locations under ``replicas.out_dir/<name>/`` (checkpoints and timings under the run's name, as any run's) and one run named ``<name>`` that scores only what the pooled test
+locations under ``replicas.out_dir/<name>/`` (checkpoints and timings under the run's name, as any run's) and one run
+named ``<name>`` that scores only what the pooled test
 reads (``replicas.attacks``). The canaries, finetune and attack stages run on it (``--replica <name>``; dvc.yaml
 ``replica_*@<name>``), so a replica is trained and scored by exactly the code of the run it repeats.
 """

@@ -1,4 +1,14 @@
 """Datasets, one spec per module (params, raw reader, splits, processed schema, GX contract, training pairs,
 secrets source) behind the dataset registry. Shared by the stages that read processed data."""
 from . import enron, enron_users, personachat, tofu  # noqa: F401  (each module registers its spec)
-from .spec import CANDIDATES, DATASETS, STATS, DatasetSpec, Processed, get_dataset, read_split, sample, split_path  # noqa: F401
+from .spec import (  # noqa: F401
+    CANDIDATES,
+    DATASETS,
+    STATS,
+    DatasetSpec,
+    Processed,
+    get_dataset,
+    read_split,
+    sample,
+    split_path,
+)

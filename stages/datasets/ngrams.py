@@ -30,7 +30,8 @@ def _window_hashes(codes: np.ndarray, n: int) -> np.ndarray:
     return h
 
 
-def frequent_sequences(texts: Sequence[str], n: int = 50, top_k: int = 500, min_count: int = 2) -> list[tuple[str, int]]:
+def frequent_sequences(texts: Sequence[str], n: int = 50, top_k: int = 500,
+                       min_count: int = 2) -> list[tuple[str, int]]:
     """Maximal recurring sequences built from the top-k char n-grams; (string, #samples containing it)."""
     docs = [t for t in texts if len(t) >= n]
     if not docs:

@@ -34,7 +34,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                              f"{exc.get_first_failure()[1].message}") from None
         return
     rank, _, device = distributed.init(ft.device)
-    torch.manual_seed(stream("finetune.init").int_seed(ft.seed))  # the trainable weights' initialisation (LoRA, new rows) draws from torch's RNG
+    # the trainable weights' initialisation (LoRA, new rows) draws from torch's RNG
+    torch.manual_seed(stream("finetune.init").int_seed(ft.seed))
     try:
         if rank == 0:
             with atomic_dir(Path(ft.out_dir) / args.run) as tmp:

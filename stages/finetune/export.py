@@ -112,7 +112,8 @@ def export_run(run: str, ft: FinetuneParams, where: Locations, out: Path, member
     record = {"version": MEMBERSHIP_VERSION, "run": run, "canaries_digest": canaries_digest(where.canaries),
               "setup": dataclasses.asdict(TextSetup.of(ft)), "objective": ft.objective,
               "members": {k: sorted(r["canary_id"] for r in v) for k, v in inputs.members.items()},
-              "non_members": {k: sorted(r["canary_id"] for r in canaries[k] if not r["member"]) for k in inputs.members},
+              "non_members": {k: sorted(r["canary_id"] for r in canaries[k] if not r["member"])
+                              for k in inputs.members},
               "examples": back}
     blob = json.dumps(record, indent=1, sort_keys=True).encode()
     manifest = {"version": EXPORT_VERSION, "run": run, "rows": len(rows), "text_rows": len(inputs.text),
@@ -147,7 +148,8 @@ def read_membership(path: Path) -> dict:
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not a membership file ({exc.msg})") from None
     if not isinstance(record, dict) or record.get("version") != MEMBERSHIP_VERSION:
-        raise DataError(f"{path}: membership file version {record.get('version') if isinstance(record, dict) else None!r}"
+        raise DataError(f"{path}: membership file version "
+                        f"{record.get('version') if isinstance(record, dict) else None!r}"
                         f", expected {MEMBERSHIP_VERSION}")
     return {**record, "sha256": hashlib.sha256(blob).hexdigest()}
 

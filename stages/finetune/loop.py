@@ -5,7 +5,8 @@ Sampling (``sampling.py``): at every step each training example is included inde
 q = batch_size / n (Poisson sampling, as the DP accountant assumes), from a seeded generator. The
 same sampler is used without DP, so DP and non-DP runs differ only in clipping and noise.
 
-DP (``privacy/``, the engine: ``privacy/engine.py``): the model is wrapped by opacus for per-example clipping, the optimizer in opacus'
+DP (``privacy/``, the engine: ``privacy/engine.py``): the model is wrapped by opacus for per-example clipping, the
+optimizer in opacus'
 DPOptimizer and its accountant (PRV or RDP) is stepped by the optimizer's hook once per logical step with
 sample rate q. A logical batch is processed in chunks (opacus' virtual steps, ``signal_skip_step``);
 clipping is per example, noise is added once per logical step, and the sum is divided by the expected

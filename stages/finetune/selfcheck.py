@@ -2,7 +2,8 @@
 DP path, and a one-run audit of what they reveal against what the accountant says was spent.
 
 For each configuration (clipping mode x paradigm x processes) the probe model (``probe.py``) with m canaries
-is trained by ``loop.train``, the function every DP run goes through: its Poisson sampler, ``privacy.engine.make_private``
+is trained by ``loop.train``, the function every DP run goes through: its Poisson sampler,
+``privacy.engine.make_private``
 (opacus wrapping, the mode's clipping, the noise generator, the accountant), DP-SGD and, with 2 processes,
 torchrun data parallelism with opacus' distributed optimizer. A seeded coin makes each canary a member (in the
 training pool) or not. Canary i's gradient is a constant vector in coordinates only it touches, far above
@@ -90,7 +91,8 @@ def gradient_directions(model: ProbeLM, chunk: int = 1024) -> dict[str, torch.Te
     return out
 
 
-def project(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor], grads: dict[str, torch.Tensor]) -> np.ndarray:
+def project(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor],
+            grads: dict[str, torch.Tensor]) -> np.ndarray:
     """Movement of each canary's own coordinates along minus its gradient's direction (members: positive)."""
     dot = torch.zeros(len(next(iter(grads.values()))), dtype=torch.float64)
     norm2 = torch.zeros_like(dot)

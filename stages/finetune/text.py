@@ -22,7 +22,8 @@ from .schema import TextSetup
 Pair = tuple[str, str]
 
 
-def split_rows(processed_dir: Path, dataset: str, split: str, canary_users: dict[str, dict] | None = None) -> list[dict]:
+def split_rows(processed_dir: Path, dataset: str, split: str,
+               canary_users: dict[str, dict] | None = None) -> list[dict]:
     """The rows of ``split``; canary users moved to the split of their drawn held-in/held-out set."""
     return canary_user_split(lambda s: read_split(processed_dir, dataset, s), split, canary_users or {})
 

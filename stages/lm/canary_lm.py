@@ -103,7 +103,8 @@ class CanaryLM(nn.Module):
         gen = torch.Generator().manual_seed(PROMPT_INIT_SEED)
         ids = torch.randint(0, self.base_vocab, (1, self.prefix_len), generator=gen).to(self.embed.weight.device)
         cache = self.decoder(input_ids=ids, use_cache=True).past_key_values
-        kv = torch.stack([torch.stack([cache.layers[i].keys[0], cache.layers[i].values[0]]) for i in range(self.layers)])
+        kv = torch.stack([torch.stack([cache.layers[i].keys[0], cache.layers[i].values[0]])
+                          for i in range(self.layers)])
         # (L, 2, kv_heads, n, head_dim) -> (n, L*2*kv_heads*head_dim), the layout forward() reads back
         weight = kv.reshape(self.layers * 2, self.kv_heads, self.prefix_len, self.head_dim).permute(2, 0, 1, 3)
         self.prefix.embedding.weight.copy_(weight.reshape(self.prefix_len, -1))

@@ -54,7 +54,8 @@ def _trained(r: dict, base: dict) -> str:
     n = base.get("num_parameters")
     size = f"{n / 1e6:,.0f}M parameters" if n else "? parameters"
     return (f"{base.get('name_or_path', '?')} ({size}), {t['paradigm']} "
-            f"fine-tuning on {r['dataset']}, {r['training']['steps']} steps at q = {fmt(r['training']['sample_rate'])}, "
+            f"fine-tuning on {r['dataset']}, {r['training']['steps']} steps "
+            f"at q = {fmt(r['training']['sample_rate'])}, "
             f"{dp}")
 
 
@@ -113,13 +114,14 @@ def _audit_figures(run: str, r: dict, bounds: list[str], threats: dict[str, str]
               else "development seed: a look, not a pre-registered test")
     figs.append(Figure(f"{alone}audit ε̂ ({labels}, δ = {p['delta']:.0e})", " / ".join(fmt(p.get(b), 2) for b in bounds),
                        f"{pre}.audit_primary.{bounds[0]}",
-                       f"{status}; {p['attack']} on {p['kind']} canaries ({threats.get(p['attack'], '?')}), {p['v']} of "
-                       f"{p['r']} guesses right; assumption-free", f"audit_{bounds[0]}"))
+                       f"{status}; {p['attack']} on {p['kind']} canaries ({threats.get(p['attack'], '?')}), "
+                       f"{p['v']} of {p['r']} guesses right; assumption-free", f"audit_{bounds[0]}"))
     if pooled:  # the single run's other bounds are in the audit section
         return figs
     if p.get(f"gdp_{bounds[0]}") is not None:
         figs.append(Figure(f"{alone}audit ε̂, Gaussian curve assumed ({labels})",
-                           " / ".join(fmt(p.get(f"gdp_{b}"), 2) for b in bounds), f"{pre}.audit_primary.gdp_{bounds[0]}",
+                           " / ".join(fmt(p.get(f"gdp_{b}"), 2) for b in bounds),
+                           f"{pre}.audit_primary.gdp_{bounds[0]}",
                            _gdp_note(pv.get("sample_rate") if pv.get("dp") else 1.0), f"audit_gdp_{bounds[0]}"))
     ideal = f"ideal_{bounds[0]}_median"
     if p.get(ideal) is not None:
@@ -138,8 +140,8 @@ def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
         t = m["tpr_at_fpr"][fpr]
         figs.append(Figure(f"largest attack TPR @ {float(fpr) * 100:g}% FPR", fmt(t["value"]),
                            f"{pre}.attacks.{atk}.{group}.tpr_at_fpr.{fpr}.value",
-                           f"{atk} on {group}: largest of {len(candidates(r, fpr))} attack × pool results, picked after "
-                           f"scoring: not a test{_guard_note(r, group)}", "strongest_tpr"))
+                           f"{atk} on {group}: largest of {len(candidates(r, fpr))} attack × pool results, "
+                           f"picked after scoring: not a test{_guard_note(r, group)}", "strongest_tpr"))
     ex = (r.get("exposure") or {}).get("all")
     if ex:
         figs.append(Figure("exposure, inserted vs not", f"{fmt(ex['mean_exposure_inserted'], 2)} vs "
@@ -209,8 +211,8 @@ def _attack_reading(r: dict, fpr: str | None) -> str:
         return "No canaries and no attack at the headline FPR: nothing here bounds or measures leakage."
     atk, group, m = best
     t = m["tpr_at_fpr"][fpr]["value"]
-    return (f"No canaries, so no audit bound. The largest of {len(candidates(r, fpr))} attack × pool results is {atk} on "
-            f"{group}, TPR {t:.2f} at {float(fpr) * 100:g}% FPR; it was picked after scoring, so it is not a "
+    return (f"No canaries, so no audit bound. The largest of {len(candidates(r, fpr))} attack × pool results is "
+            f"{atk} on {group}, TPR {t:.2f} at {float(fpr) * 100:g}% FPR; it was picked after scoring, so it is not a "
             f"test{_guard_note(r, group)}."
             + (" No DP guarantee." if not r["privacy"].get("dp") else ""))
 

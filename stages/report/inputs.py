@@ -45,7 +45,8 @@ class Inputs:
     @cached_property
     def heads(self) -> list:
         """The headline block's content, per run (shown at the top, in its lineage table and in headline.md/json)."""
-        return headlines(self.runs, self.bases, self.bounds, self.headline_fpr, self.metrics.get("pooled"), self.threats)
+        return headlines(self.runs, self.bases, self.bounds, self.headline_fpr, self.metrics.get("pooled"),
+                         self.threats)
 
     def plot_data(self, kind: str, name: str, points: list[dict]) -> None:
         """Write one `dvc plots` data file: reports/plots_data/<kind>/<name>.json (dvc.yaml `plots:`)."""

@@ -62,15 +62,21 @@ def to_markdown(title: str, sections: list[Section], out_dir: Path) -> str:
     return "\n".join(parts)
 
 
-_CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.86em}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
+_CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;\
+margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.86em}\
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
 th{background:#f2f2f2}td{font-variant-numeric:tabular-nums}code{background:#f5f5f5;padding:0 3px}img{max-width:100%}
-figcaption{font-size:0.85em;color:#555;margin-bottom:1.5em}h2{border-bottom:1px solid #ddd;padding-bottom:0.2em;margin-top:1.6em}
+figcaption{font-size:0.85em;color:#555;margin-bottom:1.5em}\
+h2{border-bottom:1px solid #ddd;padding-bottom:0.2em;margin-top:1.6em}
 h1{margin:0.2em 0 0.4em;font-size:1.6em}.cards{display:flex;gap:12px;align-items:stretch}
 .card{flex:1 1 0;border:1px solid #bbb;border-radius:6px;padding:6px 10px;background:#fafcff;min-width:0}
-.card h3{margin:0.1em 0}.card .trained{font-size:0.78em;color:#444;margin:0.2em 0}.card table{font-size:0.8em;margin:0.3em 0;width:100%}
-.card th{width:42%;background:#eef3fa}.card .note{font-size:0.85em;color:#666}.card .reading{font-size:0.82em;margin:0.3em 0;font-weight:600}
-nav.toc{font-size:0.85em;margin:0.8em 0}nav.toc a{margin-right:0.9em}details>summary{cursor:pointer;color:#245;font-size:0.9em}
+.card h3{margin:0.1em 0}.card .trained{font-size:0.78em;color:#444;margin:0.2em 0}\
+.card table{font-size:0.8em;margin:0.3em 0;width:100%}
+.card th{width:42%;background:#eef3fa}.card .note{font-size:0.85em;color:#666}\
+.card .reading{font-size:0.82em;margin:0.3em 0;font-weight:600}
+nav.toc{font-size:0.85em;margin:0.8em 0}nav.toc a{margin-right:0.9em}\
+details>summary{cursor:pointer;color:#245;font-size:0.9em}
 :target{background:#fff3b0}"""
 
 
@@ -124,7 +130,8 @@ def _html_table(t: Table) -> str:
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
     if len(t.rows) <= COLLAPSE_ROWS:
         return table
-    return f"<details><summary>{html.escape(t.headers[0])}: {len(t.rows)} rows (click to expand)</summary>{table}</details>"
+    return (f"<details><summary>{html.escape(t.headers[0])}: {len(t.rows)} rows (click to expand)</summary>"
+            f"{table}</details>")
 
 
 def to_html(title: str, sections: list[Section]) -> str:

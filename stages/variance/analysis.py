@@ -118,7 +118,8 @@ def control_check(points: Sequence[Mapping], score: str, control: str = "control
     return {"n": len(pairs), "score": float(np.mean([a for a, _ in pairs])),
             "control": float(np.mean([b for _, b in pairs])), "higher": higher, "lower": lower,
             "ties": len(pairs) - higher - lower,
-            "p": float(binomtest(higher, higher + lower, 0.5, alternative="greater").pvalue) if higher + lower else None}
+            "p": float(binomtest(higher, higher + lower, 0.5, alternative="greater").pvalue) if higher + lower
+                 else None}
 
 
 def profiles(points: Sequence[Mapping]) -> list[dict]:
@@ -128,7 +129,8 @@ def profiles(points: Sequence[Mapping]) -> list[dict]:
     for p in points:
         key = (int(p["batch_size"]), int(p["steps"]))
         if p.get("profile") and key not in seen:
-            seen[key] = {"batch_size": key[0], "steps": key[1], "sigma": p.get("sigma"), "sample_rate": p.get("sample_rate"),
+            seen[key] = {"batch_size": key[0], "steps": key[1], "sigma": p.get("sigma"),
+                         "sample_rate": p.get("sample_rate"),
                                    "profile": [{"delta": float(d["delta"]), "epsilon": float(d["epsilon"])}
                                                for d in p["profile"]]}
     return [seen[k] for k in sorted(seen)]

@@ -74,7 +74,8 @@ HEURISTICS: dict[str, Callable[[Mapping, Mapping], bool]] = {
     "individual": dominates, "compute": compute_better, "updates": updates_better}
 
 
-def _keep_extreme(points: Sequence[Mapping], idx: list[int], key: Callable[[Mapping], float], lowest: bool) -> list[int]:
+def _keep_extreme(points: Sequence[Mapping], idx: list[int], key: Callable[[Mapping], float],
+                  lowest: bool) -> list[int]:
     vals = [key(points[i]) for i in idx]
     best = min(vals) if lowest else max(vals)
     return [i for i, v in zip(idx, vals) if _close(v, best)]

@@ -49,7 +49,8 @@ def point_record(point: Mapping, run: Mapping | None, measure: str, status: str,
                eps_hat=_bound(run, confidences[0] if confidences else None),
                eps_hat_99=_bound(run, SECOND_CONFIDENCE if SECOND_CONFIDENCE in confidences else None),
                exposure=_num(section_of(run, "exposure.all.mean_exposure_inserted")),
-               profile=[{"delta": float(d["delta"]), "epsilon": float(d["epsilon"])} for d in priv.get("profile") or []])
+               profile=[{"delta": float(d["delta"]), "epsilon": float(d["epsilon"])}
+                        for d in priv.get("profile") or []])
     return row
 
 

@@ -19,5 +19,6 @@ def test_sanity_check_passes_iid_and_fires_on_a_shift():
         return out
 
     assert sanity_check({"random": rows(0.0)}, 0.001)["passed"]
-    with pytest.raises(DataError, match=r"canaries 'random': members and non-members differ in base-model loss of the secret"):
+    with pytest.raises(DataError,
+                       match=r"canaries 'random': members and non-members differ in base-model loss of the secret"):
         sanity_check({"random": rows(1.0)}, 0.001)

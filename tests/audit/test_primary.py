@@ -42,7 +42,8 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0, decla
         rows = [{"item_id": f"{k}-{i}", "group": k, "member": bool(members[k][i]), "score": float(per_kind[k][i])}
                 for k in per_kind for i in range(M)]
         write_table(pa.Table.from_pylist(rows, schema=SCORES), scores_dir / f"{attack}.parquet", SCORES)
-    privacy = ({"dp": True, "delta": 1e-5, "epsilon_spent": 8.0, "noise_multiplier": 0.57, "accountant": "prv", "sample_rate": 0.0286,
+    privacy = ({"dp": True, "delta": 1e-5, "epsilon_spent": 8.0, "noise_multiplier": 0.57,
+                "accountant": "prv", "sample_rate": 0.0286,
                 "steps": 80} if dp else {"dp": False, "epsilon_spent": "inf", "sample_rate": 0.0286, "steps": 80})
     record = {"steps": 80, "sample_rate": 0.0286, "expected_batch_size": 40.0, "expected_exposures_per_member": 2.3,
               "n_examples": 1400, "n_population": 2150, "privacy": privacy, "version": RUN_VERSION,
@@ -86,7 +87,8 @@ def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
     assert fam["family_size"] == 4 * len(p.grid) == len(fam["tests"])
     level = 1 - 0.05 / fam["family_size"]
     for t in fam["tests"]:
-        assert t["eps_lb_95"] == pytest.approx(epsilon_lower_bound(t["m"], t["r"], t["v"], 1e-5, level) if t["r"] else 0)
+        assert t["eps_lb_95"] == pytest.approx(epsilon_lower_bound(t["m"], t["r"], t["v"], 1e-5, level)
+                                               if t["r"] else 0)
     best = fam["best"]["eps_lb_95"]
     assert best["attack"] == "ref_ratio" and 0 < best["value"] < max(
         epsilon_lower_bound(*guesses(ref[k], members[k], a, b), 1e-5, 0.95) for k in members for a, b in p.grid)

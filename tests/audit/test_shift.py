@@ -127,7 +127,8 @@ def test_the_mia_table_shows_the_difference_and_no_interval_for_small_sides(tmp_
     runs = {"r": {"dataset": "enron_users", "privacy": {"dp": False},
                   "attacks": {"loss": {"text": m}, "user_inference": {"users": small}},
                   "blind": {"text": {"flagged": False}, "users": {"flagged": False}}}}
-    roc = {("r", "loss", "text"): roc_curve(s_text, y_text), ("r", "user_inference", "users"): roc_curve(s_users, y_users)}
+    roc = {("r", "loss", "text"): roc_curve(s_text, y_text),
+           ("r", "user_inference", "users"): roc_curve(s_users, y_users)}
     inputs = Inputs({"runs": runs, "audit_params": {"min_per_side": 10}}, roc, None, {}, {}, True, tmp_path, tmp_path)
     md = to_markdown("t", [mia_section(inputs)], tmp_path)
     rows = {r.split("|")[3].strip(): r.split("|") for r in md.splitlines() if r.startswith("| r ")}

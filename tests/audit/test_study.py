@@ -26,8 +26,8 @@ def _metrics():
 
 def test_rows_are_uncorrected_bounds_next_to_the_same_rules_ideal():
     study = params(StudyParams, "study", scores=["min_k", "whitebox"], attacks=["loss", "min_k", "whitebox"])
-    rows = study_rows(_metrics(), study, seed=3, phase="development", profile="q0.23_T10", experiment="e", rev="r",
-                      trials=200, ceiling_seed=0,
+    rows = study_rows(_metrics(), study, seed=3, phase="development", profile="q0.23_T10", experiment="e",
+                      rev="r", trials=200, ceiling_seed=0,
                       threat_models={"min_k": "black-box log-probabilities", "whitebox": "white-box weights"})
     assert [(r["score"], r["k_pos"], r["k_neg"]) for r in rows] == [
         ("min_k", 100, 0), ("min_k", 100, 100), ("whitebox", 100, 0), ("whitebox", 100, 100)]

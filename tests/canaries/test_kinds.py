@@ -85,7 +85,8 @@ def test_gx_suite_passes_and_reports(tmp_path):
 
 
 def test_formatted_canaries_follow_the_secret_sharer_design():
-    rows = build_formatted(params(FormattedParams, "canaries.formatted", candidates=10, inserted_fraction=0.4, repetition_step=10), WORDS)
+    rows = build_formatted(params(FormattedParams, "canaries.formatted", candidates=10, inserted_fraction=0.4,
+                                  repetition_step=10), WORDS)
     assert {r["format"] for r in rows} == {"name", "city", "email", "phone", "letters", "one_word", "three_words"}
     for fmt in {r["format"] for r in rows}:
         fr = [r for r in rows if r["format"] == fmt]
@@ -144,8 +145,8 @@ def test_model_based_picks_the_least_likely_next_token(tiny_base):
 
 def test_heldout_prefixes_come_from_distinct_heldout_samples():
     samples = [list(range(i, i + 20)) for i in range(100, 400, 3)]
-    rows = build_kind("random", canary_params(num_canaries=50, prefix="heldout", prefix_length=8), KindContext(VOCAB, 500),
-                      prefix_samples=samples)
+    rows = build_kind("random", canary_params(num_canaries=50, prefix="heldout", prefix_length=8),
+                      KindContext(VOCAB, 500), prefix_samples=samples)
     firsts = [r["prefix_ids"] for r in rows]
     assert all(p == s[:8] for p in firsts for s in [samples[(p[0] - 100) // 3]])
     assert len({tuple(p) for p in firsts}) == 50

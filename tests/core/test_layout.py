@@ -334,7 +334,8 @@ def test_no_function_over_60_lines_and_no_file_over_400_without_a_stated_reason(
 def test_a_long_function_or_file_is_caught(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(MAX_LINES))
     (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "benchmarks" / "b.py").write_text(f"def f():\n{body}\n\ndef g():\n    \"\"\"Long because: a table.\"\"\"\n{body}")
+    (tmp_path / "benchmarks" / "b.py").write_text(f"def f():\n{body}\n\ndef g():\n"
+                                                  f"    \"\"\"Long because: a table.\"\"\"\n{body}")
     (tmp_path / "flows").mkdir()
     (tmp_path / "flows" / "big.py").write_text("x = 1\n" * (MAX_FILE_LINES + 1))
     (tmp_path / "flows" / "ok.py").write_text('"""Long because: generated."""\n' + "x = 1\n" * (MAX_FILE_LINES + 1))

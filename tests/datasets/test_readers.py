@@ -177,7 +177,8 @@ def test_enron_heldout_samples_with_a_train_secret_are_dropped(tmp_path):
     assert any("713-853-1234" in r["body"] for r in p.splits["train"])
     assert not any("713-853-1234" in r["body"] for s in ("valid", "test") for r in p.splits[s])
     cands = p.extra["candidates"][1]
-    assert {"value": "713-853-1234", "kind": "phone", "count": sum("713-853-1234" in r["body"] for r in p.splits["train"])} in cands
+    assert {"value": "713-853-1234", "kind": "phone",
+            "count": sum("713-853-1234" in r["body"] for r in p.splits["train"])} in cands
     dropped = sum(n for s, n in p.stats if s.startswith("step 4"))
     assert dropped == 10 - sum("713-853-1234" in r["body"] for r in p.splits["train"])
 
@@ -241,7 +242,8 @@ def test_enron_user_level_split(tmp_path):
         held = sum(r["user"] == u for r in s["valid"] + s["test"])
         attack = sum(r["user"] == u for r in s["attacker"])
         assert held == round(n * 0.1) and attack == round((n - held) * 0.1)
-    assert all(r["user_set"] == "held_in" for r in s["train"]) and all(r["user_set"] == "held_out" for r in s["heldout"])
+    assert (all(r["user_set"] == "held_in" for r in s["train"])
+            and all(r["user_set"] == "held_out" for r in s["heldout"]))
 
 
 def test_unknown_dataset():

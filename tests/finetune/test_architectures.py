@@ -1,4 +1,5 @@
-"""The built-in trainer on GPT-2, Qwen2 and GPT-NeoX (Llama: test_ghost.py; the unclipped step: all four), tiny random models: ghost and bk give
+"""The built-in trainer on GPT-2, Qwen2 and GPT-NeoX (Llama: test_ghost.py; the unclipped step: all four), tiny random
+models: ghost and bk give
 opacus hooks' clipped sum in LoRA and full fine-tuning (with and without the embeddings), auto picks bk, LoRA
 targets ``auto`` resolve to peft's mapping, a module without a sampler is refused by name, and the Conv1D and
 LayerNorm samplers equal autograd's per-example gradients."""

@@ -26,7 +26,8 @@ def _inputs(scheduled: bool) -> Inputs:
                   formatted_rows=formatted_rows, formatted=[ex(20), ex(20)],
                   scheduled=canary_ex if scheduled else [], canary_users={"u2": {}}, candidates=4,
                   secret_control=None, users={"u1": True, "u2": False, "u3": True},
-                  secret_arms=[({"secret_id": "s0", "kind": "phone"}, True), ({"secret_id": "s1", "kind": "phone"}, False)])
+                  secret_arms=[({"secret_id": "s0", "kind": "phone"}, True),
+                               ({"secret_id": "s1", "kind": "phone"}, False)])
 
 
 @pytest.mark.parametrize("scheduled", [False, True])

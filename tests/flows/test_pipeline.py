@@ -27,7 +27,8 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
             m = r["attacks"]["loss"][kind]
             assert 0 <= m["tpr_at_fpr"]["0.01"]["value"] <= 1 and 0 <= m["auroc"] <= 1
         head = r["audit_primary"]
-        assert (head["attack"], head["kind"], head["m"], head["k_pos"], head["k_neg"]) == ("loss", "new_token", 60, 5, 5)
+        assert ((head["attack"], head["kind"], head["m"], head["k_pos"], head["k_neg"])
+                == ("loss", "new_token", 60, 5, 5))
         assert {"eps_lb_95", "eps_lb_99", "gdp_eps_lb_95", "gdp_eps_lb_99"} <= set(head)
         assert r["audit_exploratory"]["family_size"] == len(r["audit_exploratory"]["tests"]) > 1
     dp = metrics["runs"]["dp"]["audit_primary"]

@@ -21,7 +21,8 @@ from support import ROOT
 
 def _metrics(run, kind, tpr, auroc, primary=True):
     b, p = f"runs.{run}.attacks.loss.{kind}", f"runs.{run}.audit_primary"
-    return {f"{b}.members": 10, f"{b}.non_members": 12, f"{b}.auroc": auroc, f"{b}.auroc_ci95": [auroc - 0.1, auroc + 0.05],
+    return {f"{b}.members": 10, f"{b}.non_members": 12, f"{b}.auroc": auroc,
+            f"{b}.auroc_ci95": [auroc - 0.1, auroc + 0.05],
             f"{b}.tpr_at_fpr.0.01.value": tpr, f"{b}.tpr_at_fpr.0.01.ci95": [0.0, tpr + 0.1],
             **({f"{p}.kind": kind, f"{p}.attack": "loss", f"{p}.k_pos": 100, f"{p}.k_neg": 0, f"{p}.eps_lb_95": 1.5,
                 f"{p}.eps_lb_99": 1.25} if primary else {})}

@@ -22,7 +22,8 @@ def test_a_peft_adapter_over_the_base_scores_as_the_adapted_model(tiny_base, tmp
 
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
-    peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                           init_lora_weights=False))
     peft.save_pretrained(tmp_path / "adapter")
     AutoTokenizer.from_pretrained(tiny_base).save_pretrained(tmp_path / "adapter")
     assert model_kind(tmp_path / "adapter") == "peft"

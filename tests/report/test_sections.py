@@ -36,7 +36,8 @@ def test_a_flagged_pool_is_called_invalid_and_says_what_differs():
                   "blind": {"text": b}},
             "c": {"attacks": {"zlib": {"text": {"auroc": 0.75, "auroc_ci95": [0.6, 0.8], "minus_blind": mb}}},
                   "blind": {"text": b}}}
-    md = to_markdown("t", [blind_section(_inputs(runs, [_row(a, ["a"], ["loss"]), _row(b, ["b", "c"], ["loss", "zlib"])]))], Path("."))
+    md = to_markdown("t", [blind_section(_inputs(runs, [_row(a, ["a"], ["loss"]),
+                                                        _row(b, ["b", "c"], ["loss", "zlib"])]))], Path("."))
     rows = [ln for ln in md.splitlines() if ln.startswith("| text ")]
     assert len(rows) == 2  # b and c share one pool: one row
     assert "INVALID MIA: distribution shift" in rows[0] and "log characters" in rows[0] and "d = -1.30" in rows[0]
@@ -61,7 +62,8 @@ def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_pat
     from stages.report.sections.study import study_section
 
     bins = {b: {"canaries": n, "mean_z": z, "ci95": [z - .1, z + .1], "ideal_z": iz}
-            for b, n, z, iz in (("0", 550, 0.0, 0.0), ("1", 150, 0.2, 0.39), ("2", 150, 0.5, 0.78), ("3+", 150, 0.8, 1.3))}
+            for b, n, z, iz in (("0", 550, 0.0, 0.0), ("1", 150, 0.2, 0.39), ("2", 150, 0.5, 0.78),
+                                ("3+", 150, 0.8, 1.3))}
     runs = {"dp": {"canary_response": {"kind": "new_token", "bins": ["0", "1", "2", "3+"], "ideal_model": "linear",
                                        "attacks": {"whitebox": {"bins": bins, "z_per_inclusion": 0.27,
                                                                 "ideal_z_per_inclusion": 0.39}}},
@@ -92,7 +94,8 @@ def test_canary_designs_reads_the_bound_at_the_audits_clipped_guess_counts():
     and the report must find the exploratory test at the clipped counts, not show no bound."""
     from stages.report.sections.canary_designs import _family_bound
 
-    tests = [{"attack": "loss", "same_ranking": [], "kind": "random", "m": 40, "k_pos": 40, "k_neg": 0, "eps_lb_95": 1.2},
+    tests = [{"attack": "loss", "same_ranking": [], "kind": "random", "m": 40, "k_pos": 40, "k_neg": 0,
+              "eps_lb_95": 1.2},
              {"attack": "loss", "same_ranking": [], "kind": "random", "m": 40, "k_pos": 10, "k_neg": 10,
               "eps_lb_95": 0.4}]
     r = {"audit_exploratory": {"tests": tests}}
@@ -102,7 +105,8 @@ def test_canary_designs_reads_the_bound_at_the_audits_clipped_guess_counts():
 
 
 def test_training_table_needs_no_timings():
-    """Run records carry no train_seconds (timings are not artifacts): the training table neither reads nor shows them."""
+    """Run records carry no train_seconds (timings are not artifacts): the training table neither reads nor shows
+    them."""
     from stages.report.sections.training import training_section
 
     run = {"dataset": "personachat", "privacy": {"dp": True, "noise_multiplier": 0.8, "max_grad_norm": 1.0,
@@ -110,4 +114,5 @@ def test_training_table_needs_no_timings():
            "training": {"sample_rate": 0.2, "steps": 10, "expected_exposures_per_member": 2.0, "n_examples": 100},
            "utility": {"valid_perplexity": 70.0}}
     md = to_markdown("t", [training_section(_inputs({"dp": run}, []))], Path("."))
-    assert "seconds" not in md and "| dp | personachat | yes | 0.800 | 1.000 | 0.200 | 10 | 2.000 | 100 | 70.000 |" in md
+    assert ("seconds" not in md
+            and "| dp | personachat | yes | 0.800 | 1.000 | 0.200 | 10 | 2.000 | 100 | 70.000 |" in md)

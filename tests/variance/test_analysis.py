@@ -15,7 +15,8 @@ def synthetic(f, seeds=4, noise=0.05, eps=8.0, rng_seed=0):
     for (b, t, lr), s in itertools.product(GRID, range(seeds)):
         y = f(np.log(b), np.log(t), np.log(lr)) + rng.normal(0, noise)
         rows.append({"point": f"b{b}-t{t}-lr{lr}-s{s}", "status": "completed", "epsilon": eps, "batch_size": b,
-                     "steps": t, "lr": lr, "seed": s, "score_mean": y, "utility": -(np.log(b * t * lr)) + rng.normal(0, .01),
+                     "steps": t, "lr": lr, "seed": s, "score_mean": y,
+                     "utility": -(np.log(b * t * lr)) + rng.normal(0, .01),
                      "eps_hat": 2 * y + rng.normal(0, noise), "exposure": None, "profile": []})
     return rows
 

@@ -21,7 +21,8 @@ def rows(seeds=2, rng_seed=0):
         profile = [{"delta": d, "epsilon": 8.0 * (1 + 0.01 * t) * (-np.log10(d)) / 5} for d in (1e-3, 1e-5, 1e-7)]
         out.append({f: None for f in POINTS.names} | {
             "point": f"syn-b{b}-t{t}-lr{lr}-s{s}", "rev": f"{s:040d}", "status": "completed", "epsilon": 8.0,
-            "batch_size": b, "steps": t, "lr": lr, "seed": s, "utility": -2 + 0.1 * np.log(b * t * lr), "valid_loss": 2.0,
+            "batch_size": b, "steps": t, "lr": lr, "seed": s, "utility": -2 + 0.1 * np.log(b * t * lr),
+            "valid_loss": 2.0,
             "eps_spent": 8.0, "delta": 1e-5, "sigma": 0.5 + 0.01 * t, "sample_rate": b / 240, "measure": "air",
             "score_mean": y, "score_max": y + 0.2, "secrets": 6, "control_mean": y - 0.5, "profile": profile})
     out.append({f: None for f in POINTS.names} | {"point": "syn-failed", "status": "failed", "error": "worker lost",
@@ -50,7 +51,8 @@ def test_stage_writes_the_analysis_and_the_report_shows_it(tmp_path, monkeypatch
     fit = e["regressions"]["individual"]["coefficients"]
     assert fit["log_lr"]["coef"] == pytest.approx(0.5, abs=3 * fit["log_lr"]["se"])
     assert e["variance"]["randomness_sd"] < e["variance"]["hyperparameter_sd"]
-    assert e["heuristics"]["individual"]["accuracy"] == 1.0 and e["selected"] == [8, 8, 0.005]  # (8, 8, 0.005) dominates the whole 2x2x2 grid
+    # (8, 8, 0.005) dominates the whole 2x2x2 grid
+    assert e["heuristics"]["individual"]["accuracy"] == 1.0 and e["selected"] == [8, 8, 0.005]
     assert len(e["profiles"]) == 4 and set(a["plots"]) == {"jitter", "selection_eps8", "profiles_eps8"}
     for f in a["plots"].values():
         assert (tmp_path / "analysis/plots" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -172,7 +172,8 @@ def resolve(model: torch.nn.Module, mode: str) -> tuple[ClippingStrategy, str | 
     first choice (None where it was taken)."""
     if mode != "auto":
         return get_strategy(mode), None
-    register_for(model)  # the layer types' samplers (RMSNorm's, Conv1D's, LayerNorm's), before asking which modules have one
+    # the layer types' samplers (RMSNorm's, Conv1D's, LayerNorm's), before asking which modules have one
+    register_for(model)
     why = None
     for strategy in sorted((STRATEGIES.get(n) for n in STRATEGIES.names()), key=lambda s: s.auto_rank):
         refused = strategy.refusal(model)

@@ -93,7 +93,8 @@ def pooled_paragraphs(inp: Inputs) -> list[str]:
             + ("" if p.get("secure_rng") else " (here they are seeded from params: the accountant's ε, and so this "
                "bound's comparison with it, is about a mechanism whose seed is secret)")
             + ". The own-curve column tests the composed Poisson-subsampled Gaussian of this q and T: it reports "
-            f"the accountant's ε at the smallest σ′ the counts reject (σ′ ≥ {fmt(p.get('curve_sigma_lb_' + inp.bounds[0].rsplit('_', 1)[-1]))}); "
+            f"the accountant's ε at the smallest σ′ the counts reject "
+            f"(σ′ ≥ {fmt(p.get('curve_sigma_lb_' + inp.bounds[0].rsplit('_', 1)[-1]))}); "
             f"it assumes {p.get('curve_assumption')}. "
             f"Efficiency: each run's count among the ideal audit's simulated counts (percentile); median over the "
             f"{e['n']} runs {fmt(e['median'], 1)}, distribution-free interval [{fmt(e['low'], 1)}, "

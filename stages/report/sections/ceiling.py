@@ -46,5 +46,5 @@ def ceiling_section(inp: Inputs) -> Section | None:
         "never smaller). Simulating the pre-registered test (same m, k₊, k₋, δ, confidence) on canaries that follow "
         "that model gives the ideal ε̂: the median of a heuristic simulation for an ideal white-box statistic, a "
         "reference point, not a limit (a valid audit can exceed it). Efficiency = measured ÷ ideal median says how "
-        "much of that evidence the real canaries produced. More exposures per canary (q·T) raise the ceiling; the planned rows "
-        "are regimes not run here (σ from the accountant) — see README, GPU preset."])
+        "much of that evidence the real canaries produced. More exposures per canary (q·T) raise the ceiling; "
+        "the planned rows are regimes not run here (σ from the accountant) — see README, GPU preset."])

@@ -22,7 +22,8 @@ def training_section(inp: Inputs) -> Section:
         pv, t = r["privacy"], r["training"]
         if pv.get("external"):
             external.append(_external_note(run, pv))
-        tr.rows.append([f"{run} (trained elsewhere)" if pv.get("external") else run, r["dataset"], pv.get("dp"), pv.get("noise_multiplier"), pv.get("max_grad_norm"),
+        tr.rows.append([f"{run} (trained elsewhere)" if pv.get("external") else run, r["dataset"], pv.get("dp"),
+                        pv.get("noise_multiplier"), pv.get("max_grad_norm"),
                         t["sample_rate"], t["steps"], t["expected_exposures_per_member"], t["n_examples"],
                         r["utility"]["valid_perplexity"],
                         pv.get("rng", "seeded (finetune.seed)") if pv.get("dp") else "—", _clipping(pv)])

@@ -40,7 +40,8 @@ def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict, controlled
                 "the spread is not evidence that models at one ε leak differently, and no configuration is "
                 "recommended from it: run a larger budget (more steps, higher secret density, or the GPU preset).")
     if not means or lo == hi:
-        return (f"Every configuration here was calibrated by the accountant to the same ε = {eps}, and every one scored "
+        return (f"Every configuration here was calibrated by the accountant to the same ε = {eps}, "
+                "and every one scored "
                 f"{measure} {fmt(lo)}: at this budget the measure cannot tell configurations apart (the seed's VMR ≈ 0 "
                 "caveat), so this sweep says nothing about how much models at one ε differ. Do not read it as 'no "
                 "variance': run a larger budget (more steps, higher secret density, or the GPU preset).")
@@ -71,7 +72,8 @@ def _control(a: dict, measure: str, tests: int = 1) -> str | None:
         return None
     level = 0.05 / tests
     test = (f"one-sided sign test p = {fmt(c['p'])}" + (f", level {fmt(level)} = 0.05 / {tests} target ε" if tests > 1
-                                                        else "") if c["p"] is not None else "no point where they differ")
+                                                        else "") if c["p"] is not None
+            else "no point where they differ")
     head = (f"Control: at the {c['n']} points the trained secrets' {measure} − base averaged {fmt(c['score'])} and the "
             f"randomised held-out secrets' (never trained on, same models) {fmt(c['control'])}; the trained arm was "
             f"higher at {_n(c['higher'])}, lower at {_n(c['lower'])}, tied at {_n(c['ties'])} ({test}).")
@@ -144,10 +146,12 @@ def variance_section(variance_dir: Path | None) -> Section | None:
     images = [(cap, plots / r["plots"][key]) for key, cap in (
         ("jitter", f"{measure} per configuration at each target ε (seed Fig. 2): dots are configurations (mean over "
                    "seeds), crosses single seeds; the SD over configurations is printed above each group"),
-        *[(f"selection_eps{e}", f"ε = {eps_label(e, primary[e])}: validation loss vs {measure} per configuration, with the pick of Alg. 1, "
+        *[(f"selection_eps{e}", f"ε = {eps_label(e, primary[e])}: validation loss vs {measure} per configuration, "
+                                "with the pick of Alg. 1, "
                                 "of the best-utility practice and of the worst-utility heuristic (seed Fig. 9)")
           for e in primary],
-        *[(f"profiles_eps{e}", f"ε = {eps_label(e, primary[e])}: the accountant's privacy profile ε(δ) of each (b, T) (seed Fig. 11)")
+        *[(f"profiles_eps{e}", f"ε = {eps_label(e, primary[e])}: the accountant's privacy profile ε(δ) "
+                               "of each (b, T) (seed Fig. 11)")
           for e in primary]) if key in r.get("plots", {})]
     pts = Table(["point (DVC experiment)", "experiment commit", "status"],
                 [[p["point"], f"`{(p['rev'] or '')[:8]}`" if p["rev"] else "–", p["status"]] for p in r["table"]])
