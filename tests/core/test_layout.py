@@ -35,21 +35,30 @@ def module_file(module: str, root: Path = ROOT) -> Path | None:
     return p.with_suffix(".py") if p.with_suffix(".py").is_file() else None
 
 
-def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
-    """Every module (and ``module.name``) an import statement anywhere in the file names, relative ones resolved."""
+def import_statements(path: Path, root: Path = ROOT) -> list[tuple[str, list[str] | None]]:
+    """(module, names) of every import statement anywhere in the file, relative ones resolved: ``import a.b`` is
+    ("a.b", None), ``from a import x, y`` is ("a", ["x", "y"])."""
     package = list(path.relative_to(root).parts[:-1])  # the package a relative import starts from
-    out: set[str] = set()
+    out: list[tuple[str, list[str] | None]] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
+            out += [(a.name, None) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - (node.level - 1)]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            out.add(target)
-            out.update(f"{target}.{a.name}" for a in node.names)
+            out.append((target, [a.name for a in node.names]))
+    return out
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module (and ``module.name``) an import statement anywhere in the file names, relative ones resolved."""
+    out: set[str] = set()
+    for target, names in import_statements(path, root):
+        out.add(target)
+        out.update(f"{target}.{n}" for n in names or ())
     return out | discovered(path, root)
 
 
@@ -105,30 +114,15 @@ def uncovered(root: Path = ROOT) -> dict[str, list[str]]:
 
 
 def import_edges(path: Path, root: Path = ROOT) -> set[Path]:
-    """The project files ``path`` imports directly: for ``from p import x``, module p.x where x is a module, else
-    p; a package's parents' ``__init__`` are not edges (Python runs them first, then this package is already
+    """The project files ``path`` imports directly: ``from p import x`` is an edge to module p.x where x is a module,
+    else to p; a package's parents' ``__init__`` are not edges (Python runs them first, then this package is already
     loading, which is not a cycle)."""
-    names = imported_modules(path, root)
-    out = set()
-    for name in names:
-        f = module_file(name, root)
-        if f is None or f == path:
-            continue
-        # `from p import x`: both "p" and "p.x" are listed; where p.x is a module, p is only its parent
-        if f.name == "__init__.py" and any(n.startswith(name + ".") and module_file(n, root) for n in names) \
-                and name not in _plain_imports(path):
-            continue
-        out.add(f)
-    return out
-
-
-def _plain_imports(path: Path) -> set[str]:
-    """Modules named by ``import a.b`` statements."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-    return out
+    names = set(discovered(path, root))
+    for target, imported in import_statements(path, root):
+        for name in imported or [None]:
+            names.add(f"{target}.{name}" if name and module_file(f"{target}.{name}", root) else target)
+    files = {module_file(n, root) for n in names}
+    return {f for f in files if f is not None and f != path}
 
 
 def import_cycles(root: Path = ROOT) -> list[list[str]]:
