@@ -14,25 +14,27 @@ from stages.finetune.params import SelfcheckParams
 
 def check(sc: SelfcheckParams, configs: Sequence[probe.Config] | None = None, seed: int | None = None,
           module: str = "stages.finetune.selfcheck", mutant: str | None = None,
-          log: Callable[[str], None] = print) -> list[dict]:
-    """Train and judge every configuration (family = how many); rows as reports/selfcheck.json holds them.
-    ``module``/``mutant``: a test's broken engine (tests/mutants.py) for the torchrun workers, and its name."""
+          log: Callable[[str], None] = print, family: int | None = None) -> list[dict]:
+    """Train and judge every configuration; rows as reports/selfcheck.json holds them. ``family``: the number of
+    configurations the tests are corrected for (default: those checked here; a test checking one configuration at
+    the default set's level passes the default set's size). ``module``/``mutant``: a test's broken engine
+    (tests/mutants.py) for the torchrun workers, and its name."""
     configs = list(configs or probe.configs_of(sc))
     base = sc.seed if seed is None else seed
     rows = []
     for k, config in enumerate(configs):
         trial = probe.run_trial(sc, config, base * 1000 + k, module)
-        rows.append({"mode": config.mode, "paradigm": config.paradigm, "processes": config.processes,
-                     "mutant": mutant, "seed": base * 1000 + k,
-                     **judge.verdict(trial.scores, trial.members, trial.privacy, sc.guesses_in, sc.guesses_out,
-                                     sc.alpha, len(configs))})
+        rows.append({"config": config.name, "mode": config.mode, "paradigm": config.paradigm,
+                     "processes": config.processes, "mutant": mutant, "seed": base * 1000 + k,
+                     **judge.verdict(trial, config, sc.guesses_in, sc.guesses_out, sc.alpha, family or len(configs))})
         log(judge.format_row(rows[-1]))
     return rows
 
 
 def design(sc: SelfcheckParams) -> dict:
-    return {k: getattr(sc, k) for k in ("canaries", "guesses_in", "guesses_out", "sample_rate", "steps", "epsilon",
-                                        "delta", "max_grad_norm", "accountant", "alpha", "seed")}
+    return {k: getattr(sc, k) for k in ("canaries", "transformer_canaries", "guesses_in", "guesses_out", "epsilon",
+                                        "delta", "max_grad_norm", "accountant", "gradient_scale", "lr", "alpha",
+                                        "seed")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,9 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_process()
     probe.quiet_q1()
     sc = load(SelfcheckParams, "selfcheck", args.params)
-    print(f"DP engine self-check: {sc.canaries} gradient canaries, q = {sc.sample_rate}, T = {sc.steps}, "
-          f"claimed ({sc.epsilon}, {sc.delta})-DP, {len(sc.configs)} configurations, "
-          f"flag at {1 - sc.alpha / len(sc.configs):.5f}")
+    print(f"DP engine self-check: {sc.canaries} gradient canaries ({sc.transformer_canaries} in the transformer "
+          f"probe), claimed ({sc.epsilon}, {sc.delta})-DP, {len(sc.configs)} configurations x "
+          f"{len(judge.TESTS)} tests, each at {judge.level(sc.alpha, len(sc.configs)):.2g}")
     print(judge.HEADER)
     doc = judge.document(design(sc), check(sc))
     write_json(Path(args.out) if args.out else Path(args.params).parent / sc.out, doc)

@@ -2,12 +2,20 @@
 benchmarks/selfcheck_mutants.py). They live here, never in the product: each is a context manager that patches
 the real engine (opacus or the project's own code) for as long as it is entered.
 
-* ``noise_halved``: every noise draw has half the standard deviation the optimizer (and accountant) use;
+* ``noise_halved``, ``noise_x0.9``, ``noise_x0.95``: every noise draw has that multiple of the standard deviation the
+  optimizer (and accountant) use;
+* ``sensitivity_sqrt2``: every example is clipped to sqrt(2) C while the noise is still sigma C (a missed sqrt 2 in
+  the sensitivity);
+* ``resume_noise``: a resumed run's noise generator is not restored from its checkpoint, so it draws the noise of
+  the run's first steps again;
+* ``sampler_q``: the Poisson sampler draws at 1.2 q while the accountant books q;
+* ``cross_terms``: the per-example norm of a Linear layer over a sequence drops the cross-position terms
+  (sum_t |g_t|^2 |a_t|^2 instead of |sum_t g_t a_t^T|^2): the norm pass that ghost and book-keeping share;
 * ``clip_off``: one module's per-example gradients are summed unclipped (hooks: opacus' clip_and_accumulate;
   bk: the project's book-keeping ledger);
 * ``accountant_q``: the accountant is told q / 10 while the sampler draws at q (sigma unchanged);
-* ``rank_noise`` (2 processes): noise is added after the gradient all-reduce, on rank 1 only, so rank 0 (whose
-  model is written) steps on the noiseless sum.
+* ``rank_noise`` (2 processes; hooks' and ghost / bk's distributed optimizers): noise is added after the gradient
+  all-reduce, on rank 1 only, so rank 0 (whose model is written) steps on the noiseless sum.
 
 Run as ``python -m mutants <spec.json> <out.npz>`` (``tests/`` on the path, ``SELFCHECK_MUTANT`` naming the
 mutant), it is a torchrun worker of the self-check with the mutant in place.
@@ -21,22 +29,99 @@ from unittest.mock import patch
 
 import torch
 
-MUTANTS = ("noise_halved", "clip_off", "accountant_q", "rank_noise")
+MUTANTS = ("noise_halved", "noise_x0.9", "noise_x0.95", "sensitivity_sqrt2", "resume_noise", "sampler_q",
+           "cross_terms", "clip_off", "accountant_q", "rank_noise")
 #: the module whose clipping ``clip_off`` removes (a parameter-name fragment of the probe model)
 UNCLIPPED = "new_head"
 
 
 @contextlib.contextmanager
-def noise_halved():
+def noise_scaled(factor: float):
     import opacus.optimizers.optimizer as plain
     import opacus.optimizers.optimizer_fast_gradient_clipping as fast
 
     real = plain._generate_noise
 
-    def half(std, reference, generator=None, secure_mode=False):
-        return real(std / 2, reference, generator, secure_mode)
+    def scaled(std, reference, generator=None, secure_mode=False):
+        return real(std * factor, reference, generator, secure_mode)
 
-    with patch.object(plain, "_generate_noise", half), patch.object(fast, "_generate_noise", half):
+    with patch.object(plain, "_generate_noise", scaled), patch.object(fast, "_generate_noise", scaled):
+        yield
+
+
+@contextlib.contextmanager
+def sensitivity_sqrt2():
+    import opacus.optimizers.optimizer as plain
+    import opacus.optimizers.optimizer_fast_gradient_clipping as fast
+
+    import stages.finetune.loop as loop
+
+    real, real_noise = loop.make_private, plain._generate_noise
+
+    def make_private(*args, **kwargs):  # clip at sqrt(2) C (optimizer and, for ghost / bk, the coefficients) ...
+        private = real(*args, **kwargs)
+        private.optimizer.max_grad_norm *= 2 ** 0.5
+        if hasattr(private.net, "max_grad_norm"):
+            private.net.max_grad_norm *= 2 ** 0.5
+        return private
+
+    def noise(std, reference, generator=None, secure_mode=False):  # ... while the noise stays sigma C
+        return real_noise(std / 2 ** 0.5, reference, generator, secure_mode)
+
+    with patch.object(loop, "make_private", make_private), patch.object(plain, "_generate_noise", noise), \
+            patch.object(fast, "_generate_noise", noise):
+        yield
+
+
+@contextlib.contextmanager
+def resume_noise():
+    import stages.finetune.loop as loop
+
+    real = loop.restore
+
+    def restore(state, model, opt, sampler, noise, accountant):  # the noise generator keeps its fresh seed
+        return real(state, model, opt, sampler, None, accountant)
+
+    with patch.object(loop, "restore", restore):
+        yield
+
+
+@contextlib.contextmanager
+def sampler_q(factor: float = 1.2):
+    import stages.finetune.loop as loop
+
+    real = loop.poisson_draw
+
+    def draw(rng, n, q):
+        return real(rng, n, min(1.0, q * factor))
+
+    with patch.object(loop, "poisson_draw", draw):
+        yield
+
+
+def _linear_norm_without_cross_terms(layer, activations, backprops):
+    a = activations[0].to(backprops.dtype)
+    if backprops.dim() == 2:
+        return _real_linear_norm()(layer, activations, backprops)
+    ret = {}
+    if layer.weight.requires_grad:  # sum over positions of |g_t|^2 |a_t|^2: no (s, t) cross terms
+        ret[layer.weight] = torch.sqrt(((backprops ** 2).sum(-1) * (a ** 2).sum(-1)).sum(1))
+    if layer.bias is not None and layer.bias.requires_grad:
+        ret[layer.bias] = torch.sqrt((backprops ** 2).sum((1, 2)))
+    return ret
+
+
+def _real_linear_norm():
+    from opacus.grad_sample.linear import compute_linear_norm_sample
+
+    return compute_linear_norm_sample
+
+
+@contextlib.contextmanager
+def cross_terms():
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping as GSM
+
+    with patch.dict(GSM.NORM_SAMPLERS, {torch.nn.Linear: _linear_norm_without_cross_terms}):
         yield
 
 
@@ -110,6 +195,7 @@ def accountant_q(factor: float = 0.1):
 @contextlib.contextmanager
 def rank_noise():
     from opacus.optimizers.ddpoptimizer import DistributedDPOptimizer
+    from opacus.optimizers.ddpoptimizer_fast_gradient_clipping import DistributedDPOptimizerFastGradientClipping
     from opacus.optimizers.optimizer import _generate_noise
 
     def add_noise(self):  # no noise before the reduction ...
@@ -124,14 +210,18 @@ def rank_noise():
                 p.grad += _generate_noise(self.noise_multiplier * self.max_grad_norm, p.grad, self.generator) \
                     / (self.expected_batch_size * self.world_size)
 
-    with patch.object(DistributedDPOptimizer, "add_noise", add_noise), \
-            patch.object(DistributedDPOptimizer, "reduce_gradients", reduce_gradients):
+    with contextlib.ExitStack() as stack:  # the hooks mode's distributed optimizer and ghost / bk's
+        for cls in (DistributedDPOptimizer, DistributedDPOptimizerFastGradientClipping):
+            stack.enter_context(patch.object(cls, "add_noise", add_noise))
+            stack.enter_context(patch.object(cls, "reduce_gradients", reduce_gradients))
         yield
 
 
 def mutant(name: str):
-    return {"noise_halved": noise_halved, "clip_off": clip_off, "accountant_q": accountant_q,
-            "rank_noise": rank_noise}[name]()
+    return {"noise_halved": lambda: noise_scaled(0.5), "noise_x0.9": lambda: noise_scaled(0.9),
+            "noise_x0.95": lambda: noise_scaled(0.95), "sensitivity_sqrt2": sensitivity_sqrt2,
+            "resume_noise": resume_noise, "sampler_q": sampler_q, "cross_terms": cross_terms, "clip_off": clip_off,
+            "accountant_q": accountant_q, "rank_noise": rank_noise}[name]()
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ def copy_project(dest: Path) -> Path:
     """A fresh git + DVC checkout of this project (code, dvc.yaml, params, vendored data)."""
     for item in ["stages", "flows", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore", "pyproject.toml", "data/raw",
                  "reports/sweeps", "reports/variance/points.parquet", "reports/audit_study", "reports/selfcheck.json",
+                 "reports/selfcheck_mutants.json",
                  "data/replicas/README.md"]:
         src = ROOT / item
         if not src.exists():

@@ -105,7 +105,6 @@ _add(
     Stream("lm.prompt_init", "soft-prompt / prefix initialisation from vocabulary rows", fixed=1234),
     # audit
     Stream("audit.selfcheck.ideal", "the ideal engine's simulated counts in the self-check verdict", fixed=0),
-    Stream("audit.selfcheck.half_noise", "the half-noise mutant's simulated counts (the guard's power)", fixed=1),
     # variance
     Stream("variance.jitter", "the jitter plot's horizontal offsets", fixed=0),
 )

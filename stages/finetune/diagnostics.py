@@ -1,7 +1,8 @@
 """What the audit needs to explain its own numbers, recorded by the fine-tune (auditor-side records: they name
 member canaries, so they are the auditor's, never part of a released model).
 
-* how many steps' Poisson batches sampled each pool example: ``sampling.inclusion_counts`` replays the sampler;
+* how many steps' Poisson batches sampled each pool example: counted by the loop as it draws them (a seeded run's
+  counts equal ``sampling.inclusion_counts``' replay of the sampler);
 * ``canary_gradients``: at the initial model, each sampled canary's per-example gradient norm before clipping
   and the share of its squared norm that lies in the secret token's own rows (new-token or secret rows): how
   much of a clipped canary step can reach the coordinates a canary score reads.

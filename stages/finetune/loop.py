@@ -42,7 +42,7 @@ from .checkpoint import Checkpointer, restore, snapshot
 from .loss import per_sample_losses
 from .params import DPParams, FinetuneParams
 from .privacy.engine import Private, dp_step, make_private, spent
-from .sampling import fixed_schedule, inclusion_counts, poisson_draw, poisson_rate, sampler_seed
+from .sampling import fixed_schedule, poisson_draw, poisson_rate, sampler_seed
 
 
 @dataclass
@@ -55,7 +55,8 @@ class TrainResult:
     privacy: dict = field(default_factory=dict)
     log: list = field(default_factory=list)
     resumed_from: int = 0
-    #: steps that sampled each example (the pool, then the scheduled ones): sampling.inclusion_counts
+    #: steps that sampled each example (the pool, then the scheduled ones), counted as the batches were drawn
+    #: (a seeded run's equal ``sampling.inclusion_counts``' replay); an auditor-side record, never published
     inclusions: np.ndarray | None = None
 
 
@@ -172,7 +173,6 @@ class Session:
     n: int  # the pool's size
     q: float
     divisor: float  # non-DP: the public expected batch q * population the summed loss is divided by
-    sampler_seed: int
     rng: np.random.Generator
     schedule: dict
     device: object
@@ -180,24 +180,27 @@ class Session:
     world_size: int
     log: list = field(default_factory=list)
     start: int = 0
+    #: steps that drew each example so far (checkpointed with the sampler's state; no seed is kept)
+    counts: np.ndarray | None = None
 
     @property
     def lengths(self) -> list[int]:
         return [len(e) for e in self.examples]
 
 
-def sampler(config: TrainConfig, n: int, world_size: int) -> tuple[float, float, int, np.random.Generator, dict]:
-    """(q, divisor, sampler seed, sampler, fixed schedule) of a run over a pool of ``n``. With ``dp.secure_rng`` the
-    sampler is seeded from OS entropy (rank 0's, broadcast: every rank draws the same batches)."""
+def sampler(config: TrainConfig, n: int, world_size: int) -> tuple[float, float, np.random.Generator, dict]:
+    """(q, divisor, sampler, fixed schedule) of a run over a pool of ``n``. With ``dp.secure_rng`` the sampler is
+    seeded from OS entropy (rank 0's, broadcast: every rank draws the same batches); the seed is kept nowhere."""
     population = config.population or n
     q = poisson_rate(population, config.batch_size, config.sample_rate)
     seed = sampler_seed(config.private and config.dp.secure_rng, config.seed, world_size)
     rng = np.random.default_rng(seed)
+    del seed  # a secure seed is never written anywhere (the checkpoint holds the sampler's state, not its seed)
     if config.scheduled and config.private:
         raise ConfigError("finetune.canary_insertion: a fixed schedule is not covered by the DP accountant")
     schedule = (fixed_schedule(n, len(config.scheduled), config.steps, config.repetitions, config.seed)
                 if config.scheduled else {})
-    return q, q * population, seed, rng, schedule  # divisor: the candidate pool's, never the drawn pool's
+    return q, q * population, rng, schedule  # divisor: the candidate pool's, never the drawn pool's
 
 
 def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Session:
@@ -205,7 +208,7 @@ def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Se
     device = next(model.parameters()).device
     rank, world_size = world()
     n = len(examples)
-    q, divisor, sampler_seed, rng, schedule = sampler(config, n, world_size)
+    q, divisor, rng, schedule = sampler(config, n, world_size)
     pool = list(examples) + list(config.scheduled)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, config.optimizer, config.lr, config.weight_decay, config.momentum)
@@ -217,8 +220,8 @@ def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Se
         for p in params:
             torch.distributed.broadcast(p.data, 0)
     model.keep_input = private is not None and private.strategy.norm_pass
-    return Session(config, model, net, opt, params, private, pool, n, q, divisor, sampler_seed, rng, schedule,
-                   device, rank, world_size)
+    return Session(config, model, net, opt, params, private, pool, n, q, divisor, rng, schedule, device, rank,
+                   world_size, counts=np.zeros(len(pool), dtype=np.int64))
 
 
 def noise_and_accountant(s: Session) -> tuple:
@@ -230,7 +233,7 @@ def resume(s: Session) -> None:
     state = s.config.checkpoint.load() if s.config.checkpoint else None
     if state is not None:
         s.log, s.start = restore(state, s.model, s.opt, s.rng, *noise_and_accountant(s))
-        s.sampler_seed = state.get("sampler_seed", s.sampler_seed)
+        s.counts = np.asarray(state["inclusions"], dtype=np.int64).copy()
 
 
 def run_step(s: Session, step: int, lengths: list[int]) -> dict:
@@ -240,6 +243,7 @@ def run_step(s: Session, step: int, lengths: list[int]) -> dict:
     ts = time.time()
     idx = np.flatnonzero(poisson_draw(s.rng, s.n, s.q))  # Poisson sampling, plus this step's scheduled examples
     idx = np.concatenate([idx, np.asarray(s.schedule.get(step, []), dtype=np.int64)]) if s.schedule else idx
+    s.counts[idx] += 1  # idx holds no repeats: a Poisson draw and this step's scheduled examples
     parts = chunks(idx[s.rank::s.world_size], lengths, c.physical_batch_size)
     if s.private:
         dp_step(s.private, s.params, s.examples, parts, c.pad_id, s.device)
@@ -261,7 +265,7 @@ def run_steps(s: Session) -> None:
         s.log.append(rec)
         if c.checkpoint and s.rank == 0 and c.checkpoint.due(step + 1, c.steps):
             c.checkpoint.save({**snapshot(step + 1, s.log, s.model, s.opt, s.rng, *noise_and_accountant(s)),
-                               "sampler_seed": s.sampler_seed})
+                               "inclusions": s.counts.copy()})
         if c.on_step:
             c.on_step(rec)
         if not s.private:
@@ -284,9 +288,7 @@ def train(model, examples: Sequence[Example], config: TrainConfig) -> TrainResul
         config.checkpoint.clear()
     return TrainResult(steps=config.steps, sample_rate=s.q, expected_batch_size=s.q * s.n, n_examples=s.n,
                        seconds=time.time() - t0, privacy=spent(s.private) if s.private else {"dp": False},
-                       log=s.log, resumed_from=s.start,
-                       inclusions=inclusion_counts(s.n, s.q, config.steps, s.sampler_seed, s.schedule,
-                                                   len(s.examples)))
+                       log=s.log, resumed_from=s.start, inclusions=s.counts)
 
 
 def mean_nll(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64) -> dict:

@@ -237,41 +237,61 @@ def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = N
 
 @dataclass(frozen=True)
 class SelfcheckConfig:
-    """One configuration of the DP engine self-check."""
+    """One configuration of the DP engine self-check: the clipping mode, the probe model and the regime."""
 
     mode: Literal["hooks", "ghost", "bk"]
     paradigm: Literal["rows", "lora", "full", "train_embeddings"]
     processes: int
+    #: the probe model (stages/finetune/probe.py): linear (each paradigm) or transformer (rows behind a decoder)
+    probe: Literal["linear", "transformer"]
+    #: q and T; q = 1, T = 1 is the Gaussian mechanism, q < 1 the accountant's Poisson-subsampled composition
+    sample_rate: float
+    steps: int
+    optimizer: Literal["sgd", "adam", "adamw"]
+    #: stopped after half the steps (its checkpoint written) and resumed from the checkpoint in a new model
+    resume: bool
 
     def problems(self):
-        return check(self.processes in (1, 2), "processes", "must be 1 or 2", self.processes)
+        return (
+            check(self.processes in (1, 2), "processes", "must be 1 or 2", self.processes)
+            + check(0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]", self.sample_rate)
+            + check(self.steps >= 1, "steps", "must be >= 1", self.steps)
+            + check(self.probe == "linear" or self.paradigm == "rows", "paradigm",
+                    "the transformer probe trains its own rows only: use 'rows'", self.paradigm)
+            + check(self.paradigm != "lora" or self.steps == 1, "steps",
+                    "the lora probe is linear in its own rows at the first step only: use steps 1", self.steps)
+            + check(not self.resume or (self.steps >= 2 and self.processes == 1), "resume",
+                    "a resumed configuration needs steps >= 2 and 1 process", self.resume)
+        )
 
 
 @dataclass(frozen=True)
 class SelfcheckParams:
     """``leakaudit selfcheck`` (stages/finetune/selfcheck.py): gradient canaries through the fine-tune's DP path.
-    The design (q, T, epsilon, m, guesses) is fixed here before any run."""
+    The design (epsilon, m, guesses, the tests' family) is fixed here before any run; each configuration names its
+    regime (q, T, optimizer, probe, resume)."""
 
     out: str
-    #: m gradient canaries, each a member by a fair seeded coin
+    #: the mutants' flag rates over fresh seeds (benchmarks/selfcheck_mutants.py writes it; the report shows it)
+    mutants: str
+    #: m gradient canaries of the linear probe, each a member by a fair seeded coin
     canaries: int
-    #: the k highest scores are guessed "in", the k lowest "out"
+    #: m of the transformer probe (a forward pass through a decoder layer per canary and step)
+    transformer_canaries: int
+    #: the one-run f-DP test beside the specification tests: the k highest scores guessed "in", the k lowest "out"
     guesses_in: int
     guesses_out: int
-    #: q = 1, T = 1: DP-SGD is then the Gaussian mechanism and the accountant's claim exactly mu-GDP
-    sample_rate: float
-    steps: int
     epsilon: float
     delta: float
     max_grad_norm: float
     accountant: Accountant
     #: each canary's per-example gradient norm is about this x its direction's norm (>> max_grad_norm: clipped)
     gradient_scale: float
-    #: width of the probe's embedding rows / Linear inputs
+    #: width of the linear probe's embedding rows / Linear inputs
     width: int
     lr: float
     physical_batch_size: int
-    #: a configuration is flagged at confidence 1 - alpha / (configurations checked)
+    #: every test of every configuration is judged at alpha / (configurations x tests per configuration)
     alpha: float
     seed: int
     configs: tuple[SelfcheckConfig, ...]
@@ -279,11 +299,10 @@ class SelfcheckParams:
     def problems(self):
         return (
             check(self.canaries >= 2, "canaries", "must be >= 2", self.canaries)
+            + check(self.transformer_canaries >= 2, "transformer_canaries", "must be >= 2", self.transformer_canaries)
             + check(self.guesses_in >= 0 and self.guesses_out >= 0 and 0 < self.guesses_in + self.guesses_out
-                    <= self.canaries, "guesses_in", "guesses_in + guesses_out must be in [1, canaries]",
-                    (self.guesses_in, self.guesses_out))
-            + check(0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]", self.sample_rate)
-            + check(self.steps >= 1, "steps", "must be >= 1", self.steps)
+                    <= min(self.canaries, self.transformer_canaries), "guesses_in",
+                    "guesses_in + guesses_out must be in [1, canaries]", (self.guesses_in, self.guesses_out))
             + check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
             + check(0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
             + check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0", self.max_grad_norm)

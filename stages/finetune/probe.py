@@ -13,6 +13,14 @@ touches, ``lp_i = scale * s_i`` with s_i a sum of one entry (row) per trainable 
   output i is read;
 * ``train_embeddings``: the rows plus an (untied) input ``nn.Embedding`` and output ``nn.Linear`` head.
 
+``TransformerProbe`` puts each canary's own coordinates behind a transformer: canary i is a sequence of
+``length`` tokens in which its own token appears at every other position, read through a frozen, randomly
+initialised Llama decoder layer (attention + MLP, RMSNorm); its own coordinates are that token's input-embedding
+row (whose gradient flows back through the attention and the MLP) and its output row i of an ``nn.Linear``
+(d -> m), which reads every position. Both sum over positions, so a per-example norm needs the cross-position
+terms (ghost's Gram matrices, book-keeping's sums). The gradient direction now depends on the weights: the
+self-check reads it at every step.
+
 Every trainable tensor but lora_A has the canaries along its first axis, so canary i's coordinates are
 ``p[i]`` for each of them (``own_parameters``). The per-example gradient is then a constant vector (``scale``
 times a fixed direction) in those coordinates: each step moves them by the clipped gradient when i is in the
@@ -22,10 +30,15 @@ project's own grad and norm samplers).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
+from ..lm.examples import IGNORE, Example
+
 PARADIGMS = ("rows", "lora", "full", "train_embeddings")
+#: probe models: the linear one (``ProbeLM``, each paradigm) and the transformer one (``TransformerProbe``, rows)
+PROBES = ("linear", "transformer")
 
 
 class _Decoder(nn.Module):
@@ -100,3 +113,89 @@ class ProbeLM(nn.Module):
     def logprobs_at(self, hidden, new_logits, rows, cols, targets) -> torch.Tensor:
         """The linear probe loss's "log-probability" at the labelled positions: scale * s (one per example)."""
         return self.scale * hidden[rows, cols].float()
+
+    def examples(self) -> list:
+        """Canary i: the input token i, one labelled position."""
+        return [Example(np.array([i, 0], dtype=np.int64), np.array([IGNORE, 0], dtype=np.int64), "canary:probe")
+                for i in range(self.m)]
+
+    def own_scores(self, start: int, stop: int) -> torch.Tensor:
+        """s of canaries ``start`` .. ``stop`` - 1 (their loss is -scale * s): the training forward pass."""
+        return self.forward(torch.arange(start, stop).unsqueeze(1))[0][:, 0]
+
+
+class TransformerProbe(nn.Module):
+    """Canary i: ``length`` tokens, base tokens at even positions and its own token (id ``BASE + i``) at odd ones,
+    through a frozen random Llama decoder; s_i = the mean over positions of output i of ``new_head``. Own
+    coordinates: ``new_embed`` row i (behind the decoder) and ``new_head`` row i. Same interface as ``ProbeLM``."""
+
+    BASE = 8  # base vocabulary (frozen embeddings)
+
+    def __init__(self, m: int, *, d: int = 16, length: int = 6, scale: float = 100.0, seed: int = 0):
+        super().__init__()
+        from transformers import LlamaConfig, LlamaModel
+
+        self.m, self.d, self.length, self.scale, self.paradigm = int(m), int(d), int(length), float(scale), "rows"
+        self.keep_input = False
+        self.last_input: torch.Tensor | None = None
+        config = LlamaConfig(vocab_size=self.BASE, hidden_size=d, intermediate_size=2 * d, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=length + 1,
+                             tie_word_embeddings=False)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.decoder = LlamaModel(config)
+            self.decoder.requires_grad_(False)
+            self.new_embed = nn.Embedding(m, d)
+            self.new_head = nn.Linear(d, m, bias=False)
+            with torch.no_grad():  # own rows start random: the embedding's gradient (through the head) is not 0
+                self.new_embed.weight.normal_(0, 1)
+                self.new_head.weight.normal_(0, 1 / d ** 0.5)
+
+    def own_parameters(self) -> dict[str, nn.Parameter]:
+        return {n: p for n, p in self.named_parameters() if p.requires_grad}
+
+    def sequences(self, canaries: torch.Tensor) -> torch.Tensor:
+        """(B, length) token ids of canaries ``canaries`` (B,): base token k at even positions, BASE + i at odd."""
+        pos = torch.arange(self.length)
+        base = (pos // 2) % self.BASE
+        return torch.where(pos % 2 == 1, self.BASE + canaries.unsqueeze(1), base.expand(len(canaries), -1))
+
+    def hidden(self, input_ids: torch.Tensor) -> torch.Tensor:
+        is_new = input_ids >= self.BASE
+        emb = torch.where(is_new.unsqueeze(-1), self.new_embed((input_ids - self.BASE).clamp(min=0)),
+                          self.decoder.embed_tokens(input_ids.clamp(max=self.BASE - 1)))
+        if self.keep_input and torch.is_grad_enabled():
+            emb = emb if emb.requires_grad else emb.detach().requires_grad_(True)
+            self.last_input = emb  # as CanaryLM: the ghost norm pass stops at the decoder's input embeddings
+        return self.decoder(inputs_embeds=emb, use_cache=False)[0]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """(own logit at every position (B, length), None): column i of ``new_head`` for canary i."""
+        ids = input_ids[:, :self.length]
+        own = (ids[:, 1] - self.BASE).unsqueeze(1).expand(-1, self.length)
+        return self.new_head(self.hidden(ids)).gather(2, own.unsqueeze(2))[..., 0], None
+
+    def logprobs_at(self, hidden, new_logits, rows, cols, targets) -> torch.Tensor:
+        return self.scale * hidden[rows, cols].float()
+
+    def examples(self) -> list:
+        """Canary i: its sequence plus one token, every one of its ``length`` positions labelled."""
+        seqs = self.sequences(torch.arange(self.m)).numpy()
+        labels = np.array([IGNORE] + [0] * self.length, dtype=np.int64)
+        return [Example(np.concatenate([s, [0]]).astype(np.int64), labels, "canary:probe") for s in seqs]
+
+    def own_scores(self, start: int, stop: int) -> torch.Tensor:
+        """s of canaries ``start`` .. ``stop`` - 1: the mean own logit over positions (row i of the head read
+        directly instead of the whole (d -> m) output; the same function of the own coordinates)."""
+        idx = torch.arange(start, stop)
+        h = self.hidden(self.sequences(idx))
+        return (h * self.new_head.weight[idx].unsqueeze(1)).sum(-1).mean(1)
+
+
+def build_probe(probe: str, m: int, paradigm: str, *, width: int, scale: float, seed: int) -> nn.Module:
+    """The self-check's probe model: ``linear`` (``ProbeLM``, ``width`` = d) or ``transformer`` (rows only)."""
+    if probe == "transformer":
+        if paradigm != "rows":
+            raise ValueError(f"the transformer probe trains its own rows only (paradigm 'rows'), not {paradigm!r}")
+        return TransformerProbe(m, scale=scale, seed=seed)
+    return ProbeLM(m, paradigm, d=width, scale=scale, seed=seed)

@@ -1,34 +1,34 @@
 """The DP engine audits itself (``leakaudit selfcheck``): gradient canaries trained through the fine-tune's own
-DP path, and a one-run audit of what they reveal against what the accountant says was spent.
+DP path, then tested against the specification of the mechanism the accountant accounted.
 
-For each configuration (clipping mode x paradigm x processes) the probe model (``probe.py``) with m canaries
+For each configuration (clipping mode x probe x regime x processes) a probe model (``probe.py``) with m canaries
 is trained by ``loop.train``, the function every DP run goes through: its Poisson sampler,
-``privacy.engine.make_private``
-(opacus wrapping, the mode's clipping, the noise generator, the accountant), DP-SGD and, with 2 processes,
-torchrun data parallelism with opacus' distributed optimizer. A seeded coin makes each canary a member (in the
-training pool) or not. Canary i's gradient is a constant vector in coordinates only it touches, far above
-the clip norm, so a correct engine moves those coordinates by exactly the clipped gradient per inclusion plus
-N(0, (sigma C)^2) noise per coordinate. The statistic is that movement projected on the gradient's direction.
+``privacy.engine.make_private`` (opacus wrapping, the mode's clipping, the noise generator, the accountant), the
+optimizer (DP-SGD, DP-Adam, DP-AdamW), checkpoint and resume and, with 2 processes, torchrun data parallelism with
+opacus' distributed optimizer. A seeded coin makes each canary a member (in the training pool) or not. Canary i's
+gradient lies in coordinates only it touches, far above the clip norm C, so the specification says exactly what
+the optimizer must receive at every step: along each canary's own gradient direction, the privatized gradient is
 
-This module is the training side (a ``Trial`` per configuration); stages/audit/selfcheck.py judges the trials
-and flows/selfcheck.py (``leakaudit selfcheck``) runs both.
+    C / B x [i drawn at this step]  +  N(0, (sigma C / B)^2)
 
-Design (``selfcheck`` in params.yaml, fixed before any run): q = 1 and T = 1, where DP-SGD is the Gaussian
-mechanism and the accountant's whole curve is that of mu = 1/sigma-GDP, so the f-DP one-run test (audit/gdp.py)
-of "the engine is the mechanism its accountant accounted" assumes nothing beyond the claim under test.
-Guess "in" for the ``guesses_in`` highest scores and "out" for the ``guesses_out`` lowest. A configuration
-is flagged when that test rejects the accountant's claim at 1 - alpha / K (K = configurations checked,
-Bonferroni): the GDP epsilon lower bound at that confidence exceeds the accountant's epsilon. The Steinke
-et al. (assumption-free) bound is reported too; it degrades with m * delta. ``ideal`` is the GDP bound at
-95% that exact Gaussian scores of a correct engine give at the median count (seeded simulation).
+with B the public divisor (q x population), sigma and q those the accountant booked, the draws Bin(T, q) per
+member and the noise independent across steps. ``Recorder`` observes that gradient where the optimizer opacus
+wraps receives it (a step pre-hook: after clipping, noise, scaling and, with 2 processes, the all-reduce), reads
+each canary's own gradient direction at the same weights (from a twin of the probe: opacus' hooks are never
+disturbed), and keeps every step's whole gradient so the optimizer's update can be replayed from it (DP-Adam(W) is
+post-processing of those gradients, nothing more). stages/audit/selfcheck.py judges the trials; flows/selfcheck.py
+(``leakaudit selfcheck``) runs both.
 
-With SGD at a constant learning rate the final model's movement is the sum of the per-step movements, so the
-final-model and all-iterates threat models read the same statistic here.
+Beside the specification tests, the one-run f-DP test (Mahloujifar et al.) reads the final model: each canary's
+movement along its initial gradient direction, guesses fixed in params, against the accountant's own trade-off
+curve (q = 1: mu-GDP, exactly the claim; q < 1: the Poisson-subsampled Gaussian's, stages/audit/curve.py).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import math
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -39,9 +39,8 @@ import numpy as np
 import torch
 
 from ..core.seeds import stream
-from ..lm.examples import IGNORE, Example
 from .params import DPParams, SelfcheckParams
-from .probe import ProbeLM
+from .probe import build_probe
 
 MODES = ("hooks", "ghost", "bk")
 
@@ -51,19 +50,31 @@ class Config:
     mode: str  # hooks | ghost | bk
     paradigm: str  # probe.PARADIGMS
     processes: int
+    probe: str = "linear"  # probe.PROBES
+    sample_rate: float = 1.0
+    steps: int = 1
+    optimizer: str = "sgd"
+    resume: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.mode}/{self.paradigm}/{self.processes}p"
+        regime = f"q{self.sample_rate:g}xT{self.steps}/{self.optimizer}" + ("/resumed" if self.resume else "")
+        return f"{self.mode}/{self.probe}:{self.paradigm}/{regime}/{self.processes}p"
 
 
 @dataclass
 class Trial:
-    """What one training of the probe left: canary scores, who was in, the accountant's record."""
+    """What one training of the probe left, rank 0's view."""
 
-    scores: np.ndarray
-    members: np.ndarray
-    privacy: dict
+    scores: np.ndarray  # final movement along each canary's initial gradient direction (the one-run test's score)
+    members: np.ndarray  # the coins
+    privacy: dict  # the run's privacy record, with the accountant's history (sigma, q, steps) as it booked them
+    #: (T, m): each step's privatized gradient along each canary's own gradient direction, in units of C / B
+    per_step: np.ndarray
+    inclusions: np.ndarray  # (m,): steps whose batch drew each canary (0 for non-members)
+    replay_error: float  # max |final weights - the optimizer replayed on the recorded gradients| / max movement
+    clip_ratio: float  # the smallest per-example gradient norm seen / C (> 1: every canary was clipped)
+    divisor: float  # B
 
 
 def membership(m: int, seed: int) -> np.ndarray:
@@ -71,19 +82,13 @@ def membership(m: int, seed: int) -> np.ndarray:
     return stream("finetune.selfcheck.members").numpy(seed).random(m) < 0.5
 
 
-def examples(m: int) -> list[Example]:
-    """Canary i: the input token i, one labelled position."""
-    return [Example(np.array([i, 0], dtype=np.int64), np.array([IGNORE, 0], dtype=np.int64), "canary:probe")
-            for i in range(m)]
-
-
-def gradient_directions(model: ProbeLM, chunk: int = 1024) -> dict[str, torch.Tensor]:
+def gradient_directions(model, chunk: int = 1024) -> dict[str, torch.Tensor]:
     """Each canary's loss gradient in its own coordinates at ``model``'s current weights (one backward pass of
-    the summed loss: canaries' own coordinates are disjoint), keyed like ``own_parameters``."""
+    the summed loss per chunk: canaries' own coordinates are disjoint), keyed like ``own_parameters``."""
     own = model.own_parameters()
     out = {n: torch.zeros_like(p) for n, p in own.items()}
     for start in range(0, model.m, chunk):  # chunked: a Linear (d -> m) output is (chunk, m)
-        s, _ = model(torch.arange(start, min(start + chunk, model.m)).unsqueeze(1))
+        s = model.own_scores(start, min(start + chunk, model.m))
         grads = torch.autograd.grad(-(model.scale * s).sum(), list(own.values()), allow_unused=True)
         for n, g in zip(own, grads):
             if g is not None:
@@ -91,17 +96,78 @@ def gradient_directions(model: ProbeLM, chunk: int = 1024) -> dict[str, torch.Te
     return out
 
 
+def _flat(tensors: dict[str, torch.Tensor], m: int) -> torch.Tensor:
+    return torch.cat([t.detach().double().reshape(m, -1) for t in tensors.values()], 1)
+
+
 def project(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor],
             grads: dict[str, torch.Tensor]) -> np.ndarray:
     """Movement of each canary's own coordinates along minus its gradient's direction (members: positive)."""
-    dot = torch.zeros(len(next(iter(grads.values()))), dtype=torch.float64)
-    norm2 = torch.zeros_like(dot)
-    for n, g in grads.items():
-        g = g.double().reshape(len(g), -1)
-        moved = (after[n] - before[n]).double().reshape(len(g), -1)
-        dot -= (moved * g).sum(1)
-        norm2 += (g * g).sum(1)
-    return (dot / norm2.clamp(min=1e-300).sqrt()).numpy()
+    m = len(next(iter(grads.values())))
+    g = _flat(grads, m)
+    moved = _flat(after, m) - _flat(before, m)
+    return (-(moved * g).sum(1) / g.norm(dim=1).clamp(min=1e-300)).numpy()
+
+
+class Recorder:
+    """Observes the optimizer opacus wraps as each step begins (a global step pre-hook filtered to it): the
+    privatized gradient along each canary's own gradient direction at those weights, and every trainable tensor's
+    gradient for the replay. ``twin``: a second probe (same seed, never wrapped) that the live own weights are
+    copied into to read the directions of a probe whose gradient direction moves with the weights."""
+
+    def __init__(self, model, twin, clip: float, divisor: float):
+        self.model, self.twin, self.clip, self.divisor = model, twin, clip, divisor
+        self.trainable = [p for p in model.parameters() if p.requires_grad]
+        self.per_step: list[np.ndarray] = []
+        self.grads: list[list[torch.Tensor]] = []
+        self.clip_ratio = math.inf
+        self.fixed = gradient_directions(model) if twin is None else None
+
+    def directions(self) -> dict[str, torch.Tensor]:
+        if self.fixed is not None:
+            return self.fixed
+        with torch.no_grad():
+            live = self.model.own_parameters()
+            for n, p in self.twin.own_parameters().items():
+                p.copy_(live[n])
+        return gradient_directions(self.twin)
+
+    def hook(self, opt, args, kwargs) -> None:
+        if type(opt).__module__.startswith("opacus"):
+            return
+        params = [p for g in opt.param_groups for p in g["params"]]
+        if len(params) != len(self.trainable) or any(a is not b for a, b in zip(params, self.trainable)):
+            return  # another optimizer's step
+        own = self.model.own_parameters()
+        g = _flat(self.directions(), self.model.m)
+        norm = g.norm(dim=1)
+        self.clip_ratio = min(self.clip_ratio, float(norm.min()) / self.clip)
+        received = _flat({n: p.grad for n, p in own.items()}, self.model.m)
+        self.per_step.append(((received * g).sum(1) / norm.clamp(min=1e-300) / (self.clip / self.divisor)).numpy())
+        self.grads.append([p.grad.detach().clone() for p in params])
+
+    def __enter__(self) -> "Recorder":
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self.handle = register_optimizer_step_pre_hook(self.hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.handle.remove()
+
+
+def replay(initial: list[torch.Tensor], grads: list[list[torch.Tensor]], optimizer: str, lr: float) -> list:
+    """The optimizer (torch's, as ``loop.make_optimizer`` builds it) run from ``initial`` on the recorded
+    privatized gradients: what a DP-SGD / DP-Adam(W) update is, given them."""
+    from .loop import make_optimizer
+
+    params = [torch.nn.Parameter(t.clone()) for t in initial]
+    opt = make_optimizer(params, optimizer, lr, 0.0)
+    for step in grads:
+        for p, g in zip(params, step):
+            p.grad = g.clone()
+        opt.step()
+    return [p.detach() for p in params]
 
 
 def dp_config(sc: SelfcheckParams, mode: str) -> DPParams:
@@ -109,27 +175,71 @@ def dp_config(sc: SelfcheckParams, mode: str) -> DPParams:
                     accountant=sc.accountant, grad_sample_mode=mode, secure_rng=False)
 
 
+def canaries_of(sc: SelfcheckParams, config: Config) -> int:
+    return sc.transformer_canaries if config.probe == "transformer" else sc.canaries
+
+
 def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
     """Train the probe once through ``loop.train`` (in this process; under torchrun, this rank's share) and
-    score the canaries (rank 0 only; other ranks return None)."""
+    record it (rank 0 only; other ranks return None). A resumed configuration is stopped after its checkpoint at
+    half the steps and continued in a new probe from that checkpoint."""
+    from .checkpoint import Checkpointer
     from .loop import TrainConfig, train, world
+    from .privacy.engine import public_divisor
 
-    torch.manual_seed(seed)
-    model = ProbeLM(sc.canaries, config.paradigm, d=sc.width, scale=sc.gradient_scale, seed=seed)
-    members = membership(sc.canaries, seed)
-    pool = [e for e, y in zip(examples(sc.canaries), members) if y]
-    grads = gradient_directions(model)
+    m = canaries_of(sc, config)
+
+    def probe():
+        torch.manual_seed(seed)
+        return build_probe(config.probe, m, config.paradigm, width=sc.width, scale=sc.gradient_scale, seed=seed)
+
+    model = probe()
+    members = membership(m, seed)
+    pool = [e for e, y in zip(model.examples(), members) if y]
+    rank = world()[0]
+    divisor = public_divisor(config.sample_rate, m)
+    recorder = Recorder(model, None if config.probe == "linear" else probe(), sc.max_grad_norm, divisor)
+    initial_dirs = recorder.fixed if recorder.fixed is not None else gradient_directions(model)
     before = {n: p.detach().clone() for n, p in model.own_parameters().items()}
-    result = train(model, pool, TrainConfig(
-        steps=sc.steps, batch_size=1, physical_batch_size=sc.physical_batch_size, lr=sc.lr, weight_decay=0.0,
-        clip_norm=sc.max_grad_norm, seed=seed, pad_id=0, dp=dp_config(sc, config.mode), sample_rate=sc.sample_rate,
-        optimizer="sgd", population=sc.canaries, progress=False))
-    if world()[0] != 0:
+    initial = [p.detach().clone() for p in recorder.trainable]
+    stop = config.steps // 2 if config.resume else None
+
+    def stop_at(rec):
+        if rec["step"] == stop:
+            raise _Stopped
+
+    with tempfile.TemporaryDirectory() as tmp, (recorder if rank == 0 else contextlib.nullcontext()):
+        ck = Checkpointer(Path(tmp) / "probe.pt", every=stop, fingerprint="selfcheck") if stop else None
+        cfg = TrainConfig(
+            steps=config.steps, batch_size=1, physical_batch_size=sc.physical_batch_size, lr=sc.lr,
+            weight_decay=0.0, clip_norm=sc.max_grad_norm, seed=seed, pad_id=0, dp=dp_config(sc, config.mode),
+            sample_rate=config.sample_rate, optimizer=config.optimizer, population=m, progress=False,
+            checkpoint=ck, on_step=stop_at if stop else None)
+        try:
+            result = train(model, pool, cfg)
+        except _Stopped:  # the run is killed after its checkpoint; a new probe resumes it
+            model = recorder.model = probe()
+            recorder.trainable = [p for p in model.parameters() if p.requires_grad]
+            result = train(model, pool, dataclasses.replace(cfg, on_step=None))
+            assert result.resumed_from == stop, "the resumed run did not start from its checkpoint"
+    if rank != 0:
         return None
     after = {n: p.detach().clone() for n, p in model.own_parameters().items()}
-    privacy = {k: result.privacy[k] for k in ("epsilon_spent", "delta", "noise_multiplier", "sample_rate", "steps",
-                                              "grad_sample_mode", "world_size", "accountant")}
-    return Trial(project(before, after, grads), members, privacy)
+    final = [p.detach() for p in recorder.trainable]
+    replayed = replay(initial, recorder.grads, config.optimizer, sc.lr)
+    moved = max(float((f - i).abs().max()) for f, i in zip(final, initial))
+    error = max(float((f - r).abs().max()) for f, r in zip(final, replayed)) / max(moved, 1e-30)
+    keys = ("epsilon_spent", "delta", "noise_multiplier", "sample_rate", "steps", "grad_sample_mode", "world_size",
+            "accountant", "max_grad_norm", "optimizer", "accountant_history")
+    privacy = {k: result.privacy[k] for k in keys}
+    counts = np.zeros(m, dtype=np.int64)
+    counts[members] = result.inclusions
+    return Trial(project(before, after, initial_dirs), members, privacy, np.array(recorder.per_step), counts,
+                 error, recorder.clip_ratio, divisor)
+
+
+class _Stopped(Exception):
+    """The resumed configuration's kill after its checkpoint."""
 
 
 # ---------------------------------------------------------------------------------------------- processes
@@ -149,7 +259,10 @@ def worker(argv: Sequence[str]) -> None:
     finally:
         finish()
     if trial is not None:
-        np.savez(argv[1], scores=trial.scores, members=trial.members, privacy=json.dumps(trial.privacy))
+        np.savez(argv[1], scores=trial.scores, members=trial.members, privacy=json.dumps(trial.privacy),
+                 per_step=trial.per_step, inclusions=trial.inclusions,
+                 facts=json.dumps({"replay_error": trial.replay_error, "clip_ratio": trial.clip_ratio,
+                                   "divisor": trial.divisor}))
 
 
 def run_trial(sc: SelfcheckParams, config: Config, seed: int, module: str = "stages.finetune.selfcheck") -> Trial:
@@ -164,7 +277,8 @@ def run_trial(sc: SelfcheckParams, config: Config, seed: int, module: str = "sta
         spec.write_text(json.dumps({"params": sc.to_json(), "config": dataclasses.asdict(config), "seed": seed}))
         launch([str(spec), str(out)], config.processes, module=module)
         data = np.load(out)
-        return Trial(data["scores"], data["members"], json.loads(str(data["privacy"])))
+        return Trial(data["scores"], data["members"], json.loads(str(data["privacy"])), data["per_step"],
+                     data["inclusions"], **json.loads(str(data["facts"])))
 
 
 def quiet_q1() -> None:
@@ -175,7 +289,7 @@ def quiet_q1() -> None:
 
 
 def configs_of(sc: SelfcheckParams) -> list[Config]:
-    return [Config(c.mode, c.paradigm, c.processes) for c in sc.configs]
+    return [Config(**dataclasses.asdict(c)) for c in sc.configs]
 
 
 

@@ -38,7 +38,8 @@ from .sections.training import training_section
 from .sections.variance import variance_section
 
 #: the report's sections, in order; a section with nothing to show returns None and is left out
-SECTIONS = (headline_section, summary_section, lambda inp: selfcheck_section(inp.selfcheck), audit_section,
+SECTIONS = (headline_section, summary_section,
+            lambda inp: selfcheck_section(inp.selfcheck, inp.selfcheck_mutants), audit_section,
             ceiling_section,
             lambda inp: response_section(inp.runs), lambda inp: study_section(inp.study_dir, inp.threats),
             exploratory_section, mia_section, blind_section,
@@ -54,7 +55,7 @@ def threat_models(where: Locations, runs: list[str]) -> dict[str, str]:
 
 def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path("."),
                  variance_dir: Path | None = None, study_dir: Path | None = None,
-                 selfcheck: Path | None = None) -> dict:
+                 selfcheck: Path | None = None, selfcheck_mutants: Path | None = None) -> dict:
     """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
@@ -63,7 +64,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     inp = Inputs(metrics, read_roc(where.roc), where, lock, git, verified, out_dir / "plots", out_dir,
                  lin.number_lineage(metrics, lock, git, verified),
                  {r: read_run(where.run_dir(r), r)["base_model"] for r in metrics["runs"]},
-                 variance_dir, study_dir, selfcheck, threat_models(where, list(metrics["runs"])))
+                 variance_dir, study_dir, selfcheck, threat_models(where, list(metrics["runs"])), selfcheck_mutants)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

@@ -29,7 +29,6 @@ LEGACY = {
     "attack.eia.test": lambda s, k: s + 13,
     "lm.prompt_init": lambda s, k: 1234,
     "audit.selfcheck.ideal": lambda s, k: 0,
-    "audit.selfcheck.half_noise": lambda s, k: 1,
     "variance.jitter": lambda s, k: 0,
 }
 

@@ -7,9 +7,11 @@ import torch
 
 from stages.core.errors import ConfigError
 from stages.core.privacy import calibrate_sigma
+from stages.core.seeds import stream
 from stages.finetune.checkpoint import Checkpointer
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.privacy.engine import public_divisor
+from stages.finetune.sampling import inclusion_counts
 from stages.lm.examples import canary_examples, make_example
 from stages.lm.scoring import token_logprobs
 from support import NUM_NEW, SECRET_ROWS, canary_rows, dp_params, finetune_params
@@ -126,6 +128,9 @@ def test_training_is_deterministic(tiny_base):
         assert res.log == [{"step": k + 1} for k in range(5)]  # a DP log: step indices only (loop.dp_record)
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
     torch.testing.assert_close(outs[0][1], outs[1][1], rtol=0, atol=0)
+    # the counts the loop kept as it drew the batches are the sampler's replay from its seed
+    seed = stream("finetune.sampler").int_seed(0)
+    np.testing.assert_array_equal(outs[0][0], inclusion_counts(len(outs[0][0]), res.sample_rate, 5, seed))
 
 
 @pytest.mark.parametrize("b,T,sigma", [(4096, 500, 0.962), (2048, 1000, 0.814), (4096, 1000, 1.14), (8192, 1000, 1.91)])
@@ -179,7 +184,8 @@ def test_resume_after_a_crash_reaches_the_same_result(tiny_base, tmp_path):
     ck = Checkpointer(tmp_path / "run.pt", every=2, fingerprint="abc")
     with pytest.raises(KeyboardInterrupt):
         run(ck, crash_at=5)
-    assert ck.path.is_file() and torch.load(ck.path, weights_only=False)["step"] == 4
+    saved = torch.load(ck.path, weights_only=False)
+    assert ck.path.is_file() and saved["step"] == 4 and "sampler_seed" not in saved  # a state, never a seed
     res, state = run(ck)
     assert res.resumed_from == 4 and not ck.path.exists()
     assert res.log == ref.log and np.array_equal(res.inclusions, ref.inclusions)

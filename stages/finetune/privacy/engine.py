@@ -123,7 +123,10 @@ def spent(private: Private) -> dict:
     """The run's privacy record, completed with the accountant's epsilon at delta and its profile."""
     acc = private.accountant
     return {**private.privacy, "epsilon_spent": float(acc.get_epsilon(delta=private.privacy["delta"])),
-            "accounted_steps": int(sum(h[-1] for h in acc.history)), "profile": privacy_profile(acc)}
+            "accounted_steps": int(sum(h[-1] for h in acc.history)),
+            # (sigma, q, steps) as the accountant booked them (public: the run's own parameters)
+            "accountant_history": [[float(h[0]), float(h[1]), int(h[2])] for h in acc.history],
+            "profile": privacy_profile(acc)}
 
 
 def dp_step(private: Private, params, examples, parts, pad_id: int, device) -> list[torch.Tensor]:

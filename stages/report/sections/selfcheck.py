@@ -1,5 +1,5 @@
 """The report's ``selfcheck`` section: the DP engine's own audit (reports/selfcheck.json, ``leakaudit selfcheck``,
-stages/finetune/selfcheck.py), with what it checked and what it did not."""
+stages/finetune/selfcheck.py), with what it checked, what it did not, its power and the mutants' flag rates."""
 from __future__ import annotations
 
 import json
@@ -9,37 +9,76 @@ from ...core.formatting import Table
 from ..render import Section
 
 
-def selfcheck_section(path: Path | None) -> Section | None:
+def _interval(r: dict) -> str:
+    lo, hi = r["noise_scale_interval"]
+    return f"{r['noise_scale']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _sensitivity(r: dict) -> str:
+    t = r["tests"]["sensitivity"]
+    return "n/a" if t["estimate"] is None else f"{t['estimate']:.3f} [{t['interval'][0]:.3f}, {t['interval'][1]:.3f}]"
+
+
+def mutant_table(path: Path) -> Table | None:
+    """benchmarks/selfcheck_mutants.py's flag rates over fresh seeds (reports/selfcheck_mutants.json)."""
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    t = Table(["mutant (tests/mutants.py)", "configuration", "flagged", "what the flags named"])
+    for r in data["rows"]:
+        named = "; ".join(f"{k} ({v})" for k, v in r["named"].items()) or "—"
+        t.rows.append([r["mutant"] or "none (the correct engine)", r["config"], f"{r['flagged']} of {r['seeds']}",
+                       named])
+    return t
+
+
+def selfcheck_section(path: Path | None, mutants_path: Path | None = None) -> Section | None:
     if not path or not path.is_file():
         return None
     data = json.loads(path.read_text())
     d = data["design"]
-    t = Table(["clipping mode", "paradigm", "processes", "accountant ε", "ε̂95 (Steinke)", "GDP ε̂95",
-               f"GDP ε̂ at {data['rows'][0]['confidence_999']:.5f}" if data["rows"] else "GDP ε̂ (strict)",
-               "ideal GDP ε̂95", "right of guesses", "verdict"])
+    t = Table(["configuration", "probe", "q", "T", "optimizer", "accountant ε", "noise ÷ booked [CI]",
+               "sensitivity ÷ C [CI]", "ε̂95 (Steinke)", "GDP ε̂95", "ideal GDP ε̂95 (SGD)", "verdict"])
     for r in data["rows"]:
-        t.rows.append([r["mode"], r["paradigm"], r["processes"], r["accountant_epsilon"], r["eps_lb_95"],
-                       r["gdp_eps_lb_95"], r["gdp_eps_lb_999"], r["ideal"], f"{r['correct']} of {r['guesses']}",
-                       "FLAGGED: spends more than its accountant says" if r["flagged"] else "pass"])
-    verdict = ("Every configuration passes: no test rejects the accountant's claim." if data["all_pass"] else
-               "At least one configuration is FLAGGED: the engine spends more privacy than its accountant reports "
-               "there; no DP figure of this report from that configuration should be trusted.")
-    return Section("DP engine self-check", tables=[t], paragraphs=[
-        f"Before trusting any ε in this report: the project's own DP training path, audited with {d['canaries']} "
-        f"gradient canaries (a probe model in which each canary's gradient lies in coordinates only it touches, "
-        f"clipped: norm far above C = {d['max_grad_norm']}), each a member by a fair seeded coin, trained at "
-        f"q = {d['sample_rate']}, T = {d['steps']} under a claimed ({d['epsilon']}, {d['delta']})-DP with "
-        f"DP-SGD; guesses: the {d['guesses_in']} highest movements \"in\", the {d['guesses_out']} lowest \"out\" "
-        "(fixed in params.yaml `selfcheck` before any run). At q = 1 DP-SGD is the Gaussian mechanism, so the "
-        "accountant's claim is exactly μ-GDP and the GDP one-run test checks the claim itself (no further "
-        f"assumption); a configuration is flagged when it rejects that claim at 1 − {d['alpha']}/{d['family']} "
-        "(Bonferroni over the configurations checked). The Steinke bound assumes nothing and is looser (it degrades "
-        "with m·δ). The ideal is what exact Gaussian scores of a correct engine give (median of a seeded "
-        "simulation). " + verdict
-        + (f" The guard's power: an engine adding half the noise it books is flagged in "
-           f"{data['power']['flag_rate']:.0%} of {data['power']['trials']} simulated runs at this family's level "
-           "(exact Gaussian scores); a smaller break can pass." if "power" in data else ""),
-        f"Checked: {data['checked']}. Not checked: {data['not_checked']}. Deliberately broken engines (half the "
-        "noise, one module unclipped, the accountant told q/10, noise after the all-reduce on one rank) are flagged "
-        "by seeded tests (tests/finetune/test_selfcheck.py; flag rates over fresh seeds: "
-        "benchmarks/selfcheck_mutants.py)."])
+        t.rows.append([r["config"], r["probe"], r["sample_rate"], r["steps"], r["optimizer"], r["accountant_epsilon"],
+                       _interval(r), _sensitivity(r), r["eps_lb_95"], r["gdp_eps_lb_95"], r["ideal"],
+                       ("FLAGGED: " + "; ".join(r["broke"])) if r["flagged"] else "pass"])
+    verdict = ("Every configuration passes: no test rejects the specification." if data["all_pass"] else
+               "At least one configuration is FLAGGED (the verdict names which part of the specification broke); no "
+               "DP figure of this report from an engine in that configuration should be trusted.")
+    power = data.get("power", {})
+    p9, p95 = power.get("noise_x0.9"), power.get("noise_x0.95")
+    tables = [t]
+    mutants = mutant_table(mutants_path) if mutants_path else None
+    paras = [
+        f"Before trusting any ε in this report: the project's own DP training path, tested against the specification "
+        f"of the mechanism its accountant accounted. {d['canaries']} gradient canaries in a linear probe "
+        f"({d['transformer_canaries']} in a transformer probe, whose own rows sit behind a Llama decoder layer over "
+        "6-token sequences), each a member by a fair seeded coin and each with a gradient in coordinates only it "
+        f"touches, far above C = {d['max_grad_norm']}, trained at a claimed ({d['epsilon']}, {d['delta']})-DP. "
+        "At every step the privatized gradient the optimizer receives is read along each canary's own gradient "
+        "direction; the specification says it is C/B × [drawn] + N(0, (σC/B)²) with σ and q those the accountant "
+        "booked. Tests (fixed in params.yaml `selfcheck` before any run), each at "
+        f"{d['alpha']} / ({d['family']} configurations × {len(d['tests'])} tests) = {d['test_level']:.2g}: the noise "
+        "scale (an exact χ² test on the never-drawn canaries), the clipped sensitivity (the members' movement per "
+        "recorded draw), the inclusion law (draws against Bin(T, q)), the noise's independence across steps, and "
+        "the one-run f-DP test of the final model against the accountant's own trade-off curve (q = 1: μ-GDP, the "
+        "claim itself; q < 1: the Poisson-subsampled Gaussian's, an assumption stated with stages/audit/curve.py); "
+        "plus an exact check that the optimizer's update is its update on the privatized gradient (DP-Adam(W) as "
+        "post-processing). ε̂ columns are the one-run bounds beside the tests; the ideal is DP-SGD's last iterate "
+        "(Adam's differs). " + verdict,
+    ]
+    if p9 and p95:
+        paras.append(
+            f"Power (exact χ² law of the noise test alone; the other tests can only add): an engine whose noise is "
+            f"0.9 × the booked σ is flagged by each configuration with probability ≥ "
+            f"{p9['least_per_configuration']:.4f}; at 0.95 × by the family with probability "
+            f"{p95['family_flag_rate']:.4f} (each configuration ≥ {p95['least_per_configuration']:.3f}).")
+    paras.append(f"Checked: {data['checked']}. Not checked: {data['not_checked']}.")
+    if mutants is not None:
+        tables.append(mutants)
+        paras.append("Deliberately broken engines (tests/mutants.py, never the product) over fresh seeds "
+                     "(benchmarks/selfcheck_mutants.py), each on a configuration of the default set and judged at "
+                     "the default family's level; the last column counts which part of the specification the "
+                     "verdicts named.")
+    return Section("DP engine self-check", tables=tables, paragraphs=paras)
