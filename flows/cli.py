@@ -33,12 +33,15 @@ EXAMPLES = {
     "ui": "leakaudit ui                 # UI at http://127.0.0.1:4200, deployment triggered from the UI\n"
           "  leakaudit ui --cron '0 3 * * *' --port 4300",
     "doctor": "leakaudit doctor             # exit 1 when a check fails",
-    "selfcheck": "leakaudit selfcheck          # gradient canaries through the DP path of every clipping mode and\n"
-                 "                               # paradigm; prints the table, writes reports/selfcheck.json, exit 1 "
-                 "if flagged",
+    "selfcheck": "leakaudit selfcheck          # gradient canaries through the DP path in every clipping mode, probe\n"
+                 "                               # and regime; tests the specification, writes reports/selfcheck.json, "
+                 "exit 1 if flagged",
     "export-canaries": "leakaudit export-canaries --run ext --out /tmp/ext-export\n"
                        "                               # train.jsonl, dataset/, tokenizer/, export.json; the sealed "
                        "membership file\n                               # goes to runs.ext.external.membership",
+    "release": "leakaudit release --run dp_eps8 --out /tmp/dp_eps8-release\n"
+               "                               # config.json, model.safetensors, tokenizer, release_manifest.json "
+               "(what was\n                               # left out: the membership file, auditor.json, run records)",
 }
 
 
@@ -49,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".", help="the project checkout (default: current directory)")
     sub = ap.add_subparsers(dest="command", required=True,
-                            metavar="{run,sweep,variance,report,lineage,ui,doctor,selfcheck,export-canaries}")
+                            metavar="{run,sweep,variance,report,lineage,ui,doctor,selfcheck,export-canaries,release}")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, description=help_, epilog="example:\n  " + EXAMPLES[name],
@@ -78,8 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--cron", default=None, help="schedule, e.g. '0 3 * * *' (none: trigger from the UI)")
     ui.add_argument("--name", default="leakage-audit", help="deployment name")
     add("doctor", "check the environment: packages, model file, data paths, writable caches")
-    sc = add("selfcheck", "the DP engine audits itself: a one-run audit of gradient canaries trained through the "
-                          "fine-tune's own DP path, against its accountant (params: selfcheck)")
+    sc = add("selfcheck", "the DP engine audits itself: gradient canaries trained through the fine-tune's own DP path, "
+                          "tested against the mechanism its accountant booked (params: selfcheck)")
     sc.add_argument("--params", default="params.yaml")
     sc.add_argument("--out", default=None, help="default: selfcheck.out in the params")
     ex = add("export-canaries", "write a run's canary-augmented training set (no membership column) to train it "
@@ -89,6 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--membership", default=None,
                     help="where the auditor keeps the membership file (default: runs.<run>.external.membership)")
     ex.add_argument("--params", default="params.yaml")
+    rl = add("release", "write a run's model as a plain transformers model (and tokenizer) alone, with a manifest of "
+                        "what was left out (the membership file, the auditor's record, the pipeline's records)")
+    rl.add_argument("--run", required=True)
+    rl.add_argument("--out", required=True, help="directory to write (replaced atomically)")
+    rl.add_argument("--params", default="params.yaml")
     ex.add_argument("--no-repro", action="store_true",
                     help="do not `dvc repro` the stages the export reads (base model, data, secrets, canaries)")
     return ap
@@ -222,6 +230,15 @@ def cmd_export_canaries(args) -> int:
     return 0
 
 
+def cmd_release(args) -> int:
+    from stages.finetune.api import release_for
+
+    manifest = release_for(args.run, Path(args.repo) / args.params, Path(args.out))
+    print(f"released run {args.run}: {len(manifest['files'])} files to {args.out}; left out: "
+          f"{', '.join(manifest['left_out'])}")
+    return 0
+
+
 def cmd_doctor(args) -> int:
     from flows.doctor import checks
 
@@ -234,7 +251,8 @@ def cmd_doctor(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "variance": cmd_variance, "report": cmd_report, "lineage": cmd_lineage,
-            "ui": cmd_ui, "doctor": cmd_doctor, "selfcheck": cmd_selfcheck, "export-canaries": cmd_export_canaries}
+            "ui": cmd_ui, "doctor": cmd_doctor, "selfcheck": cmd_selfcheck, "export-canaries": cmd_export_canaries,
+            "release": cmd_release}
 
 if __name__ == "__main__":
     main()

@@ -109,14 +109,14 @@ class AttackContext:
             reasons = [self.has(n) for n in need.split("|")]
             return None if any(r is None for r in reasons) else " and ".join(r for r in reasons if r)
         if need == "canaries":
-            return None if self.info["n_member_canaries"] else \
+            return None if self.info["has_canaries"] else \
                 f"run {self.run} was trained without canaries (finetune.canaries: false)"
         if need == "text":
             return None
         if need == "formatted":
             if not (self.where.canaries / FORMATTED_FILE).is_file():
                 return f"no formatted canaries in {self.where.canaries} (canaries.formatted.enabled: false)"
-            return None if self.info["n_formatted_rows"] else \
+            return None if self.info["has_formatted"] else \
                 f"run {self.run} was trained without the formatted canaries (finetune.canaries: false)"
         if need == "users":
             with_users = [d for d in DATASETS if DATASETS.get(d).users]

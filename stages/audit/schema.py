@@ -23,8 +23,9 @@ from ..core.io import read_json, read_table, write_json, write_table
 # 2: audit_primary / audit_exploratory / planned; 3: blind, shift_check, sanity_check, trainable,
 # canary_users_by_length; 4: canary_response, canary_gradients, audit_params.primary.runs; 5: intervals None below
 # audit.min_per_side (exact p instead), minus_blind, blind pools by fingerprint with verdict and power
-# (shift_check.pools)
-METRICS_VERSION = 6
+# (shift_check.pools); 7: training holds public quantities only (no n_examples, expected_batch_size), no
+# canary_gradients (the run's auditor.json)
+METRICS_VERSION = 7
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;
@@ -83,7 +84,7 @@ VERDICTS = {"shift": "INVALID MIA: distribution shift", "too_weak": "guard too w
 
 class RunMetrics(TypedDict, total=False):
     privacy: dict[str, Any]  # the run's privacy record (stages.finetune)
-    training: dict[str, Any]  # steps, sample_rate, expected_batch_size, expected exposures, n, seconds
+    training: dict[str, Any]  # steps, sample_rate, expected exposures, n_population, divisor (public only)
     trainable: dict[str, Any]  # paradigm, lora_r/targets, virtual_tokens, new_token_rows, secret_token_rows, parameters
     dataset: str
     utility: dict[str, Any]  # valid_nll, valid_perplexity

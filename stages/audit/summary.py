@@ -127,8 +127,9 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
     delta = audit_delta(params, info["privacy"])
     result: RunMetrics = {
         "privacy": info["privacy"],
-        "training": {k: info[k] for k in ("steps", "sample_rate", "expected_batch_size",
-                                          "expected_exposures_per_member", "n_examples", "n_population")},
+        # public quantities only: the member count and q x n are the auditor's (the run's auditor.json)
+        "training": {**{k: info[k] for k in ("steps", "sample_rate", "expected_exposures_per_member",
+                                             "n_population")}, "divisor": info["privacy"].get("divisor")},
         "trainable": trainable_summary(info),
         "dataset": info["params"]["dataset"],
         "utility": {"valid_nll": info["valid"]["nll"], "valid_perplexity": info["valid"]["perplexity"]},
@@ -170,7 +171,6 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
         result["canary_response"] = canary_response(canaries, params.primary.kind, member_inclusions(run_dir),
                                                     info["privacy"], params.bootstrap, params.seed,
                                                     params.min_per_side)
-        result["canary_gradients"] = info["canary_gradients"]
     return result, roc
 
 

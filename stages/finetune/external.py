@@ -24,8 +24,8 @@ from .loop import mean_nll
 from .manifest import write_run_manifest
 from .params import FinetuneParams
 from .privacy.engine import privacy_profile
-from .record import external_record, write_timing
-from .schema import EXTERNAL_DIR, RunRecord, TextSetup, write_run
+from .record import auditor_record, external_record, write_timing
+from .schema import AUDITOR_FILE, EXTERNAL_DIR, RunRecord, TextSetup, write_auditor, write_run
 
 log = logging.getLogger("stages.finetune")
 
@@ -102,6 +102,8 @@ def import_external(run: str, ft: FinetuneParams, where: Locations, out_dir: Pat
                              {"model_kind": kind, "files": digests, "membership_sha256": membership["sha256"],
                               "claim": privacy.get("claimed", False)})
     write_run(out_dir / "run.json", record)
+    # shares of the exported set (each example once), not of a sampling schedule the pipeline did not run
+    write_auditor(out_dir / AUDITOR_FILE, auditor_record(run, inputs, 1.0, 0.0, None, None, scheduled=[]))
     write_run_manifest(out_dir, inputs, None)  # which candidates the export held; its sampling we did not see
     write_timing(ft, run, {"train_seconds": None, "imported": True, "device": str(device)})
     log.info("run %s: imported an external %s model (%d files), valid ppl %.2f", run, kind, len(digests),

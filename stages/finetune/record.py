@@ -1,5 +1,6 @@
-"""A run's records: run.json (``run_record`` for a run trained here, ``external_record`` for one imported), its
-step log without timings, and the timing file (an operator-side log no stage reads)."""
+"""A run's records: run.json (``run_record`` for a run trained here, ``external_record`` for one imported; public
+quantities only), auditor.json (``auditor_record``: member counts and member-only statistics), its step log without
+timings, and the timing file (an operator-side log no stage reads)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +13,7 @@ from ..lm.trainable import Trainable
 from .inputs import Inputs
 from .loop import TrainResult, world
 from .params import FinetuneParams
-from .schema import RUN_VERSION, TIMING_FILE, RunRecord
+from .schema import RUN_VERSION, TIMING_FILE, AuditorRecord, RunRecord
 
 
 def canary_shares(canary_ex, formatted_ex, pool, scheduled, q: float, scheduled_rate: float) -> dict:
@@ -54,7 +55,9 @@ def timing_facts(result: TrainResult, device) -> dict:
 
 
 def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result: TrainResult, model, device,
-               where: Locations, utility: dict, privacy: dict, gradients: dict | None) -> RunRecord:
+               where: Locations, utility: dict, privacy: dict) -> RunRecord:
+    """run.json: public quantities only (the candidate pool's size, q, T, the privacy record); member counts and
+    member-only statistics go to ``auditor_record``."""
     return {
         "version": RUN_VERSION,
         "run": run,
@@ -65,17 +68,12 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "base_model": read_json(where.base_model / "source.json", "base_model"),
         "num_new_tokens": meta["num_new_tokens"],
         "new_token_init": meta["new_token_init"],
-        "n_examples": len(inputs.pool),
         "n_population": inputs.population,
-        "n_text_rows": len(inputs.text),
-        "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
-        "n_formatted_rows": len(inputs.formatted),
+        "has_canaries": bool(inputs.canaries),
+        "has_formatted": bool(inputs.formatted),
         "canary_users": sorted(inputs.canary_users),
         "secret_control": inputs.secret_control,
-        **canary_shares(inputs.canaries, inputs.formatted, inputs.pool, inputs.scheduled, result.sample_rate,
-                        ft.canary_repetitions / ft.steps),
         "sample_rate": result.sample_rate,
-        "expected_batch_size": result.expected_batch_size,
         "steps": result.steps,
         "expected_exposures_per_member": (ft.canary_repetitions if inputs.scheduled
                                           else result.sample_rate * result.steps),
@@ -84,8 +82,24 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "final_loss": result.log[-1].get("loss") if result.log else None,  # DP runs: none (loop.dp_record)
         "valid": {"rows": len(inputs.evals), **utility},
         "privacy": privacy,
-        "canary_gradients": gradients,
         "external": None,
+    }
+
+
+def auditor_record(run: str, inputs: Inputs, sample_rate: float, scheduled_rate: float,
+                   expected_batch_size: float | None, gradients: dict | None, scheduled=None) -> AuditorRecord:
+    """auditor.json: the run's member counts and member-only statistics (``schema.AuditorRecord``); the canary
+    shares are per step (pool at rate q, ``scheduled`` at ``scheduled_rate``; an external run: the exported set)."""
+    return {
+        "version": RUN_VERSION, "run": run,
+        "n_examples": len(inputs.pool),
+        "n_text_rows": len(inputs.text),
+        "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
+        "n_formatted_rows": len(inputs.formatted),
+        **canary_shares(inputs.canaries, inputs.formatted, inputs.pool,
+                        inputs.scheduled if scheduled is None else scheduled, sample_rate, scheduled_rate),
+        "expected_batch_size": expected_batch_size,
+        "canary_gradients": gradients,
     }
 
 
@@ -100,16 +114,13 @@ def external_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, mo
         "device": str(device), "world_size": 1,
         "base_model": read_json(where.base_model / "source.json", "base_model"),
         "num_new_tokens": meta["num_new_tokens"], "new_token_init": meta["new_token_init"],
-        "n_examples": len(inputs.pool), "n_population": inputs.population, "n_text_rows": len(inputs.text),
-        "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
-        "n_formatted_rows": len(inputs.formatted), "canary_users": sorted(inputs.canary_users),
+        "n_population": inputs.population, "has_canaries": bool(inputs.canaries),
+        "has_formatted": bool(inputs.formatted), "canary_users": sorted(inputs.canary_users),
         "secret_control": inputs.secret_control,
-        # shares of the exported set (each example once), not of a sampling schedule the pipeline did not run
-        **canary_shares(inputs.canaries, inputs.formatted, inputs.pool, [], 1.0, 0.0),
-        "sample_rate": privacy["sample_rate"], "expected_batch_size": None, "steps": privacy["steps"],
+        "sample_rate": privacy["sample_rate"], "steps": privacy["steps"],
         "expected_exposures_per_member": None, "canary_insertion": "external",
         "trainable_parameters": sum(p.numel() for p in model.parameters()), "final_loss": None,
         "valid": {"rows": len(inputs.evals), **utility},
-        "privacy": privacy, "canary_gradients": None,
+        "privacy": privacy,
         "external": external,
     }

@@ -22,8 +22,8 @@ from .inputs import Inputs, gather_inputs
 from .loop import TrainConfig, mean_nll, train
 from .manifest import write_run_manifest
 from .params import FinetuneParams
-from .record import run_record, timing_facts, write_log, write_timing
-from .schema import RunRecord, write_run
+from .record import auditor_record, run_record, timing_facts, write_log, write_timing
+from .schema import AUDITOR_FILE, RunRecord, write_auditor, write_run
 
 log = logging.getLogger("stages.finetune")
 
@@ -48,7 +48,8 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
     meta, canaries = read_canaries(where.canaries)
     model, tok = build_model(where.base_model, ft.trainable(meta), device)
     inputs = gather_inputs(ft, where, canaries, tok)
-    log.info("run %s: %d text rows + %d member canaries on %s", run, len(inputs.text), len(inputs.canaries), device)
+    # public quantities only: the member count is the auditor's (auditor.json), never a stage log's
+    log.info("run %s: a candidate pool of %d on %s", run, inputs.population, device)
     gradients = None
     if ft.dp.enabled and inputs.canaries and ft.diagnostics.gradient_canaries:
         with torch.random.fork_rng(devices=[]):  # a diagnostic: the training's random stream stays as it was
@@ -66,8 +67,11 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
     write_log(out_dir / "train_log.jsonl", result.log)
     privacy = result.privacy if result.privacy["dp"] else {
         "dp": False, "epsilon_spent": float("inf"), "sample_rate": result.sample_rate, "steps": result.steps}
-    record = run_record(run, ft, meta, inputs, result, model, device, where, utility, privacy, gradients)
+    record = run_record(run, ft, meta, inputs, result, model, device, where, utility, privacy)
     write_run(out_dir / "run.json", record)
+    write_auditor(out_dir / AUDITOR_FILE, auditor_record(run, inputs, result.sample_rate,
+                                                         ft.canary_repetitions / ft.steps, result.expected_batch_size,
+                                                         gradients))
     write_run_manifest(out_dir, inputs, result.inclusions)
     write_timing(ft, run, timing_facts(result, device))
     took = "" if privacy["dp"] else f" in {result.seconds:.0f} s"  # a DP run's time: the timing file, labelled

@@ -29,8 +29,11 @@ from ..core.io import read_json, read_table, write_json, write_table
 RUN_VERSION = 7  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
 #                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed;
 #                 5: canary_inclusions, canary_gradients, privacy.divisor; 6: external;
-#                 7: canary_inclusions, train_seconds and resumed_from_step gone (manifest.parquet, the timing file)
+#                 7: canary_inclusions, train_seconds and resumed_from_step gone (manifest.parquet, the timing file);
+#                 8: member counts, canary shares, expected_batch_size (q n) and canary_gradients moved to auditor.json
 RUN_FILE = "run.json"
+#: the run's auditor-only record (member counts and member-only statistics): never part of a released model
+AUDITOR_FILE = "auditor.json"
 MANIFEST_FILE = "manifest.parquet"
 MANIFEST_VERSION = 1
 TIMING_FILE = "{run}.json"  # in finetune.log_dir: train_seconds, per-step seconds, resumed_from_step (uncached)
@@ -61,19 +64,12 @@ class RunRecord(TypedDict):
     base_model: dict[str, Any]  # data/models/base/source.json
     num_new_tokens: int
     new_token_init: str
-    n_examples: int  # the Poisson-sampled pool: text rows, formatted and member canaries
-    n_population: int  # q = batch_size / n_population: the pool with every canary, member or not
-    n_text_rows: int
-    n_member_canaries: dict[str, int]  # kind -> member canaries inserted
-    n_formatted_rows: int
+    n_population: int  # q = batch_size / n_population: the pool with every canary, member or not (public)
+    has_canaries: bool  # trained with member canaries (finetune.canaries)
+    has_formatted: bool  # trained with the formatted canary rows
     canary_users: list[str]
     secret_control: dict[str, Any] | None  # finetune.schema.secret_control's record (None: no randomised control)
-    canary_share_of_tokens: float
-    canary_share_of_loss_tokens: float
-    formatted_canary_share_of_tokens: float
-    formatted_canary_share_of_loss_tokens: float
     sample_rate: float
-    expected_batch_size: float
     steps: int
     expected_exposures_per_member: float
     canary_insertion: str
@@ -81,11 +77,45 @@ class RunRecord(TypedDict):
     final_loss: float | None
     valid: dict[str, Any]  # rows, tokens, nll, perplexity
     privacy: dict[str, Any]  # dp, epsilon_spent, delta, noise_multiplier, sample_rate, steps, divisor, ...
-    #: auditor-side record (finetune.diagnostics): the canaries' gradient diagnostics per kind (DP runs; else None)
-    canary_gradients: dict[str, Any] | None
     #: a run trained elsewhere (finetune.external): model_kind (hf | peft), files (path -> sha-256 of the imported
     #: copy in external/), membership_sha256, claim (whether the privacy record is the trainer's claim); else None
     external: dict[str, Any] | None
+
+
+class AuditorRecord(TypedDict):
+    """auditor.json: what only the auditor may see of a run (functions of who is a member). Beside the weights and
+    manifest.parquet in the run's directory; ``leakaudit release`` leaves it out, as it leaves the manifest."""
+
+    version: int
+    run: str
+    n_examples: int  # the Poisson-sampled pool: text rows, formatted and member canaries (the member count)
+    n_text_rows: int
+    n_member_canaries: dict[str, int]  # kind -> member canaries inserted
+    n_formatted_rows: int
+    canary_share_of_tokens: float
+    canary_share_of_loss_tokens: float
+    formatted_canary_share_of_tokens: float
+    formatted_canary_share_of_loss_tokens: float
+    expected_batch_size: float | None  # q x n_examples (the public divisor is q x n_population: privacy.divisor)
+    #: the canaries' gradient diagnostics per kind (finetune.diagnostics; DP runs, else None)
+    canary_gradients: dict[str, Any] | None
+
+
+def write_auditor(path: Path, record: AuditorRecord) -> None:
+    missing = [k for k in AuditorRecord.__annotations__ if k not in record]
+    if missing:
+        raise ValueError(f"auditor record lacks {', '.join(missing)}")
+    write_json(path, record)
+
+
+def read_auditor(run_dir: Path, run: str | None = None) -> AuditorRecord:
+    """auditor.json of a fine-tuned run (the auditor-only record)."""
+    path = Path(run_dir) / AUDITOR_FILE
+    record = read_json(path, f"finetune@{run or Path(run_dir).name}")
+    if record.get("version") != RUN_VERSION:
+        raise DataError(f"{path}: auditor record version {record.get('version')!r}, expected {RUN_VERSION} "
+                        f"(rerun the finetune@{run or Path(run_dir).name} stage)")
+    return record
 
 
 def write_run(path: Path, record: RunRecord) -> None:

@@ -11,7 +11,7 @@ from ..core import lineage as lin
 from ..core.artifacts import Locations
 from ..core.formatting import flatten
 from ..core.io import atomic_file, write_json
-from ..finetune.schema import read_run
+from ..finetune.schema import read_auditor, read_run
 from .headline import headline_markdown, headline_metrics
 from .inputs import Inputs
 from .render import to_html, to_markdown
@@ -41,7 +41,7 @@ from .sections.variance import variance_section
 SECTIONS = (headline_section, summary_section,
             lambda inp: selfcheck_section(inp.selfcheck, inp.selfcheck_mutants), audit_section,
             ceiling_section,
-            lambda inp: response_section(inp.runs), lambda inp: study_section(inp.study_dir, inp.threats),
+            lambda inp: response_section(inp.runs, inp.auditor), lambda inp: study_section(inp.study_dir, inp.threats),
             exploratory_section, mia_section, blind_section,
             canary_designs_section, sweeps_section, lambda inp: variance_section(inp.variance_dir), exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,
@@ -64,7 +64,8 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     inp = Inputs(metrics, read_roc(where.roc), where, lock, git, verified, out_dir / "plots", out_dir,
                  lin.number_lineage(metrics, lock, git, verified),
                  {r: read_run(where.run_dir(r), r)["base_model"] for r in metrics["runs"]},
-                 variance_dir, study_dir, selfcheck, threat_models(where, list(metrics["runs"])), selfcheck_mutants)
+                 variance_dir, study_dir, selfcheck, threat_models(where, list(metrics["runs"])),
+                 {r: read_auditor(where.run_dir(r), r) for r in metrics["runs"]}, selfcheck_mutants)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

@@ -28,6 +28,7 @@ class Inputs:
     study_dir: Path | None = None  # the audit design study (reports/audit_study/, flows/audit_study.py)
     selfcheck: Path | None = None  # the DP engine self-check (reports/selfcheck.json, leakaudit selfcheck)
     threats: dict = field(default_factory=dict)  # attack -> the threat model it declares (its attack records)
+    auditor: dict = field(default_factory=dict)  # run -> its auditor-only record (finetune's auditor.json)
     selfcheck_mutants: Path | None = None  # the self-check's mutant flag rates (benchmarks/selfcheck_mutants.py)
 
     @property

@@ -143,8 +143,8 @@ def test_attacks_name_what_a_run_lacks(tmp_path, attack, dataset, canaries, need
     where = locations(raw)
     (tmp_path / "canaries").mkdir()
     (tmp_path / "canaries" / "formatted.parquet").write_text("")
-    record = {"params": {**raw["finetune"], "dataset": dataset}, "n_member_canaries": {"random": 3} if canaries else {},
-              "n_formatted_rows": 0, "num_new_tokens": 0}
+    record = {"params": {**raw["finetune"], "dataset": dataset}, "has_canaries": canaries,
+              "has_formatted": False, "num_new_tokens": 0}
     ctx = AttackContext("r1", params(AttackParams, "attack"), where, record, device=torch.device("cpu"))
     reasons = [ctx.has(n) for n in ATTACKS.get(attack).needs]
     assert any(r and needle in r for r in reasons), reasons

@@ -6,7 +6,8 @@ import pytest
 
 from support import PYTHON, ROOT
 
-SUBCOMMANDS = ("run", "sweep", "variance", "report", "lineage", "ui", "doctor", "selfcheck", "export-canaries")
+SUBCOMMANDS = ("run", "sweep", "variance", "report", "lineage", "ui", "doctor", "selfcheck", "export-canaries",
+               "release")
 
 
 def test_help_lists_every_subcommand_with_an_example():

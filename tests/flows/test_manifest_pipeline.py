@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from stages.finetune.schema import read_manifest, read_run
+from stages.finetune.schema import read_auditor, read_manifest
 from support import run
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ def test_every_attacks_member_labels_are_the_manifests(reproduced_template):
     checked = set()
     for name in runs:
         manifest = {(r["source"], r["candidate_id"]): r["member"] for r in read_manifest(d / "data/models" / name)}
-        record = read_run(d / "data/models" / name)
+        record = read_auditor(d / "data/models" / name)  # the member counts: the auditor-only record
         text = [m for (s, _), m in manifest.items() if s == "text"]
         assert sum(text) == record["n_text_rows"] and len(text) == 2 * record["n_text_rows"]
         for kind, n in record["n_member_canaries"].items():

@@ -89,6 +89,55 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
     assert entry["inputs"]["data/scores"].endswith(".dir")
 
 
+def _numbers_and_keys(data, out=None) -> set:
+    """Every number, numeric string and key of a JSON document."""
+    out = set() if out is None else out
+    if isinstance(data, dict):
+        for k, v in data.items():
+            out.add(str(k))
+            _numbers_and_keys(v, out)
+    elif isinstance(data, list):
+        for v in data:
+            _numbers_and_keys(v, out)
+    elif isinstance(data, (int, float)) and not isinstance(data, bool):
+        out.add(data)
+    elif isinstance(data, str) and re.fullmatch(r"-?\d+(\.0+)?", data):
+        out.add(float(data))
+    return out
+
+
+def test_a_dp_runs_published_outputs_hold_no_member_count(reproduced_template, tmp_path):
+    """The member count of the DP run (its auditor-only record) is nowhere in metrics.json, run.json or the step
+    log (the stage log: test_two_processes_train_like_one); `leakaudit release` writes the model alone (no
+    membership file), loadable by transformers, its tokenizer the base model's own."""
+    from transformers import AutoModelForCausalLM
+
+    from stages.finetune.schema import read_auditor
+
+    d = reproduced_template.path
+    n = read_auditor(d / "data/models/dp")["n_examples"]
+    published = [d / "reports/metrics.json", d / "data/models/dp/run.json"]
+    for f in published:
+        found = _numbers_and_keys(json.loads(f.read_text()))
+        assert n not in found and float(n) not in found and str(n) not in found, f
+    assert all(json.loads(x) == {"step": k + 1}
+               for k, x in enumerate((d / "data/models/dp/train_log.jsonl").read_text().splitlines()))
+    out = tmp_path / "release"
+    res = run([PYTHON, "-m", "flows.cli", "--repo", str(d), "release", "--run", "dp", "--out", str(out)], d)
+    assert "left out: manifest.parquet, auditor.json" in res.stdout
+    names = {p.name for p in out.iterdir()}
+    assert "manifest.parquet" not in names and "auditor.json" not in names and "run.json" not in names
+    for f in ("release_manifest.json", "config.json", "generation_config.json"):
+        if (out / f).is_file():
+            found = _numbers_and_keys(json.loads((out / f).read_text()))
+            assert n not in found and str(n) not in found, f
+    base = d / "data/models/base"
+    for f in out.glob("tokenizer*.json"):  # the base model's tokenizer, unchanged: nothing of the run in it
+        assert json.loads(f.read_text()) == json.loads((base / f.name).read_text()), f.name
+    lm = AutoModelForCausalLM.from_pretrained(out)
+    assert lm.get_input_embeddings().num_embeddings == json.loads((out / "config.json").read_text())["vocab_size"]
+
+
 def test_two_processes_train_like_one(reproduced_project):
     """finetune.distributed: the stage relaunches itself under torchrun (2 gloo processes on CPU). Both ranks
     draw the same Poisson batches and split them; rank 0 alone adds the noise, from the same generator as the
@@ -101,8 +150,13 @@ def test_two_processes_train_like_one(reproduced_project):
     params["runs"]["dp"]["distributed"] = {"nproc_per_node": 2}
     alt = project / "params_2proc.yaml"
     alt.write_text(yaml.safe_dump(params, sort_keys=False))
-    run([PYTHON, "-m", "stages.finetune", "--run", "dp", "--params", alt.name], project)
+    res = run([PYTHON, "-m", "stages.finetune", "--run", "dp", "--params", alt.name], project)
     one, two = (project / "data/models/dp", project / "data/models_2proc/dp")
+    from stages.finetune.schema import read_auditor
+
+    n = read_auditor(two)["n_examples"]  # the stage log names public quantities only, never the member count
+    stage_log = [ln for ln in (res.stdout + res.stderr).splitlines() if "run dp:" in ln]
+    assert stage_log and not any(re.search(rf"\b{n}\b", ln) for ln in stage_log), stage_log
     r1, r2 = (json.loads((d / "run.json").read_text()) for d in (one, two))
     assert (r1["world_size"], r2["world_size"]) == (1, 2) and r2["privacy"]["world_size"] == 2
     for key in ("epsilon_spent", "noise_multiplier", "sample_rate", "accounted_steps"):

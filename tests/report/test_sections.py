@@ -66,15 +66,16 @@ def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_pat
                                 ("3+", 150, 0.8, 1.3))}
     runs = {"dp": {"canary_response": {"kind": "new_token", "bins": ["0", "1", "2", "3+"], "ideal_model": "linear",
                                        "attacks": {"whitebox": {"bins": bins, "z_per_inclusion": 0.27,
-                                                                "ideal_z_per_inclusion": 0.39}}},
-                   "canary_gradients": {"new_token": {"canaries": 32, "clip_norm": 1.0, "norm_median": 51.0,
-                                                      "norm_p10": 45.0, "norm_p90": 57.0, "clipped_share": 1.0,
-                                                      "own_rows_share_median": 0.99, "own_rows_share_p10": 0.91}}},
+                                                                "ideal_z_per_inclusion": 0.39}}}},
             "nondp": {}}
-    md = to_markdown("t", [response_section(runs)], Path("."))
+    auditor = {"dp": {"canary_gradients": {"new_token": {
+        "canaries": 32, "clip_norm": 1.0, "norm_median": 51.0, "norm_p10": 45.0, "norm_p90": 57.0, "clipped_share": 1.0,
+        "own_rows_share_median": 0.99, "own_rows_share_p10": 0.91}}}}
+    assert "51.0" not in to_markdown("t", [response_section(runs)], Path("."))  # metrics.json alone: no gradients
+    md = to_markdown("t", [response_section(runs, auditor)], Path("."))
     assert "whitebox: mean z [95% CI]" in md and "ideal canary z (linear model)" in md
     assert "| dp | 3+ | 150 | 0.800 [0.700, 0.900] | 1.300 |" in md.replace("0.8 ", "0.800 ")
-    assert "51.0" in md and "own rows" in md
+    assert "51.0" in md and "own rows" in md and "auditor-only" in md  # the member statistic, labelled
     assert study_section(tmp_path) is None  # no study yet: no section
     row = {"phase": "recipes", "recipe": "dp_sgd", "profile": "p", "design": "whitebox k+100 k-0", "v": 80, "r": 100,
            "eps_lb_95": 0.9, "ideal_eps_lb_95_median": 1.3, "efficiency_95": 0.69, "valid_perplexity": 30.0}
@@ -111,7 +112,7 @@ def test_training_table_needs_no_timings():
 
     run = {"dataset": "personachat", "privacy": {"dp": True, "noise_multiplier": 0.8, "max_grad_norm": 1.0,
                                                   "grad_sample_mode": "bk"},
-           "training": {"sample_rate": 0.2, "steps": 10, "expected_exposures_per_member": 2.0, "n_examples": 100},
+           "training": {"sample_rate": 0.2, "steps": 10, "expected_exposures_per_member": 2.0, "n_population": 100},
            "utility": {"valid_perplexity": 70.0}}
     md = to_markdown("t", [training_section(_inputs({"dp": run}, []))], Path("."))
     assert ("seconds" not in md

@@ -1,5 +1,6 @@
 """Canary response: the member signal per number of steps that sampled a canary, and the canaries' gradient
-diagnostics (``runs.<run>.canary_response`` / ``canary_gradients`` of metrics.json)."""
+diagnostics (``runs.<run>.canary_response`` of metrics.json; ``canary_gradients`` of each run's auditor-only
+auditor.json, labelled so)."""
 from __future__ import annotations
 
 from ...core.formatting import Table, fmt
@@ -13,7 +14,8 @@ def _cell(b: dict) -> str:
     return f"{fmt(b['mean_z'])} [{fmt(lo_hi[0])}, {fmt(lo_hi[1])}]" if lo_hi else fmt(b["mean_z"])
 
 
-def response_section(runs: dict) -> Section | None:
+def response_section(runs: dict, auditor: dict | None = None) -> Section | None:
+    """``auditor``: run -> its auditor.json (member-only statistics, shown labelled as the auditor's)."""
     tables, paras = [], []
     for run, r in runs.items():
         resp = r.get("canary_response")
@@ -31,10 +33,11 @@ def response_section(runs: dict) -> Section | None:
                        *[fmt(resp["attacks"][a]["z_per_inclusion"]) for a in attacks],
                        *([fmt(resp["attacks"][attacks[0]]["ideal_z_per_inclusion"])] if dp else [])])
         tables.append(t)
-        g = r.get("canary_gradients")
+        g = (auditor or {}).get(run, {}).get("canary_gradients")
         if g:
-            gt = Table(["run", "kind", "canaries measured", "gradient norm median [p10, p90]", "clip norm",
-                        "share clipped", "share of ‖g‖² in own rows (median, p10)"])
+            gt = Table(["run (auditor-only: its auditor.json)", "kind", "canaries measured",
+                        "gradient norm median [p10, p90]", "clip norm", "share clipped",
+                        "share of ‖g‖² in own rows (median, p10)"])
             for kind, d in g.items():
                 gt.rows.append([run, kind, d["canaries"], f"{fmt(d['norm_median'])} [{fmt(d['norm_p10'])}, "
                                 f"{fmt(d['norm_p90'])}]", d["clip_norm"], d["clipped_share"],
@@ -49,5 +52,7 @@ def response_section(runs: dict) -> Section | None:
         "canary sampled k times sits k / (√T σ) null standard deviations up (last column; a heuristic): a score far "
         "below that line is losing signal in the score, the optimizer or the clipping. The gradient table, measured "
         "at the initial model, says how far above the clip norm a canary's gradient is and how much of it lies in "
-        "the secret token's own rows, the coordinates the contrast and white-box scores read.")
+        "the secret token's own rows, the coordinates the contrast and white-box scores read. It is auditor-only: "
+        "measured on member canaries, it is a member statistic the accountant does not cover (the run's auditor.json, "
+        "never in metrics.json or a released model).")
     return Section("Canary response: where the member signal goes", tables=tables, paragraphs=paras)

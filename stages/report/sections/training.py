@@ -15,7 +15,7 @@ def _clipping(pv: dict) -> str:
 
 
 def training_section(inp: Inputs) -> Section:
-    tr = Table(["run", "dataset", "DP", "σ", "C", "q", "steps T", "expected exposures q·T", "examples n",
+    tr = Table(["run", "dataset", "DP", "σ", "C", "q", "steps T", "expected exposures q·T", "candidate pool",
                 "valid perplexity", "noise and sampler RNG", "clipping"])
     external = []
     for run, r in inp.runs.items():
@@ -24,7 +24,7 @@ def training_section(inp: Inputs) -> Section:
             external.append(_external_note(run, pv))
         tr.rows.append([f"{run} (trained elsewhere)" if pv.get("external") else run, r["dataset"], pv.get("dp"),
                         pv.get("noise_multiplier"), pv.get("max_grad_norm"),
-                        t["sample_rate"], t["steps"], t["expected_exposures_per_member"], t["n_examples"],
+                        t["sample_rate"], t["steps"], t["expected_exposures_per_member"], t["n_population"],
                         r["utility"]["valid_perplexity"],
                         pv.get("rng", "seeded (finetune.seed)") if pv.get("dp") else "—", _clipping(pv)])
     return Section("Training, privacy accounting and utility", tables=[tr], paragraphs=[
