@@ -55,8 +55,25 @@ class PeakRSS:
         self._t.join()
 
 
+def durations(xs: list[float]) -> list[float]:
+    return [b - a for a, b in zip(xs, xs[1:])]
+
+
 CONFIGS = {"lora": ("lora", False), "full": ("full", False), "full+emb": ("full", True)}
 MODES = (None, "ghost", "bk", "hooks")
+
+
+def step_tokens(examples, q: float, steps: int, seed: int) -> list[int]:
+    """Tokens in each step's Poisson batch: the loop's sampler replayed from its seed (a DP run's step log holds
+    the step index only, so the benchmark counts what it trained on itself; DP and non-DP draw the same batches)."""
+    import numpy as np
+
+    from stages.core.seeds import stream
+    from stages.finetune.sampling import poisson_draw
+
+    rng = np.random.default_rng(stream("finetune.sampler").int_seed(seed))
+    lengths = np.array([len(e) for e in examples])
+    return [int(lengths[poisson_draw(rng, len(examples), q)].sum()) for _ in range(steps)]
 
 
 def measure(args, name: str, mode: str | None, steps: int, chunk: int) -> dict:
@@ -73,13 +90,15 @@ def measure(args, name: str, mode: str | None, steps: int, chunk: int) -> dict:
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     dp = dataclasses.replace(ctx["ft"].dp, enabled=True, delta=1e-5, grad_sample_mode=mode) if mode else None
     base_rss = rss_mb()
+    ends: list[float] = []  # when each step ended (timed here: a DP run's log holds no timings)
     with PeakRSS() as mem:
+        start = time.perf_counter()
         res = train(model, ctx["examples"], TrainConfig(
             steps=steps + 1, batch_size=ctx["ft"].batch_size, physical_batch_size=chunk, lr=ctx["ft"].lr,
             weight_decay=ctx["ft"].weight_decay, clip_norm=ctx["ft"].clip_norm, seed=ctx["ft"].seed,
-            pad_id=tok.pad_token_id, dp=dp))
-    secs = [r["seconds"] for r in res.log[1:]]
-    tokens = sum(r["tokens"] for r in res.log[1:])
+            pad_id=tok.pad_token_id, dp=dp, progress=False, on_step=lambda rec: ends.append(time.perf_counter())))
+    secs = list(durations([start, *ends]))[1:]  # the first step warms up
+    tokens = sum(step_tokens(ctx["examples"], res.sample_rate, steps + 1, ctx["ft"].seed)[1:])
     out = {"config": name, "mode": mode or "non-DP", "trainable": n_train, "chunk": chunk,
            "step_s": sum(secs) / len(secs),
            "peak_mb": mem.peak, "growth_mb": mem.peak - base_rss, "tokens_per_s": tokens / sum(secs)}

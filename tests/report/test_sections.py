@@ -117,3 +117,24 @@ def test_training_table_needs_no_timings():
     md = to_markdown("t", [training_section(_inputs({"dp": run}, []))], Path("."))
     assert ("seconds" not in md
             and "| dp | personachat | yes | 0.800 | 1.000 | 0.200 | 10 | 2.000 | 100 | 70.000 |" in md)
+
+
+def test_selfcheck_section_shows_each_regime_the_power_and_the_mutants(tmp_path):
+    """The committed self-check (reports/selfcheck.json) and the mutants' flag rates, as the report shows them."""
+    import json
+
+    from stages.report.sections.selfcheck import selfcheck_section
+    from support import ROOT
+
+    data = json.loads((ROOT / "reports/selfcheck.json").read_text())
+    mutants = tmp_path / "mutants.json"
+    mutants.write_text(json.dumps({"family": 17, "alpha": 0.001, "tests": 5, "rows": [
+        {"mutant": None, "config": "bk/linear:lora/q1xT1/sgd/1p", "seeds": 20, "flagged": 0, "named": {}},
+        {"mutant": "noise_x0.9", "config": "hooks/transformer:rows/q0.5xT4/adamw/1p", "seeds": 20, "flagged": 20,
+         "named": {"noise scale": 20}}]}))
+    md = to_markdown("t", [selfcheck_section(ROOT / "reports/selfcheck.json", mutants)], Path("."))
+    assert md.count("| pass |") == len(data["rows"]) and "transformer" in md and "adamw" in md
+    assert "noise ÷ booked [CI]" in md and "0.9 × the booked σ" in md and "Not checked:" in md
+    assert "| none (the correct engine) | bk/linear:lora/q1xT1/sgd/1p | 0 of 20 | — |" in md
+    assert "| noise_x0.9 |" in md and "noise scale (20)" in md
+    assert selfcheck_section(tmp_path / "missing.json") is None
