@@ -101,38 +101,37 @@ class AuditorRecord(TypedDict):
     canary_gradients: dict[str, Any] | None
 
 
-def write_auditor(path: Path, record: AuditorRecord) -> None:
-    missing = [k for k in AuditorRecord.__annotations__ if k not in record]
+def _write_record(path: Path, record: dict, schema: type, what: str) -> None:
+    missing = [k for k in schema.__annotations__ if k not in record]
     if missing:
-        raise ValueError(f"auditor record lacks {', '.join(missing)}")
+        raise ValueError(f"{what} lacks {', '.join(missing)}")
     write_json(path, record)
+
+
+def _read_record(path: Path, run: str, what: str) -> dict:
+    record = read_json(path, f"finetune@{run}")
+    if record.get("version") != RUN_VERSION:
+        raise DataError(f"{path}: {what} version {record.get('version')!r}, expected {RUN_VERSION} "
+                        f"(rerun the finetune@{run} stage)")
+    return record
+
+
+def write_auditor(path: Path, record: AuditorRecord) -> None:
+    _write_record(path, record, AuditorRecord, "auditor record")
 
 
 def read_auditor(run_dir: Path, run: str | None = None) -> AuditorRecord:
     """auditor.json of a fine-tuned run (the auditor-only record)."""
-    path = Path(run_dir) / AUDITOR_FILE
-    record = read_json(path, f"finetune@{run or Path(run_dir).name}")
-    if record.get("version") != RUN_VERSION:
-        raise DataError(f"{path}: auditor record version {record.get('version')!r}, expected {RUN_VERSION} "
-                        f"(rerun the finetune@{run or Path(run_dir).name} stage)")
-    return record
+    return _read_record(Path(run_dir) / AUDITOR_FILE, run or Path(run_dir).name, "auditor record")
 
 
 def write_run(path: Path, record: RunRecord) -> None:
-    missing = [k for k in RunRecord.__annotations__ if k not in record]
-    if missing:
-        raise ValueError(f"run record lacks {', '.join(missing)}")
-    write_json(path, record)
+    _write_record(path, record, RunRecord, "run record")
 
 
 def read_run(run_dir: Path, run: str | None = None) -> RunRecord:
     """run.json of a fine-tuned run; a missing file names the stage to run, another version is refused."""
-    path = Path(run_dir) / RUN_FILE
-    record = read_json(path, f"finetune@{run or Path(run_dir).name}")
-    if record.get("version") != RUN_VERSION:
-        raise DataError(f"{path}: run record version {record.get('version')!r}, expected {RUN_VERSION} "
-                        f"(rerun the finetune@{run or Path(run_dir).name} stage)")
-    return record
+    return _read_record(Path(run_dir) / RUN_FILE, run or Path(run_dir).name, "run record")
 
 
 @dataclass(frozen=True)
