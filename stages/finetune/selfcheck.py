@@ -100,20 +100,25 @@ def _flat(tensors: dict[str, torch.Tensor], m: int) -> torch.Tensor:
     return torch.cat([t.detach().double().reshape(m, -1) for t in tensors.values()], 1)
 
 
+def along(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Each row of ``x`` (m, k) projected on the unit direction of the same row of ``g``."""
+    return (x * g).sum(1) / g.norm(dim=1).clamp(min=1e-300)
+
+
 def project(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor],
             grads: dict[str, torch.Tensor]) -> np.ndarray:
     """Movement of each canary's own coordinates along minus its gradient's direction (members: positive)."""
     m = len(next(iter(grads.values())))
-    g = _flat(grads, m)
-    moved = _flat(after, m) - _flat(before, m)
-    return (-(moved * g).sum(1) / g.norm(dim=1).clamp(min=1e-300)).numpy()
+    return (-along(_flat(after, m) - _flat(before, m), _flat(grads, m))).numpy()
 
 
 class Recorder:
     """Observes the optimizer opacus wraps as each step begins (a global step pre-hook filtered to it): the
     privatized gradient along each canary's own gradient direction at those weights, and every trainable tensor's
     gradient for the replay. ``twin``: a second probe (same seed, never wrapped) that the live own weights are
-    copied into to read the directions of a probe whose gradient direction moves with the weights."""
+    copied into to read the directions of a probe whose gradient direction moves with the weights; None: the
+    directions are constant (the linear probe), read once here, before opacus wraps ``model``. ``initial``: the
+    directions at the initial weights (the one-run test's score reads the movement along them)."""
 
     def __init__(self, model, twin, clip: float, divisor: float):
         self.model, self.twin, self.clip, self.divisor = model, twin, clip, divisor
@@ -121,16 +126,18 @@ class Recorder:
         self.per_step: list[np.ndarray] = []
         self.grads: list[list[torch.Tensor]] = []
         self.clip_ratio = math.inf
-        self.fixed = gradient_directions(model) if twin is None else None
+        self.initial = gradient_directions(model) if twin is None else None
 
     def directions(self) -> dict[str, torch.Tensor]:
-        if self.fixed is not None:
-            return self.fixed
+        if self.twin is None:
+            return self.initial
         with torch.no_grad():
             live = self.model.own_parameters()
             for n, p in self.twin.own_parameters().items():
                 p.copy_(live[n])
-        return gradient_directions(self.twin)
+        dirs = gradient_directions(self.twin)
+        self.initial = dirs if self.initial is None else self.initial
+        return dirs
 
     def hook(self, opt, args, kwargs) -> None:
         if type(opt).__module__.startswith("opacus"):
@@ -140,10 +147,9 @@ class Recorder:
             return  # another optimizer's step
         own = self.model.own_parameters()
         g = _flat(self.directions(), self.model.m)
-        norm = g.norm(dim=1)
-        self.clip_ratio = min(self.clip_ratio, float(norm.min()) / self.clip)
+        self.clip_ratio = min(self.clip_ratio, float(g.norm(dim=1).min()) / self.clip)
         received = _flat({n: p.grad for n, p in own.items()}, self.model.m)
-        self.per_step.append(((received * g).sum(1) / norm.clamp(min=1e-300) / (self.clip / self.divisor)).numpy())
+        self.per_step.append((along(received, g) / (self.clip / self.divisor)).numpy())
         self.grads.append([p.grad.detach().clone() for p in params])
 
     def __enter__(self) -> "Recorder":
@@ -198,17 +204,17 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
     pool = [e for e, y in zip(model.examples(), members) if y]
     rank = world()[0]
     divisor = public_divisor(config.sample_rate, m)
-    recorder = Recorder(model, None if config.probe == "linear" else probe(), sc.max_grad_norm, divisor)
-    initial_dirs = recorder.fixed if recorder.fixed is not None else gradient_directions(model)
-    before = {n: p.detach().clone() for n, p in model.own_parameters().items()}
-    initial = [p.detach().clone() for p in recorder.trainable]
+    # rank 0 records (its model is the one scored); the other ranks only train their share
+    recorder = Recorder(model, None if config.probe == "linear" else probe(), sc.max_grad_norm,
+                        divisor) if rank == 0 else None
+    initial = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     stop = config.steps // 2 if config.resume else None
 
     def stop_at(rec):
         if rec["step"] == stop:
             raise _Stopped
 
-    with tempfile.TemporaryDirectory() as tmp, (recorder if rank == 0 else contextlib.nullcontext()):
+    with tempfile.TemporaryDirectory() as tmp, (recorder or contextlib.nullcontext()):
         ck = Checkpointer(Path(tmp) / "probe.pt", every=stop, fingerprint="selfcheck") if stop else None
         cfg = TrainConfig(
             steps=config.steps, batch_size=1, physical_batch_size=sc.physical_batch_size, lr=sc.lr,
@@ -218,24 +224,25 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
         try:
             result = train(model, pool, cfg)
         except _Stopped:  # the run is killed after its checkpoint; a new probe resumes it
-            model = recorder.model = probe()
-            recorder.trainable = [p for p in model.parameters() if p.requires_grad]
+            model = probe()
+            if recorder:
+                recorder.model, recorder.trainable = model, [p for p in model.parameters() if p.requires_grad]
             result = train(model, pool, dataclasses.replace(cfg, on_step=None))
             assert result.resumed_from == stop, "the resumed run did not start from its checkpoint"
-    if rank != 0:
+    if recorder is None:
         return None
-    after = {n: p.detach().clone() for n, p in model.own_parameters().items()}
+    own = model.own_parameters()
     final = [p.detach() for p in recorder.trainable]
-    replayed = replay(initial, recorder.grads, config.optimizer, sc.lr)
-    moved = max(float((f - i).abs().max()) for f, i in zip(final, initial))
+    replayed = replay(list(initial.values()), recorder.grads, config.optimizer, sc.lr)
+    moved = max(float((f - i).abs().max()) for f, i in zip(final, initial.values()))
     error = max(float((f - r).abs().max()) for f, r in zip(final, replayed)) / max(moved, 1e-30)
     keys = ("epsilon_spent", "delta", "noise_multiplier", "sample_rate", "steps", "grad_sample_mode", "world_size",
             "accountant", "max_grad_norm", "optimizer", "accountant_history")
     privacy = {k: result.privacy[k] for k in keys}
     counts = np.zeros(m, dtype=np.int64)
     counts[members] = result.inclusions
-    return Trial(project(before, after, initial_dirs), members, privacy, np.array(recorder.per_step), counts,
-                 error, recorder.clip_ratio, divisor)
+    score = project({n: initial[n] for n in own}, {n: p.detach() for n, p in own.items()}, recorder.initial)
+    return Trial(score, members, privacy, np.array(recorder.per_step), counts, error, recorder.clip_ratio, divisor)
 
 
 class _Stopped(Exception):
