@@ -2,6 +2,8 @@
 the same inputs changes no hash (nothing downstream goes stale)."""
 from __future__ import annotations
 
+import json
+
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -43,12 +45,25 @@ def test_every_attacks_member_labels_are_the_manifests(reproduced_template):
     assert {"loss", "exposure", "vmr", "air", "user_inference"} <= checked
 
 
+def _dir_files(project, lock: str, stage: str, path: str) -> dict[str, str]:
+    """relpath -> md5 of the files of output ``path`` of ``stage`` as ``lock`` (dvc.lock text) recorded them,
+    read from the DVC cache's directory listing."""
+    (out,) = [o for o in yaml.safe_load(lock)["stages"][stage]["outs"] if o["path"] == path]
+    md5 = out["md5"]
+    listing = json.loads((project / ".dvc/cache/files/md5" / md5[:2] / md5[2:]).read_text())
+    return {e["relpath"]: e["md5"] for e in listing}
+
+
 def test_a_finetune_rerun_with_the_same_inputs_leaves_nothing_stale(reproduced_project):
     before = (reproduced_project / "dvc.lock").read_text()
     out = run(["dvc", "repro", "-f", "--single-item", "finetune@dp"], reproduced_project).stdout
     assert "Running stage 'finetune@dp'" in out
     status = run(["dvc", "status"], reproduced_project).stdout
-    assert "up to date" in status, status
+    if "up to date" not in status:  # name the files whose bytes the rerun changed
+        was, now = (_dir_files(reproduced_project, lock, "finetune@dp", "data/models/dp")
+                    for lock in (before, (reproduced_project / "dvc.lock").read_text()))
+        changed = sorted(f for f in set(was) | set(now) if was.get(f) != now.get(f))
+        pytest.fail(f"the rerun changed {changed}; dvc status: {status}")
     after = yaml.safe_load((reproduced_project / "dvc.lock").read_text())["stages"]["finetune@dp"]
     was = yaml.safe_load(before)["stages"]["finetune@dp"]
     out_dir = [o for o in after["outs"] if o["path"].endswith("/dp")][0]
