@@ -36,6 +36,17 @@ def _without(d: dict | None, *keys: str) -> dict:
     return {k: v for k, v in (d or {}).items() if k not in keys}
 
 
+def _rule_of(primary: dict, raw: dict, recipe: str):
+    """The recipe's own guessing rule as params give it: audit.primary.runs.<recipe>, else (a recipe without DP)
+    audit.primary.no_dp, else None (the default k_pos / k_neg, part of the design already)."""
+    own = (primary.get("runs") or {}).get(recipe)
+    if own is not None:
+        return own
+    default = (section_of(raw, "finetune.dp") or {}).get("enabled")
+    dp = (section_of(raw, f"runs.{recipe}.dp") or {}).get("enabled", default)
+    return None if dp else primary.get("no_dp")
+
+
 def design_of(raw: dict, recipe: str) -> dict:
     """The recipe's pooled design, seeds left out (a seed is not a design choice: its status is ``audit.seeds``'s,
     dated by ``seeds_commit``): the pooled rule, the primary test (with the recipe's own rule), the replicas' attacks
@@ -44,7 +55,7 @@ def design_of(raw: dict, recipe: str) -> dict:
     replicas = section_of(raw, "replicas") or {}
     canaries = section_of(raw, "canaries") or {}
     return {"pooled": (section_of(raw, "audit.pooled") or {}).get(recipe),
-            "primary": {**_without(primary, "runs"), "run": (primary.get("runs") or {}).get(recipe)},
+            "primary": {**_without(primary, "runs", "no_dp"), "run": _rule_of(primary, raw, recipe)},
             "replicas": {**_without(replicas, "sets"),
                          "count": sum(1 for r in (replicas.get("sets") or {}).values() if r.get("run") == recipe)},
             "canaries": {**_without(canaries, "seed"), "formatted": _without(canaries.get("formatted"), "seed")},

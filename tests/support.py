@@ -143,7 +143,7 @@ def tiny_params(model_dir: Path) -> dict:
                            "users": ["loss", "user_inference", "vmr", "blind"], "tofu": ["loss", "air", "blind"]}
     p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
     p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
-    p["audit"]["primary"].update(attack="loss", k_pos=5, k_neg=5, runs={})
+    p["audit"]["primary"].update(attack="loss", k_pos=5, k_neg=5, no_dp=None, runs={})
     # one replica of dp; it also scores ref_ratio (with reference log-probabilities), so a test may move the primary
     # test to it without touching the replica
     p["replicas"].update(attacks=["loss", "ref_ratio"], reference=True, sets={"dp_r2": {"run": "dp", "seed": 3105}})

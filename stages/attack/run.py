@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 
@@ -25,15 +26,34 @@ def resolve_attacks(run: str, params, key_prefix: str = "") -> list[Attack]:
     return [ATTACKS.get(a, key=f"{key_prefix}{key}[{i}]") for i, a in enumerate(names)]
 
 
+def plan_attacks(run: str, params, has: Callable[[str], str | None]) -> tuple[list[Attack], dict[str, str]]:
+    """(the attacks to run, attack -> why it is left out). ``has(need)`` says why the run lacks a requirement (None:
+    it has it). The default list (``attack.attacks``) is meant for any run: an attack whose requirement the run
+    lacks is left out with the reason, which the report shows (an external run has no frozen rows for whitebox, a
+    run without canaries nothing for contrast). A list the run names itself (``attack.runs.<run>``) was asked for:
+    a lacking requirement there is a one-line error naming the key."""
+    explicit = run in params.runs
+    keep, skipped = [], {}
+    for a in resolve_attacks(run, params):  # every requirement checked before any work
+        why = next((w for need in a.needs if (w := has(need))), None)
+        if why is None:
+            keep.append(a)
+        elif explicit:
+            raise ConfigError(f"attack.runs.{run}: attack {a.name!r}: {why}")
+        else:
+            skipped[a.name] = why
+    if not keep:
+        raise ConfigError(f"attack.attacks: no attack of the list can run on run {run!r} "
+                          f"({'; '.join(f'{k}: {v}' for k, v in skipped.items())})")
+    return keep, skipped
+
+
 def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: Path) -> None:
     """Check every attack's requirements, score every item once per model, run the attacks, write it all."""
-    attacks = resolve_attacks(run, params)
     ctx = AttackContext(run, params, where, record, device=pick_device(record["params"]["device"]))
-    for a in attacks:  # every requirement checked before any work
-        for need in a.needs:
-            why = ctx.has(need)
-            if why:
-                raise ConfigError(f"attack {a.name!r} on run {run!r}: {why}")
+    attacks, skipped = plan_attacks(run, params, ctx.has)
+    for name, why in skipped.items():
+        log.info("attack %s left out on %s: %s", name, run, why)
     sources = sorted({s for a in attacks for need in a.needs for s in need.split("|")}
                      & {"canaries", "text", "users", "formatted"})
     ctx.precompute(sources, reference=any("reference" in a.needs for a in attacks))
@@ -49,4 +69,5 @@ def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: 
         log.info("attack %s on %s done", a.name, run)
     write_table(pa.Table.from_pylist(ctx.cache_rows(), schema=LOGPROBS), out_dir / "logprobs.parquet", LOGPROBS)
     write_record(out_dir, {"version": ATTACK_VERSION, "run": run,
-                           "attacks": {a.name: a.declared() for a in attacks}, "model_fingerprints": ctx.fingerprints})
+                           "attacks": {a.name: a.declared() for a in attacks}, "skipped": skipped,
+                           "model_fingerprints": ctx.fingerprints})

@@ -16,8 +16,9 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json
 
-ATTACK_VERSION = 3  # 2: the fine-tuned run's record is no longer copied in (read it from the run: finetune.schema);
+ATTACK_VERSION = 4  # 2: the fine-tuned run's record is no longer copied in (read it from the run: finetune.schema);
 #                    3: each attack's declared metadata (AttackMeta) in place of its family
+#                    4: ``skipped``: the default list's attacks the run cannot have, with the reason
 
 #: one membership score per item (a canary, a text sample, a user); higher = more likely a member
 SCORES = pa.schema([
@@ -71,6 +72,7 @@ class AttackRecord(TypedDict):
     version: int
     run: str
     attacks: dict[str, AttackMeta]  # attack -> what it declares, in the order they ran
+    skipped: dict[str, str]  # attack of the default list (attack.attacks) the run cannot have -> why
     model_fingerprints: dict[str, str]  # target / reference -> fingerprint of the weights scored
 
 

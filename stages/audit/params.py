@@ -32,13 +32,16 @@ class PrimaryParams:
     k_pos: int
     k_neg: int
     confidences: tuple[float, ...]
-    #: runs with their own guessing rule (same attack, kind and confidences), e.g. a non-DP run whose canaries
-    #: separate completely: 100 guesses can prove at most 3.47 at 95%, 500 + 500 far more
+    #: the rule of every run without a DP guarantee (no dp.enabled; an external run with no claim): its canaries
+    #: separate strongly, and 100 guesses can prove at most 3.47 at 95%; null: k_pos / k_neg
+    no_dp: GuessRule | None
+    #: runs with their own guessing rule (same attack, kind and confidences), over k_pos / k_neg and no_dp
     runs: dict[str, GuessRule]
 
-    def rule(self, run: str) -> tuple[int, int]:
-        """(k_pos, k_neg) pre-registered for ``run``."""
-        r = self.runs.get(run)
+    def rule(self, run: str, dp: bool = True) -> tuple[int, int]:
+        """(k_pos, k_neg) pre-registered for ``run``: its own rule, else (a run without DP) ``no_dp``, else the
+        default. Whether a run holds DP is fixed by params (its dp.enabled or external claim), never by scores."""
+        r = self.runs.get(run) or (None if dp else self.no_dp)
         return (r.k_pos, r.k_neg) if r else (self.k_pos, self.k_neg)
 
     def problems(self):

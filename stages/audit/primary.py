@@ -95,8 +95,10 @@ def bounds(m: int, r: int, v: int, delta: float, confidences, gdp: bool = True) 
     return out
 
 
-def primary_test(canaries: Canaries, params, delta: float, run: str) -> dict | None:
-    """The pre-registered test's counts and bounds; None for a run without canaries."""
+def primary_test(canaries: Canaries, params, delta: float, run: str, dp: bool = True) -> dict | None:
+    """The pre-registered test's counts and bounds; None for a run without canaries. ``dp``: the run holds a DP
+    guarantee (its own ``dp.enabled``, or an external run's claim), which params fix before any score: a run
+    without one takes ``audit.primary.no_dp``'s rule unless ``audit.primary.runs.<run>`` gives its own."""
     if not canaries:
         return None
     p = params.primary
@@ -106,7 +108,7 @@ def primary_test(canaries: Canaries, params, delta: float, run: str) -> dict | N
         raise ConfigError(f"audit.primary.attack: {p.attack!r} was not run on run {run} "
                           f"(its membership attacks: {sorted(canaries[p.kind])})")
     _, s, y = canaries[p.kind][p.attack]
-    rule = p.rule(run)
+    rule = p.rule(run, dp)
     m, r, v = guesses(s, y, *rule)
     k_pos, k_neg = clip_guesses(*rule, m)
     return {"attack": p.attack, "kind": p.kind, "m": m, "k_pos": k_pos, "k_neg": k_neg, "r": r, "v": v,

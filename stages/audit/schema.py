@@ -24,8 +24,9 @@ from ..core.io import read_json, read_table, write_json, write_table
 # canary_users_by_length; 4: canary_response, canary_gradients, audit_params.primary.runs; 5: intervals None below
 # audit.min_per_side (exact p instead), minus_blind, blind pools by fingerprint with verdict and power
 # (shift_check.pools); 7: training holds public quantities only (no n_examples, expected_batch_size), no
-# canary_gradients (the run's auditor.json)
-METRICS_VERSION = 7
+# canary_gradients (the run's auditor.json); 8: attacks_skipped (the default list's attacks a run cannot have),
+# audit_params.primary.no_dp (the rule of runs without DP)
+METRICS_VERSION = 8
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;
@@ -89,6 +90,7 @@ class RunMetrics(TypedDict, total=False):
     dataset: str
     utility: dict[str, Any]  # valid_nll, valid_perplexity
     attacks: dict[str, dict[str, GroupMetrics]]  # membership attack -> item group -> metrics
+    attacks_skipped: dict[str, str]  # attack of the default list the run cannot have -> why (stages.attack.run)
     audit_primary: Primary | None  # None: the run has no canaries
     audit_exploratory: Exploratory | None
     exposure: dict[str, dict[str, Any]]  # format (and "all") -> exposure summary

@@ -134,6 +134,8 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
         "dataset": info["params"]["dataset"],
         "utility": {"valid_nll": info["valid"]["nll"], "valid_perplexity": info["valid"]["perplexity"]},
         "attacks": {},
+        # attacks of the default list the run cannot have, with the reason (attack.attacks: left out, not failed)
+        "attacks_skipped": dict(record["skipped"]),
         "other": {},
     }
     roc: list[dict] = []
@@ -163,7 +165,7 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
         elif family == "memorization":
             result.setdefault("memorization", {})[attack] = memorization_summary(table, params,
                                                                                  info["secret_control"])
-    primary = primary_test(canaries, params, delta, record["run"])
+    primary = primary_test(canaries, params, delta, record["run"], dp=bool(info["privacy"].get("dp")))
     result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
         else primary
     result["audit_exploratory"] = exploratory_family(canaries, params, delta, same_ranking(record["attacks"]))

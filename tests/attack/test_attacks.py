@@ -229,3 +229,21 @@ def test_contrast_scores_start_at_zero_and_read_training(secret_rows):
     wb = [float((d[pos[int(e.ids[-1])]] - (d.sum(0) - d[pos[int(e.ids[-1])]]) / (len(d) - 1)) @ h[-1])
           for e, h in zip(exs, h0)]
     assert auroc(np.array(wb), members) > 0.9
+
+
+def test_the_default_list_leaves_out_what_a_run_cannot_have_and_a_runs_own_list_refuses_it():
+    """attack.attacks is meant for any run: an attack whose requirement the run lacks is left out with the reason
+    (a run trained elsewhere has no frozen rows for whitebox); a list the run names itself fails, naming its key."""
+    from stages.attack.run import plan_attacks
+
+    lacks = {"initial_rows": "run r1 was trained elsewhere, so which rows stayed frozen is not known"}
+    has = lacks.get
+    p = params(AttackParams, "attack", attacks=["loss", "whitebox", "zlib"], runs={})
+    keep, skipped = plan_attacks("r1", p, has)
+    assert [a.name for a in keep] == ["loss", "zlib"]
+    assert skipped == {"whitebox": lacks["initial_rows"]}
+    own = params(AttackParams, "attack", runs={"r1": ["loss", "whitebox"]})
+    with pytest.raises(ConfigError, match=r"^attack\.runs\.r1: attack 'whitebox': run r1 was trained elsewhere"):
+        plan_attacks("r1", own, has)
+    with pytest.raises(ConfigError, match=r"^attack\.attacks: no attack of the list can run on run 'r1' \(whitebox: "):
+        plan_attacks("r1", params(AttackParams, "attack", attacks=["whitebox"], runs={}), has)

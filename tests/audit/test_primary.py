@@ -58,12 +58,14 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0, decla
         for k in members for i in range(M)])
     write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r",
                               "attacks": {a: _meta(declared.get(a)) for a in ("loss", "ref_ratio", "zlib")},
-                              "model_fingerprints": {}})
+                              "skipped": {"whitebox": "run r was trained elsewhere"}, "model_fingerprints": {}})
     return members, loss, ref
 
 
 def _params(**primary):
-    return params(AuditParams, "audit", bootstrap=10, primary={"attack": "loss", **primary}, ceiling={"trials": 200})
+    """Audit params with the primary test's fields given (the rule of runs without DP: none unless given)."""
+    return params(AuditParams, "audit", bootstrap=10, primary={"attack": "loss", "no_dp": None, **primary},
+                  ceiling={"trials": 200})
 
 
 def test_headline_is_the_primary_even_when_another_attack_beats_it(tmp_path):
@@ -176,3 +178,18 @@ def test_per_run_rule_and_canary_response(tmp_path):
     assert counts["3+"] == sum(1 for i in range(M) if y[i] and i % 4 == 3)
     assert resp["bins"]["0"]["ideal_z"] == 0 and resp["bins"]["2"]["ideal_z"] == pytest.approx(2 / (80 ** 0.5 * 0.57))
     assert abs(resp["bins"]["0"]["mean_z"]) < 0.1  # the null bin sits at zero by construction
+
+
+@pytest.mark.parametrize("dp,own,expected", [(False, False, (300, 0)), (True, False, (100, 0)),
+                                             (False, True, (20, 10))])
+def test_a_run_without_dp_takes_the_no_dp_rule_unless_it_has_its_own(tmp_path, dp, own, expected):
+    """audit.primary.no_dp: the rule of every run without a DP guarantee (fixed by params: the run's dp.enabled or
+    external claim); a run's own rule (audit.primary.runs.<run>) wins over it. The skipped attacks pass through."""
+    members, loss, _ = _write(tmp_path, dp=dp)
+    p = _params(kind="new_token", k_pos=100, k_neg=0, no_dp={"k_pos": 300, "k_neg": 0},
+                runs={"r": {"k_pos": 20, "k_neg": 10}} if own else {})
+    res, _ = audit_run(tmp_path / "run", tmp_path, p, {})
+    head = res["audit_primary"]
+    assert (head["k_pos"], head["k_neg"]) == expected
+    assert head["v"] == guesses(loss["new_token"], members["new_token"], *expected)[2]
+    assert res["attacks_skipped"] == {"whitebox": "run r was trained elsewhere"}

@@ -21,7 +21,8 @@ def trained_elsewhere(tmp_path_factory, tiny_model_dir):
     p = tiny_params(tiny_model_dir)
     ext = {"model": "external/model", "membership": "external/membership.json", "claim": CLAIM}
     p["runs"] = {"ext": {"external": ext, "max_text_rows": 24}}
-    p["attack"]["attacks"] = ["loss", "zlib", "contrast", "exposure"]
+    # the default list holds whitebox, which an external run cannot have: left out with the reason, not a failure
+    p["attack"]["attacks"] = ["loss", "zlib", "contrast", "whitebox", "exposure"]
     p["attack"]["runs"] = {}
     without_replicas(p)
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
@@ -68,6 +69,9 @@ def test_export_train_elsewhere_and_audit(external_project):
     assert auroc > 0.5  # three epochs on the members: the loss attack separates them from the never-seen canaries
     report = (d / "reports/report.md").read_text()
     assert "ext (trained elsewhere)" in report and "the trainer's claim, not measured" in report
+    why = "run ext was trained elsewhere, so which rows stayed frozen is not known"
+    assert metrics["attacks_skipped"] == {"whitebox": why} and "whitebox" not in metrics["attacks"]
+    assert f"Left out on run ext (attack.attacks lists them; this run cannot have them): whitebox: {why}." in report
 
 
 def test_import_refuses_a_foreign_membership_file_and_an_unknown_tokenizer(external_project):

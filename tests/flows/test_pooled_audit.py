@@ -43,7 +43,8 @@ def test_seeds_are_not_the_design_and_their_registration_is_dated(tmp_path):
     raw["canaries"]["formatted"]["seed"] = 7001
     raw["replicas"]["sets"] = {"dp_eps8_r2": {"run": "dp_eps8", "seed": 7002},
                                "dp_eps8_r3": {"run": "dp_eps8", "seed": 7003}}
-    raw["audit"]["primary"]["runs"]["nondp"]["k_pos"] = 7  # another run's rule: not this recipe's design
+    raw["audit"]["primary"]["runs"]["nondp"] = {"k_pos": 7, "k_neg": 0}  # another run's rule: not this recipe's
+    raw["audit"]["primary"]["no_dp"] = {"k_pos": 9, "k_neg": 0}  # design, nor the rule of runs without DP
     _commit(tmp_path, raw, "the runs at the fresh seeds")
     assert design_commit(str(tmp_path), "dp_eps8") == design
     assert seeds_commit(str(tmp_path), [7001, 7003]) == registered

@@ -84,7 +84,10 @@ def mia_section(inp: Inputs) -> Section:
     for name, pts in plot_json.items():
         inp.plot_data("roc", name, pts)
     tables = [mt] + ([lt] if (lt := canary_users_table(inp)).rows else [])
-    return Section("Membership and user inference", tables=tables, images=images, paragraphs=[
+    left_out = [f"Left out on run {run} (attack.attacks lists them; this run cannot have them): "
+                + "; ".join(f"{name}: {why}" for name, why in skipped.items()) + "."
+                for run, r in inp.runs.items() if (skipped := r.get("attacks_skipped"))]
+    return Section("Membership and user inference", tables=tables, images=images, paragraphs=left_out + [
         "Items: canary kinds (synthetic, randomized membership), `text` (the run's own training rows against "
         "as many held-out rows of the same dataset), `users` (held-in vs held-out users, scored on the "
         "attacker's samples that were never trained on), `canary_users` (real users with a shared substring "
