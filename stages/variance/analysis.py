@@ -136,34 +136,57 @@ def profiles(points: Sequence[Mapping]) -> list[dict]:
     return [seen[k] for k in sorted(seen)]
 
 
-def analyse_epsilon(points: Sequence[Mapping], score: str, min_points: int) -> dict:
-    """Every analysis of section 3-5 for the points calibrated to one epsilon."""
+def withheld(control: Mapping, level: float) -> str | None:
+    """Why the score's regressions, heuristic accuracies and Algorithm-1 selection are not computed (None: they
+    are). They explain or rank a spread; unless the control shows the score is a training effect (the sign test
+    below ``level``), the spread is noise and fitting or ranking it would print findings that are not there."""
+    if control.get("skipped"):
+        return f"no control test for this statistic ({control['skipped']})"
+    if control.get("p") is None:
+        return "the control test has no point where the trained and held-out arms differ"
+    if control["p"] >= level:
+        return (f"the control test does not show a training effect (sign test p = {control['p']:.3g}, "
+                f"level {level:.3g})")
+    return None
+
+
+def analyse_epsilon(points: Sequence[Mapping], score: str, min_points: int, level: float) -> dict:
+    """Every analysis of section 3-5 for the points calibrated to one epsilon. ``level``: the control test's
+    (pre-registered ``variance.control_alpha``, over the target epsilons); regressions, heuristics and the selection
+    are computed only where it passes (``withheld``)."""
     means = config_means(points, [score, "utility", "eps_hat", "exposure"])
     pool = [m for m in means if m[score] is not None and m["utility"] is not None]
     deltas = sorted({float(p["delta"]) for p in points if p.get("delta") is not None})
     out = {"points": len(points), "configurations": len(means), "config_means": means,
            "deltas": deltas,  # the delta(s) "epsilon" holds at here
            "variance": seed_vs_config(points, score), "profiles": profiles(points)}
-    if len(points) >= min_points:
+    out["control"] = (control_check(points, score) if score == "score_mean" else
+                      {"n": 0, "skipped": "the control is the held-out secrets' mean: compared with the mean only"})
+    out["control"]["level"] = level
+    why = out["withheld"] = withheld(out["control"], level)
+    if why:
+        out["regressions"] = {name: {"n": len(points), "skipped": why} for name in MODELS}
+    elif len(points) >= min_points:
         out["regressions"] = {name: regress(points, score, cov) for name, cov in MODELS.items()}
     else:
         out["regressions"] = {name: {"n": len(points), "skipped": f"fewer than {min_points} points"} for name in MODELS}
-    hp = [{**m, "score": m[score]} for m in pool]
-    out["heuristics"] = heuristic_accuracy(hp)
+    hp = [] if why else [{**m, "score": m[score]} for m in pool]
+    out["heuristics"] = heuristic_accuracy(hp) if hp else {}
     out["selection"] = selection_risk(hp) if hp else {}
     out["picks"] = {name: config_key(hp[pick(hp)]) for name, pick in METHODS.items()} if hp else {}  # whole pool
     out["selected"] = out["picks"].get("ours (Alg. 1)")
-    out["control"] = (control_check(points, score) if score == "score_mean" else
-                      {"n": 0, "skipped": "the control is the held-out secrets' mean: compared with the mean only"})
     out["spearman_eps_hat_score"] = spearman(points, "eps_hat", score)
     out["spearman_eps_hat_utility"] = spearman(points, "eps_hat", "utility")
     out["spearman_score_utility"] = spearman(points, score, "utility")
     return out
 
 
-def analyse(points: Sequence[Mapping], score: str, min_points: int) -> dict:
+def analyse(points: Sequence[Mapping], score: str, min_points: int, control_alpha: float) -> dict:
+    """Every epsilon's analysis; the control test of each at ``control_alpha`` / the number of target epsilons."""
     done = [p for p in points if p["status"] == "completed" and p.get(score) is not None
             and math.isfinite(float(p[score]))]
+    groups = by_epsilon(done)
+    level = control_alpha / max(len(groups), 1)
     return {"score": score, "points": len(points), "completed": len(done),
             "failed": [{"point": p["point"], "error": p.get("error")} for p in points if p["status"] != "completed"],
-            "epsilons": {f"{eps:g}": analyse_epsilon(ps, score, min_points) for eps, ps in by_epsilon(done).items()}}
+            "epsilons": {f"{eps:g}": analyse_epsilon(ps, score, min_points, level) for eps, ps in groups.items()}}

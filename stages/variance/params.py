@@ -87,7 +87,11 @@ class VarianceParams:
     measure: Literal["vmr", "air"]   # the empirical privacy score (a memorization attack every point runs)
     primary: Literal["mean", "max"]  # mean (section 3) or max (worst case, App. F) over the curated secrets
     min_points: int                  # fewer completed points at an epsilon: regressions are skipped
+    #: the control test's level (Bonferroni over the target epsilons), fixed before the points: regressions,
+    #: heuristic accuracies and the Algorithm-1 selection of a statistic are computed only where it passes
+    control_alpha: float
     sweep: SweepParams
 
     def problems(self):
-        return check(self.min_points >= 3, "min_points", "must be >= 3", self.min_points)
+        return (check(self.min_points >= 3, "min_points", "must be >= 3", self.min_points)
+                + check(0 < self.control_alpha < 1, "control_alpha", "must be in (0, 1)", self.control_alpha))

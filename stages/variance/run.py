@@ -15,10 +15,11 @@ def analyse_table(params: VarianceParams) -> tuple[dict, list[dict]]:
     """The analysis of every statistic (the primary first) and the table's rows."""
     rows, meta = read_points(params.table)
     stats = (params.primary, *[s for s in STATS if s != params.primary])
-    per = {s: analyse(rows, f"score_{s}", params.min_points) for s in stats}
+    per = {s: analyse(rows, f"score_{s}", params.min_points, params.control_alpha) for s in stats}
     first = per[params.primary]
     return {"sweep": meta.get("sweep"), "base_commit": meta.get("base_commit"), "measure": params.measure,
-            "primary": params.primary, "points": first["points"], "completed": first["completed"],
+            "primary": params.primary, "control_alpha": params.control_alpha, "points": first["points"],
+            "completed": first["completed"],
             "failed": first["failed"], "table": [{k: r[k] for k in ("point", "rev", "status")} for r in rows],
             "statistics": {s: a["epsilons"] for s, a in per.items()}}, rows
 

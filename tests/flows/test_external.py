@@ -1,7 +1,10 @@
 """Audit a model trained elsewhere: `leakaudit export-canaries`, training with plain transformers
 (docs/examples/train_exported.py, no opacus), then `dvc repro` imports, attacks, audits and reports it."""
 import json
+import re
+import shlex
 import shutil
+import textwrap
 
 import pytest
 import yaml
@@ -103,3 +106,44 @@ def test_import_refuses_a_foreign_membership_file_and_an_unknown_tokenizer(exter
     assert "tokenizer does not know canary token <|canary_0|>" in res.stderr
     assert not list((d / "data/models").glob(".ext.tmp-*"))  # no partial import left behind
     assert (record.read_bytes() if record.is_file() else None) == before
+
+
+def _readme_steps() -> tuple[dict, list[list[str]]]:
+    """The README's "trained elsewhere" section: its params block and its commands, as written."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Audit your own fine-tune (trained elsewhere)", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(yaml|bash)\n(.*?)```", section, re.S)
+    (block,) = [yaml.safe_load(textwrap.dedent(b)) for kind, b in blocks if kind == "yaml"]
+    commands = [shlex.split(line) for kind, b in blocks if kind == "bash" for line in textwrap.dedent(b).splitlines()
+                if line.strip()]
+    return block, commands
+
+
+def test_the_readmes_trained_elsewhere_steps_run_as_written(tiny_model_dir, tmp_path):
+    """The README's three steps on a fresh project, with nothing added but its params block (the tiny model and
+    data aside): the export, the example trainer, `dvc repro`. The default attack list holds whitebox, which a run
+    trained elsewhere cannot have (left out with the reason); with no DP claim, the run takes the no_dp rule."""
+    block, commands = _readme_steps()
+    (run_name,) = block["runs"]
+    export_cmd, train_cmd = commands
+    assert export_cmd[:2] == ["leakaudit", "export-canaries"]
+    assert train_cmd[:2] == ["python", "docs/examples/train_exported.py"]
+    dest = copy_project(tmp_path / "fresh")
+    p = tiny_params(tiny_model_dir)
+    p["runs"] = block["runs"]  # the README's block: the only run
+    p["attack"]["runs"] = {}
+    p["audit"]["primary"]["no_dp"] = yaml.safe_load((ROOT / "params.yaml").read_text())["audit"]["primary"]["no_dp"]
+    without_replicas(p)
+    (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "the README's run"], dest)
+    export = str(tmp_path / "export")  # the README's /tmp/mine-export, in this test's own folder
+    run([PYTHON, "-m", "flows.cli", *export_cmd[1:-1], export], dest)  # `leakaudit` is flows.cli:main (pyproject)
+    shutil.copytree(ROOT / "docs/examples", dest / "docs/examples")
+    run([PYTHON, *[export if a == export_cmd[-1] else a for a in train_cmd[1:]]], dest)
+    run(["dvc", "repro"], dest)
+    metrics = json.loads((dest / "reports/metrics.json").read_text())
+    r = metrics["runs"][run_name]
+    assert r["privacy"]["dp"] is False and "whitebox" in r["attacks_skipped"]
+    no_dp = p["audit"]["primary"]["no_dp"]
+    assert r["audit_primary"]["k_pos"] == min(no_dp["k_pos"], r["audit_primary"]["m"])
+    assert f"{run_name} (trained elsewhere)" in (dest / "reports/report.md").read_text()

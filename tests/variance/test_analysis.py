@@ -15,7 +15,7 @@ def synthetic(f, seeds=4, noise=0.05, eps=8.0, rng_seed=0):
     for (b, t, lr), s in itertools.product(GRID, range(seeds)):
         y = f(np.log(b), np.log(t), np.log(lr)) + rng.normal(0, noise)
         rows.append({"point": f"b{b}-t{t}-lr{lr}-s{s}", "status": "completed", "epsilon": eps, "batch_size": b,
-                     "steps": t, "lr": lr, "seed": s, "score_mean": y,
+                     "steps": t, "lr": lr, "seed": s, "score_mean": y, "control_mean": y - 1.0,
                      "utility": -(np.log(b * t * lr)) + rng.normal(0, .01),
                      "eps_hat": 2 * y + rng.normal(0, noise), "exposure": None, "profile": []})
     return rows
@@ -69,14 +69,14 @@ def test_spearman_and_the_full_analysis():
     s = spearman(rows, "eps_hat", "score_mean")
     assert s["n"] == 108 and s["rho"] > 0.9 and s["p"] < 1e-10
     rows[0] = {**rows[0], "status": "failed", "error": "boom", "score_mean": None}
-    out = analyse(rows, "score_mean", min_points=6)
+    out = analyse(rows, "score_mean", min_points=6, control_alpha=0.05)
     assert out["completed"] == 107 and out["failed"] == [{"point": rows[0]["point"], "error": "boom"}]
     a = out["epsilons"]["8"]
     assert a["configurations"] == 27 and a["heuristics"]["individual"]["accuracy"] == 1.0
     assert a["selection"]["ours (Alg. 1)"]["absolute_risk"] <= a["selection"]["best utility"]["absolute_risk"]
     assert a["regressions"]["individual"]["r2"] > 0.9
-    few = analyse(rows[:4], "score_mean", min_points=6)["epsilons"]["8"]
-    assert few["regressions"]["individual"]["skipped"] == "fewer than 6 points"
+    few = analyse(rows, "score_mean", min_points=200, control_alpha=0.05)["epsilons"]["8"]
+    assert few["regressions"]["individual"]["skipped"] == "fewer than 200 points"
 
 
 def test_control_check_counts_the_trained_arm_against_the_held_out_one():
@@ -88,9 +88,29 @@ def test_control_check_counts_the_trained_arm_against_the_held_out_one():
     c = control_check(pts, "score_mean")
     assert (c["n"], c["higher"], c["lower"], c["ties"]) == (8, 1, 1, 6)
     assert c["p"] == pytest.approx(0.75)  # P(X >= 1), X ~ Bin(2, 1/2)
-    assert "noise-level" in _control({"control": c}, "AIR")
+    assert "noise-level" in _control({"control": {**c, "level": 0.05}}, "AIR")
     strong = {**c, "p": 0.03}  # below 0.05, above 0.05 / 2: one target epsilon says training, two do not
-    assert "reflect training" in _control({"control": strong}, "AIR")
-    assert "noise-level" in _control({"control": strong}, "AIR", tests=2)
+    assert "reflect training" in _control({"control": {**strong, "level": 0.05}}, "AIR")
+    assert "noise-level" in _control({"control": {**strong, "level": 0.025}}, "AIR")
     assert control_check([{"score_mean": 0.1, "control_mean": None}], "score_mean")["skipped"]
     assert control_check([{"score_mean": 0.0, "control_mean": 0.0}], "score_mean")["p"] is None
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.5])
+def test_no_regression_heuristic_or_selection_where_the_control_fails(gap):
+    """The spread of a statistic whose control test fails is noise: no regression, heuristic accuracy or Algorithm-1
+    pick is computed for it (gap 0: each trained arm ties its held-out control; 0.5: the control scores higher).
+    The max statistic has no control: withheld too. The same rows with a passing control get all three."""
+    rows = [{**r, "control_mean": r["score_mean"] + gap}
+            for r in synthetic(lambda lb, lt, ll: 0.13 * lb + 0.37 * lt + 0.51 * ll)]
+    a = analyse(rows, "score_mean", min_points=6, control_alpha=0.05)["epsilons"]["8"]
+    assert a["withheld"] and a["heuristics"] == {} and a["selection"] == {} and a["picks"] == {}
+    assert a["selected"] is None and all(fit["skipped"] == a["withheld"] for fit in a["regressions"].values())
+    assert a["variance"]["hyperparameter_sd"] > 0 and a["spearman_eps_hat_score"]["rho"] is not None  # descriptive
+    maxed = analyse([{**r, "score_max": r["score_mean"]} for r in rows], "score_max", 6, 0.05)["epsilons"]["8"]
+    assert maxed["withheld"].startswith("no control test for this statistic")
+    ok = analyse(synthetic(lambda lb, lt, ll: 0.5 * ll), "score_mean", 6, 0.05)["epsilons"]["8"]
+    assert ok["withheld"] is None and ok["selected"] is not None and "r2" in ok["regressions"]["individual"]
+    two = analyse(synthetic(lambda lb, lt, ll: 0.5 * ll) + synthetic(lambda lb, lt, ll: 0.5 * ll, eps=4.0),
+                  "score_mean", 6, 0.05)["epsilons"]
+    assert {e: a["control"]["level"] for e, a in two.items()} == {"4": 0.025, "8": 0.025}  # over the target epsilons

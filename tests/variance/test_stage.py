@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
+from stages.report.render import to_markdown
 from stages.report.sections.variance import variance_section
 from stages.variance.__main__ import main
 from stages.variance.schema import POINTS, read_points, write_points
@@ -89,6 +90,15 @@ def test_the_conclusion_follows_the_control_test(tmp_path, control_gap):
         assert "do not reflect training" in conclusion or "does not show that these scores reflect training" in \
             conclusion
         assert "no configuration is recommended" in conclusion
+    # where the control fails (the max statistic always: it has none), no regression, heuristic or selection row
+    sec = variance_section(tmp_path / "analysis")
+    md = to_markdown("t", [sec], tmp_path)
+    fitted = [ln for ln in md.splitlines() if ln.startswith("| mean") and ("log_lr" in ln or "ours (Alg. 1)" in ln)]
+    (held,) = [x for x in sec.paragraphs if x.startswith("Not computed, for ")]
+    assert "max at ε = 8 at δ = 1e-05" in held and ("mean at ε = 8" in held) == (control_gap >= 0)
+    assert bool(fitted) == (control_gap < 0)
+    assert ("selection_eps8" in json.loads((tmp_path / "analysis/analysis.json").read_text())["plots"]) == \
+        (control_gap < 0)
 
 
 def test_point_record_takes_the_randomised_held_out_arm_as_control():
