@@ -8,7 +8,7 @@ Bin(T, q) + N(0, T sigma^2). Printed: standardised member shift d, correct of 10
 DP-SGD matches the linear model exactly; DP-Adam's momentum weights a gradient by the steps left after it, so late
 inclusions count less and the final model cannot undo it (d about 0.73 of linear at T = 10, 0.9 at T = 80).
 
-    python benchmarks/adam_canary_sim.py [--seeds 3]
+    python benchmarks/adam_canary_sim.py [--seeds 3] [--profiles 0.23:10 ...]
 """
 from __future__ import annotations
 
@@ -52,8 +52,10 @@ def simulate(q: float, steps: int, optimizer: str, *, d: int = 576, m: int = 100
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--profiles", nargs="+", default=["0.0287:80", "0.115:20", "0.23:10", "0.46:5"],
+                    help="q:T profiles (default: the audit study's four)")
     args = ap.parse_args()
-    for q, steps in ((0.0287, 80), (0.115, 20), (0.23, 10), (0.46, 5)):
+    for q, steps in ((float(a), int(b)) for a, b in (x.split(":") for x in args.profiles)):
         for opt in ("adam", "sgd"):
             for seed in range(args.seeds):
                 sigma, out = simulate(q, steps, opt, seed=seed)

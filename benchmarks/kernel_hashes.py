@@ -7,7 +7,7 @@ Runs ``secrets@<dataset>`` (every dataset of ``secrets.datasets``) and ``canarie
 structural files (which secrets, which canaries, who is a member) must agree; the reference (base-model) scores
 in data/reference/ may not.
 
-    python benchmarks/kernel_hashes.py [--params params.yaml] [--out /tmp/kernel_hashes]
+    python benchmarks/kernel_hashes.py [--params params.yaml] [--out /tmp/kernel_hashes] [--project DIR]
 """
 from __future__ import annotations
 
@@ -35,13 +35,14 @@ def params_for(params: Path, out: Path) -> Path:
     return path
 
 
-def run_stages(params: Path, capability: str) -> None:
+def run_stages(params: Path, capability: str, project: Path) -> None:
+    """secrets@<each dataset> and canaries with ``params``, in ``project`` (where its relative inputs are)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if capability != "default":
         env["ATEN_CPU_CAPABILITY"] = capability
     datasets = yaml.safe_load(params.read_text())["secrets"]["datasets"]
     for cmd in [["stages.secrets", "--dataset", d] for d in datasets] + [["stages.canaries"]]:
-        subprocess.run([sys.executable, "-m", *cmd, "--params", str(params)], cwd=ROOT, env=env, check=True)
+        subprocess.run([sys.executable, "-m", *cmd, "--params", str(params)], cwd=project, env=env, check=True)
 
 
 def digests(folder: Path) -> dict[str, str]:
@@ -53,10 +54,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     ap.add_argument("--out", type=Path, default=Path("/tmp/kernel_hashes"))
+    ap.add_argument("--project", type=Path, default=ROOT,
+                    help="the reproduced project the params' relative inputs are in (default: this checkout)")
     args = ap.parse_args()
     found = {}
     for cap in CAPABILITIES:
-        run_stages(params_for(args.params, args.out / cap), cap)
+        run_stages(params_for(args.params, args.out.resolve() / cap), cap, args.project)
         found[cap] = digests(args.out / cap)
     for name in sorted(set().union(*found.values())):
         a, b = (found[c].get(name, "-") for c in CAPABILITIES)

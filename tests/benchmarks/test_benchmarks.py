@@ -29,3 +29,63 @@ def test_selfcheck_mutants_flags_a_mutant_and_writes_its_row(tmp_path):
     doc = json.loads(out.read_text())
     (row,) = doc["rows"]
     assert row["mutant"] == "noise_x0.9" and row["flagged"] == 1 and row["named"] == {"noise scale": 1}
+
+
+def test_metrics_leaves_names_what_differs(tmp_path):
+    """benchmarks/metrics_leaves.py on two small metrics files."""
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps({"runs": {"dp": {"eps": 1.0, "old": 2}}, "v": [1, 2]}))
+    after.write_text(json.dumps({"runs": {"dp": {"eps": 1.5, "new": 3}}, "v": [1, 2]}))
+    out = run([PYTHON, str(ROOT / "benchmarks/metrics_leaves.py"), str(before), str(after)], tmp_path).stdout
+    assert "leaves: 4 before, 4 after; 3 common, 2 equal" in out
+    assert "only before: ['/runs/dp/old']" in out and "only after: ['/runs/dp/new']" in out
+    assert "differs /runs/dp/eps: 1.0 -> 1.5" in out
+
+
+def test_adam_canary_sim_matches_the_linear_model_under_dp_sgd():
+    """benchmarks/adam_canary_sim.py at one (q, T), one seed: DP-SGD's final row is the last-iterate model's."""
+    import ast
+
+    out = run([PYTHON, str(ROOT / "benchmarks/adam_canary_sim.py"), "--seeds", "1", "--profiles", "0.46:5"],
+              ROOT).stdout
+    rows = {line.split()[2]: ast.literal_eval(line.split(": ", 1)[1]) for line in out.splitlines()}
+    assert set(rows) == {"adam", "sgd"}
+    assert rows["sgd"]["final model"] == rows["sgd"]["linear model"]
+    assert rows["adam"]["final model"][0] < rows["adam"]["linear model"][0]  # momentum weakens late inclusions
+
+
+def test_scoring_benchmark_runs_on_the_tiny_pipeline(reproduced_template):
+    """benchmarks/scoring.py on the tiny pipeline's base model, canaries and data, a few loop examples."""
+    out = run([PYTHON, str(ROOT / "benchmarks/scoring.py"), "--loop-examples", "4", "--text-rows", "8"],
+              reproduced_template.path).stdout
+    assert "ours / bare =" in out and "ours / loop =" in out
+    err = float(out.split("max |ours - loop| log-prob difference:")[1].split()[0])
+    assert err < 1e-4  # the bucketed scorer computes the loop's log-probabilities
+
+
+def test_kernel_hashes_compares_two_cpu_kernel_paths(reproduced_template, tmp_path):
+    """benchmarks/kernel_hashes.py on the tiny pipeline (one secrets dataset): the structural files agree."""
+    import yaml
+
+    d = reproduced_template.path
+    p = yaml.safe_load((d / "params.yaml").read_text())
+    p["secrets"]["datasets"] = {"tofu": p["secrets"]["datasets"]["tofu"]}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(p, sort_keys=False))
+    out = run([PYTHON, str(ROOT / "benchmarks/kernel_hashes.py"), "--params", str(params), "--out",
+               str(tmp_path / "out"), "--project", str(d)], d).stdout
+    lines = {line.split()[0]: line.split()[-1] for line in out.splitlines()}
+    structural = {f: v for f, v in lines.items()
+                  if f.split("/")[0] in ("secrets", "canaries") and f.endswith(".parquet")}
+    assert "secrets/tofu.parquet" in structural and "canaries/new_token.parquet" in structural
+    assert set(structural.values()) == {"same"}, structural  # which secrets, which canaries, who is a member
+    assert not any((d / "data/secrets").glob("*.tmp*"))  # the project's own outputs untouched
+
+
+def test_repro_time_times_a_stage_at_a_commit(reproduced_project):
+    """benchmarks/repro_time.py with one commit and one stage, in a reproduced tiny project."""
+    res = run([PYTHON, str(ROOT / "benchmarks/repro_time.py"), "HEAD", "--stages", "finetune", "--only",
+               "finetune@nondp"], reproduced_project)
+    doc = json.loads(res.stdout)
+    (seconds,) = doc["seconds"].values()
+    assert list(seconds) == ["finetune@nondp"] and seconds["finetune@nondp"] > 0
