@@ -79,6 +79,72 @@ class SweepParams:
 
 
 @dataclass(frozen=True)
+class StudyConfig:
+    """One configuration of the study: DP fine-tuning hyperparameters (sigma: the accountant's, for epsilon)."""
+
+    batch_size: int
+    steps: int
+    lr: float
+
+    def problems(self):
+        return (check(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
+                + check(self.steps > 0, "steps", "must be > 0", self.steps)
+                + check(self.lr > 0, "lr", "must be > 0", self.lr))
+
+
+#: what a study model's row holds that Q1 and Q2 may name (stages.variance.study)
+STUDY_MEASURES = ("eps_lb_95", "gdp_eps_lb_95", "member_shift")
+STUDY_AGAINST = ("valid_perplexity", "vmr", "air", "acr", "exposure")
+
+
+@dataclass(frozen=True)
+class StudyParams:
+    """The pre-registered Q1 / Q2 study (stages/variance/study.py): configurations x fresh seeds of one canary-bearing
+    recipe at one (epsilon, delta), and the analysis, all fixed before the first model is trained."""
+
+    table: str                       # one row per model (git-tracked; the variance stage's input)
+    run: str                         # the canary-bearing recipe each configuration varies (runs.<run>)
+    epsilon: float
+    delta: float                     # fixed, never n^-1.1 (which allows near-disclosure of a row at small n)
+    configs: dict[str, StudyConfig]
+    seeds: tuple[int, ...]           # each seed: its own canary draw and coins, text sample, sampler and noise
+    measures: tuple[str, ...]        # Q1's measures, the first the primary (Bonferroni over them)
+    q2_against: tuple[str, ...]      # Q2: Spearman of the first measure with each of these
+    alpha: float
+    bootstrap: int                   # resamples of the models for each Spearman interval
+    power_trials: int                # simulated studies for the Q1 power under the ideal
+    seed: int                        # the bootstrap's and the power simulation's
+
+    def problems(self):
+        return (check(len(self.configs) >= 2, "configs", "needs at least two configurations", sorted(self.configs))
+                + check(len(self.seeds) >= 2 and len(set(self.seeds)) == len(self.seeds), "seeds",
+                        "needs at least two, no repeats", self.seeds)
+                + check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
+                + check(0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
+                + check(len(self.measures) > 0 and set(self.measures) <= set(STUDY_MEASURES), "measures",
+                        f"needs at least one of {', '.join(STUDY_MEASURES)}", self.measures)
+                + check(set(self.q2_against) <= set(STUDY_AGAINST), "q2_against",
+                        f"each one of {', '.join(STUDY_AGAINST)}", self.q2_against)
+                + check(0 < self.alpha < 1, "alpha", "must be in (0, 1)", self.alpha)
+                + check(self.bootstrap >= 100, "bootstrap", "must be >= 100", self.bootstrap)
+                + check(self.power_trials >= 0, "power_trials", "must be >= 0", self.power_trials))
+
+    def registered(self, raw: dict) -> list[tuple[str, str]]:
+        """The recipe is a configured run, and every seed was registered as fresh (audit.seeds.preregistered), never
+        a development seed. Checked on the project's params (a test) and by the study's flow before it trains, not
+        on every derived params file (a sweep point or a test's project drops runs and seeds the study names)."""
+        from ..core.params import run_names, section_of
+
+        missing = sorted(set(self.seeds) - set(section_of(raw, "audit.seeds.preregistered") or ()))
+        used = sorted(set(self.seeds) & set(section_of(raw, "audit.seeds.development") or ()))
+        return ([("variance.study.run", f"no such run in runs ({self.run!r})")]
+                if self.run not in run_names(raw) else []) \
+            + ([("variance.study.seeds", f"must stand in audit.seeds.preregistered (missing {missing})")]
+               if missing else []) \
+            + ([("variance.study.seeds", f"must not be development seeds ({used})")] if used else [])
+
+
+@dataclass(frozen=True)
 class VarianceParams:
     """The analysis stage: reads the sweep table, writes the analysis (JSON) and its plots."""
 
@@ -91,6 +157,7 @@ class VarianceParams:
     #: heuristic accuracies and the Algorithm-1 selection of a statistic are computed only where it passes
     control_alpha: float
     sweep: SweepParams
+    study: StudyParams
 
     def problems(self):
         return (check(self.min_points >= 3, "min_points", "must be >= 3", self.min_points)
