@@ -108,7 +108,7 @@ class StudyParams:
     delta: float                     # fixed, never n^-1.1 (which allows near-disclosure of a row at small n)
     configs: dict[str, StudyConfig]
     seeds: tuple[int, ...]           # each seed: its own canary draw and coins, text sample, sampler and noise
-    measures: tuple[str, ...]        # Q1's measures, the first the primary (Bonferroni over them)
+    measures: tuple[str, ...]        # Q1's measures: the first its one test (at alpha), the others secondary
     q2_against: tuple[str, ...]      # Q2: Spearman of the first measure with each of these
     alpha: float
     bootstrap: int                   # resamples of the models for each Spearman interval

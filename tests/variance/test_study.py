@@ -59,8 +59,9 @@ def test_the_study_answers_q1_and_q2_with_their_levels():
     out = analyse_study(rows, ["eps_lb_95", "member_shift"], ["valid_perplexity", "exposure"], 0.05, 500, 0,
                         ideal_draws=draws, power_trials=200)
     q1 = out["q1"]
-    assert q1["eps_lb_95"]["level"] == 0.025 and q1["eps_lb_95"]["varies"] is True
-    assert q1["member_shift"]["varies"] is True
+    assert q1["eps_lb_95"]["level"] == 0.05 and q1["eps_lb_95"]["varies"] is True
+    assert q1["member_shift"]["role"].startswith("secondary") and "varies" not in q1["member_shift"]
+    assert q1["member_shift"]["p"] < 0.05
     assert q1["eps_lb_95"]["power_under_ideal"]["power"] > 0.8 and "heuristic" in \
         q1["eps_lb_95"]["power_under_ideal"]["assumption"]
     assert out["ideal_prediction"]["rho"] > 0.5
@@ -71,7 +72,8 @@ def test_the_study_answers_q1_and_q2_with_their_levels():
 
 def test_the_committed_study_is_registered_before_its_models():
     """Its seeds stand in audit.seeds.preregistered and are no development seed; its run is configured; >= 4
-    configurations x >= 4 seeds at epsilon 8, delta 1e-5 (the issue's grid)."""
+    configurations x >= 4 seeds at epsilon 8, delta 1e-5 (the issue's grid; 5 seeds for power 0.91 under the
+    ideal)."""
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     study = params(StudyParams, "variance.study")
     assert study.registered(raw) == []
