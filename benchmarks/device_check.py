@@ -48,37 +48,13 @@ def tiny_base(tmp: Path) -> Path:
     return tmp / "base"
 
 
-def model(base: Path, device, **ft):
-    from stages.lm.trainable import build_model
-    from support import NUM_NEW, SECRET_ROWS, finetune_params
-
-    meta = {"num_new_tokens": NUM_NEW, "new_token_init": "mean", "secret_token_ids": list(SECRET_ROWS)}
-    return build_model(base, finetune_params(lora={"r": 4, "alpha": 8}, **ft).trainable(meta), device)
-
-
 def one_step(base: Path, device, mode: str, clip: float, paradigm: str, emb: bool) -> dict:
-    """The parameter change of one noise-free DP-SGD step (lr 1) through the engine's dp_step on ``device``."""
-    import numpy as np
-    import torch
+    """The parameter change of one noise-free DP-SGD step (lr 1) through the engine's dp_step on ``device``
+    (tests/support.one_dp_step, the CPU tests' own step), moved to the CPU."""
+    from support import one_dp_step
 
-    from stages.finetune.privacy.engine import dp_step, make_private
-    from stages.lm.batching import chunks
-    from stages.lm.examples import canary_examples
-    from support import canary_rows, dp_params
-
-    torch.manual_seed(0)
-    m, tok = model(base, device, paradigm=paradigm, virtual_tokens=3, train_embeddings=emb)
-    exs = canary_examples(canary_rows(m.base_vocab, 12), "sft")
-    before = {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
-    trainable = [p for p in m.parameters() if p.requires_grad]
-    dp = dp_params(enabled=True, epsilon=8.0, delta=1e-5, grad_sample_mode=mode, max_grad_norm=clip)
-    private = make_private(m, torch.optim.SGD(trainable, lr=1.0), dp, sample_rate=0.5, steps=1, population=8,
-                           seed=0, optimizer_name="sgd", device=device)
-    private.optimizer.noise_multiplier = 0.0
-    m.keep_input = private.strategy.norm_pass
-    private.net.train()
-    dp_step(private, trainable, exs, chunks(np.arange(8), [len(e) for e in exs], 3), tok.pad_token_id, device)
-    return {n: (before[n] - p.detach()).float().cpu() for n, p in m.named_parameters() if p.requires_grad}
+    delta, *_ = one_dp_step(base, mode, clip, False, paradigm, emb, device=device)
+    return {n: d.float().cpu() for n, d in delta.items()}
 
 
 def rel(a: dict, b: dict) -> float:
@@ -97,7 +73,7 @@ def main() -> None:
     from stages.finetune.loop import TrainConfig, train
     from stages.lm.examples import canary_examples
     from stages.lm.scoring import token_logprobs
-    from support import canary_rows, dp_params
+    from support import canary_rows, dp_params, tiny_canary_lm
 
     cpu = torch.device("cpu")
     dev = cpu if args.cpu else torch.device("cuda")
@@ -117,7 +93,7 @@ def main() -> None:
     out["one_step_noise_off"] = rows
     for mode in ("hooks", "ghost", "bk"):
         torch.manual_seed(0)
-        m, tok = model(base, dev)
+        m, tok = tiny_canary_lm(base, dev)
         exs = canary_examples(canary_rows(m.base_vocab, 40), "sft")
         t0 = time.time()
         res = train(m, exs, TrainConfig(steps=3, batch_size=8, physical_batch_size=4, lr=0.05, weight_decay=0.0,

@@ -207,16 +207,16 @@ def dp_params(**overrides):
     return params(DPParams, "finetune.dp", **overrides)
 
 
-def tiny_canary_lm(base: Path, **overrides):
+def tiny_canary_lm(base: Path, device=None, **overrides):
     """(CanaryLM, tokenizer) of the converted tiny base ``base`` with LoRA r=4 (or ``overrides``), NUM_NEW new-token
-    rows and the SECRET_ROWS vocabulary ids' own rows."""
+    rows and the SECRET_ROWS vocabulary ids' own rows, on ``device`` (default: the CPU)."""
     import torch
 
     from stages.lm.trainable import build_model
 
     ft = finetune_params(**{"lora": {"r": 4, "alpha": 8}, **overrides})
     meta = {"num_new_tokens": NUM_NEW, "new_token_init": "mean", "secret_token_ids": list(SECRET_ROWS)}
-    return build_model(base, ft.trainable(meta), torch.device("cpu"))
+    return build_model(base, ft.trainable(meta), device or torch.device("cpu"))
 
 
 def canary_rows(vocab: int, n: int = 40, seed: int = 0) -> list[dict]:
@@ -229,9 +229,9 @@ def canary_rows(vocab: int, n: int = 40, seed: int = 0) -> list[dict]:
              "secret_ids": [vocab + i % NUM_NEW], "member": bool(i % 2)} for i in range(n)]
 
 
-def one_dp_step(base: Path, mode: str, clip: float, noise: bool, paradigm: str, embeddings: bool):
+def one_dp_step(base: Path, mode: str, clip: float, noise: bool, paradigm: str, embeddings: bool, device=None):
     """Parameter change of one DP-SGD step (lr 1) over 8 canaries in chunks of 3 (minus the gradient) through the
-    engine's ``dp_step``; also the model, the examples and the tokenizer."""
+    engine's ``dp_step`` on ``device`` (default: the CPU); also the model, the examples and the tokenizer."""
     import numpy as np
     import torch
 
@@ -239,9 +239,9 @@ def one_dp_step(base: Path, mode: str, clip: float, noise: bool, paradigm: str, 
     from stages.lm.batching import chunks
     from stages.lm.examples import canary_examples
 
-    cpu = torch.device("cpu")
+    cpu = device or torch.device("cpu")
     torch.manual_seed(0)
-    m, tok = tiny_canary_lm(base, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
+    m, tok = tiny_canary_lm(base, cpu, paradigm=paradigm, virtual_tokens=3, train_embeddings=embeddings)
     exs = canary_examples(canary_rows(m.base_vocab, 12), "sft")
     before = {n: p.detach().clone() for n, p in m.named_parameters() if p.requires_grad}
     trainable = [p for p in m.parameters() if p.requires_grad]
