@@ -27,8 +27,17 @@ def launch(argv: Sequence[str], nproc: int, module: str = "stages.finetune") -> 
 
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=1)
+    # the workers split the cores (they inherit this environment); the caller's own environment is restored, or
+    # every later process it starts (a dvc repro, a fine-tune) would run on 1 thread, with other float sums
+    before = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc))
-    elastic_launch(config, sys.executable)("-m", module, *argv)
+    try:
+        elastic_launch(config, sys.executable)("-m", module, *argv)
+    finally:
+        if before is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = before
 
 
 def init(device_pref: str):

@@ -198,8 +198,12 @@ def test_each_broken_mechanism_is_flagged_for_what_it_broke(monkeypatch, name, m
         monkeypatch.chdir(ROOT)
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
         monkeypatch.setenv("SELFCHECK_MUTANT", name)
+        threads = os.environ.get("OMP_NUM_THREADS")
         (row,) = flow.check(sc, [config], seed=21, module="mutants", mutant=name, log=lambda _: None,
                             family=len(sc.configs))
+        # the launch split the cores for its workers only: this process's environment is as it was (it leaked
+        # OMP_NUM_THREADS=1 once, and every fine-tune started after it by this process ran on 1 thread)
+        assert os.environ.get("OMP_NUM_THREADS") == threads
     else:
         with mutants.mutant(name):
             (row,) = flow.check(sc, [config], seed=21, mutant=name, log=lambda _: None, family=len(sc.configs))

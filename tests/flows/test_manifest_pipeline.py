@@ -1,5 +1,5 @@
 """End to end: the fine-tune's manifest is the only source of membership downstream, and a fine-tune rerun with
-the same inputs changes no structural file (and, almost always, no hash: nothing downstream goes stale)."""
+the same inputs changes no hash (nothing downstream goes stale)."""
 from __future__ import annotations
 
 import json
@@ -54,39 +54,18 @@ def _dir_files(project, lock: str, stage: str, path: str) -> dict[str, str]:
     return {e["relpath"]: e["md5"] for e in listing}
 
 
-#: files of a fine-tuned run whose bytes are floats from training (the rest is structure: who is a member, the
-#: run's records, the step log, the adapter's config)
-WEIGHTS = ("trainable.safetensors", "adapter/adapter_model.safetensors")
-
-
 def test_a_finetune_rerun_with_the_same_inputs_leaves_nothing_stale(reproduced_project):
-    """`dvc repro -f` of a fine-tune with unchanged inputs writes the same run: every structural file (manifest,
-    run.json, auditor.json, step log, adapter config) byte for byte, so the audit's membership and records do
-    not move. The weights are the same bytes on almost every rerun, and then nothing downstream goes stale. In 2 of
-    the last 3 slow-tier runs (CI's included; never in 22 reruns made alone, under load or not, at other paths,
-    environments or hash seeds) they differed in the last float bits (max 2e-9), a CPU float nondeterminism not
-    yet located, and the attacks downstream rerun: then the weights must agree to float rounding and the test
-    says so (a warning) rather than failing on a difference that is not in the run's content."""
-    import warnings
-
-    from safetensors.torch import load_file
-
+    """`dvc repro -f` of a fine-tune with unchanged inputs writes the same bytes, so nothing downstream goes stale.
+    (It failed on CI and in this suite, never alone: the self-check's 2-process launch had left OMP_NUM_THREADS=1
+    in the test process, so every later fine-tune ran on 1 thread and summed floats in another order. A failure
+    names the files that changed.)"""
     project = reproduced_project
     before = (project / "dvc.lock").read_text()
-    old = {f: load_file(project / "data/models/dp" / f) for f in WEIGHTS}
     out = run(["dvc", "repro", "-f", "--single-item", "finetune@dp"], project).stdout
     assert "Running stage 'finetune@dp'" in out
-    was, now = (_dir_files(project, lock, "finetune@dp", "data/models/dp")
-                for lock in (before, (project / "dvc.lock").read_text()))
-    changed = sorted(f for f in set(was) | set(now) if was.get(f) != now.get(f))
-    assert set(changed) <= set(WEIGHTS), f"the rerun changed structural files: {changed}"
     status = run(["dvc", "status"], project).stdout
-    if not changed:
-        assert "up to date" in status, status  # the same bytes, so nothing below reruns
-        return
-    for f in changed:
-        new = load_file(project / "data/models/dp" / f)
-        for name, t in old[f].items():
-            diff = float((new[name] - t).abs().max())
-            assert diff <= 1e-6 * max(float(t.abs().max()), 1e-3), (f, name, diff)
-    warnings.warn(f"finetune rerun: {changed} differ in the last float bits (downstream reruns)")
+    if "up to date" not in status:
+        was, now = (_dir_files(project, lock, "finetune@dp", "data/models/dp")
+                    for lock in (before, (project / "dvc.lock").read_text()))
+        changed = sorted(f for f in set(was) | set(now) if was.get(f) != now.get(f))
+        pytest.fail(f"the rerun changed {changed}; dvc status: {status}")
