@@ -90,17 +90,28 @@ def regress(points: Sequence[Mapping], score: str, covariates: Sequence[str]) ->
                              for nm, c, s, pv in zip(names, fit.params, fit.bse, fit.pvalues)}}
 
 
-def spearman(points: Sequence[Mapping], a: str, b: str) -> dict:
-    """Section 5.1: Spearman's rank correlation of two per-point quantities (scipy), with its p-value."""
+def finite_pairs(xs: Sequence, ys: Sequence) -> list[tuple[float, float]]:
+    """The (x, y) pairs where both values are present and finite."""
+    return [(float(x), float(y)) for x, y in zip(xs, ys) if x is not None and y is not None
+            and math.isfinite(float(x)) and math.isfinite(float(y))]
+
+
+def spearman_of(xs: Sequence, ys: Sequence) -> dict:
+    """Spearman's rank correlation of paired values (scipy) with its p-value, over the finite pairs; skipped with
+    fewer than 3 pairs or a constant variable."""
     from scipy.stats import spearmanr
 
-    pairs = [(float(p[a]), float(p[b])) for p in points if p.get(a) is not None and p.get(b) is not None
-             and math.isfinite(float(p[a])) and math.isfinite(float(p[b]))]
+    pairs = finite_pairs(xs, ys)
     if len(pairs) < 3 or len({x for x, _ in pairs}) < 2 or len({y for _, y in pairs}) < 2:
         return {"n": len(pairs), "rho": None, "p": None,
                 "skipped": "fewer than 3 points or a constant variable"}
     res = spearmanr([x for x, _ in pairs], [y for _, y in pairs])
     return {"n": len(pairs), "rho": float(res.statistic), "p": float(res.pvalue)}
+
+
+def spearman(points: Sequence[Mapping], a: str, b: str) -> dict:
+    """Section 5.1: Spearman's rank correlation of two per-point quantities, with its p-value."""
+    return spearman_of([p.get(a) for p in points], [p.get(b) for p in points])
 
 
 def control_check(points: Sequence[Mapping], score: str, control: str = "control_mean") -> dict:

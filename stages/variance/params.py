@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core.params import check
+from ..core.params import check, run_names, section_of
 
 
 @dataclass(frozen=True)
@@ -131,10 +131,9 @@ class StudyParams:
 
     def registered(self, raw: dict) -> list[tuple[str, str]]:
         """The recipe is a configured run, and every seed was registered as fresh (audit.seeds.preregistered), never
-        a development seed. Checked on the project's params (a test) and by the study's flow before it trains, not
-        on every derived params file (a sweep point or a test's project drops runs and seeds the study names)."""
-        from ..core.params import run_names, section_of
-
+        a development seed. Checked on the project's params by a test (the flow that will train the study must
+        check it too; it is not written yet), not on every derived params file (a sweep point or a test's project
+        drops runs and seeds the study names)."""
         missing = sorted(set(self.seeds) - set(section_of(raw, "audit.seeds.preregistered") or ()))
         used = sorted(set(self.seeds) & set(section_of(raw, "audit.seeds.development") or ()))
         return ([("variance.study.run", f"no such run in runs ({self.run!r})")]

@@ -24,6 +24,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .analysis import finite_pairs, spearman_of
+
 
 def kruskal(groups: Mapping[str, Sequence[float]]) -> dict:
     """Kruskal-Wallis H over the groups (scipy, tie-corrected), its p-value and epsilon^2_H."""
@@ -53,15 +55,14 @@ def kruskal_power(draws: Mapping[str, np.ndarray], per_group: int, level: float,
 
 
 def spearman_ci(x: Sequence[float], y: Sequence[float], bootstrap: int, seed: int) -> dict:
-    """Spearman's rho of paired values with a percentile bootstrap 95% interval over the pairs (models)."""
+    """Spearman's rho of paired values (``analysis.spearman_of``) with a percentile bootstrap 95% interval over the
+    pairs (models)."""
     from scipy.stats import spearmanr
 
-    pairs = [(float(a), float(b)) for a, b in zip(x, y) if a is not None and b is not None
-             and math.isfinite(float(a)) and math.isfinite(float(b))]
-    if len(pairs) < 3 or len({a for a, _ in pairs}) < 2 or len({b for _, b in pairs}) < 2:
-        return {"n": len(pairs), "rho": None, "skipped": "fewer than 3 models or a constant variable"}
-    a, b = np.array(pairs).T
-    res = spearmanr(a, b)
+    res = spearman_of(x, y)
+    if res["rho"] is None:
+        return res
+    a, b = np.array(finite_pairs(x, y)).T
     rng = np.random.default_rng(seed)
     boots = []
     for _ in range(bootstrap):
@@ -69,8 +70,7 @@ def spearman_ci(x: Sequence[float], y: Sequence[float], bootstrap: int, seed: in
         if np.ptp(a[i]) > 0 and np.ptp(b[i]) > 0:
             boots.append(float(spearmanr(a[i], b[i]).statistic))
     ci = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))] if boots else None
-    return {"n": len(pairs), "rho": float(res.statistic), "p": float(res.pvalue), "ci95": ci,
-            "bootstrap": bootstrap}
+    return {**res, "ci95": ci, "bootstrap": bootstrap}
 
 
 def by_config(rows: Sequence[Mapping], measure: str) -> dict[str, list[float]]:
@@ -101,9 +101,9 @@ def analyse_study(rows: Sequence[Mapping], measures: Sequence[str], q2_against: 
                   power_trials: int = 0) -> dict:
     """Q1 (with the power under the ideal where ``ideal_draws`` are given), the ideal's prediction and Q2, over the
     study's completed models (``rows``: one per model with its ``config``)."""
-    per_group = min((len(v) for v in by_config(rows, measures[0]).values()), default=0)
-    out: dict = {"models": len(rows), "configurations": len(by_config(rows, measures[0])),
-                 "q1": q1(rows, measures, alpha)}
+    groups = by_config(rows, measures[0])
+    per_group = min((len(v) for v in groups.values()), default=0)
+    out: dict = {"models": len(rows), "configurations": len(groups), "q1": q1(rows, measures, alpha)}
     if ideal_draws and per_group:
         out["q1"][measures[0]]["power_under_ideal"] = {
             "power": kruskal_power(ideal_draws, per_group, alpha, power_trials, seed),
