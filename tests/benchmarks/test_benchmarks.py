@@ -105,3 +105,15 @@ def test_device_check_runs_with_the_cpu_as_the_device(tmp_path):
     for mode in ("hooks", "ghost", "bk"):
         assert doc[f"train_{mode}"]["finite"] and doc[f"train_{mode}"]["epsilon_spent"] == pytest.approx(8.0, rel=0.01)
     assert doc["scoring_fp32_max_abs_diff_device_vs_cpu"] < 1e-6
+
+
+def test_study_power_under_the_ideal_runs_on_the_committed_study():
+    """benchmarks/study_power.py with few trials: every configuration of variance.study, its ideal median ordered
+    by q at equal compute (A > B > C; D, B's q and T, at B's), one power per (seeds, level)."""
+    out = run([PYTHON, str(ROOT / "benchmarks/study_power.py"), "--trials", "60", "--seeds", "4", "--levels",
+               "0.05"], ROOT).stdout
+    doc = json.loads(out[out.index("{\n"):])
+    med = {c: r["ideal_eps_lb_95_median"] for c, r in doc["configs"].items()}
+    assert set(med) == {"A", "B", "C", "D"} and med["A"] > med["B"] > med["C"] and med["D"] == med["B"]
+    (power,) = doc["power"].values()
+    assert 0 <= power <= 1
