@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     var.add_argument("--params", default="params.yaml")
     var.add_argument("--retabulate", action="store_true",
                      help="rebuild reports/variance/points.parquet from the experiments it names (no point reruns)")
+    var.add_argument("--study", action="store_true",
+                     help="train the pre-registered study (variance.study: configurations x fresh seeds) instead; "
+                          "resumable: completed models in its table are kept")
     add("report", "rebuild the report (`dvc repro report`)")
     lin = add("lineage", "print where one reported number comes from, back to the raw files' md5")
     lin.add_argument("target", help="FILE:dotted.path, e.g. reports/metrics.json:runs.nondp.privacy.steps")
@@ -151,7 +154,8 @@ def cmd_variance(args) -> int:
     apply_offline_defaults()
     from flows.variance import main as variance_main
 
-    variance_main(["--repo", args.repo, "--params", args.params, *(["--retabulate"] if args.retabulate else [])])
+    variance_main(["--repo", args.repo, "--params", args.params, *(["--retabulate"] if args.retabulate else []),
+                   *(["--study"] if args.study else [])])
     return 0
 
 

@@ -43,12 +43,22 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from stages.core.env import OFFLINE_ENV
-from stages.core.errors import DataError
+from stages.core.errors import ConfigError, DataError
 from stages.core.params import read_params
 from stages.params import Params, load_params, validate_params
-from stages.variance.api import RUN, apply_point, markdown, point_params, points, tabulate
+from stages.variance.api import (
+    RUN,
+    apply_point,
+    diverged,
+    markdown,
+    point_params,
+    points,
+    study_points,
+    study_record,
+    tabulate,
+)
 from stages.variance.params import SweepParams
-from stages.variance.schema import read_point_refs, write_points
+from stages.variance.schema import read_audit_points, read_point_refs, write_audit_points, write_points
 
 ENV = {**OFFLINE_ENV,
        "GIT_AUTHOR_NAME": "leakaudit-sweep", "GIT_AUTHOR_EMAIL": "sweep@leakaudit.invalid",
@@ -197,6 +207,93 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
     return rows
 
 
+def checked_study(params_file: Path) -> tuple[Params, dict, list[dict]]:
+    """The root params, the raw params and the pre-registered study's models (``variance.study``): the study must be
+    registered (its recipe a run, its seeds fresh: ``StudyParams.registered``) and every model's params valid, before
+    any model is trained."""
+    raw = read_params(params_file)
+    params = load_params(params_file, raw)
+    study = params.variance.study
+    problems = study.registered(raw)
+    if problems:
+        key, why = problems[0]
+        raise ConfigError(f"{params_file}: {key}: {why}")
+    pts = study_points(study, raw, params.audit.primary.attack)
+    for p in pts:
+        validate_params(point_params(raw, p), f"{params_file} with study model {p['point']}")
+    return params, raw, pts
+
+
+def study_meta(params: Params, raw: dict) -> dict:
+    """What the study table says produced it: the registered study and the recipe it varies (compared on resume)."""
+    study = params.variance.study
+    return {"study": json.loads(json.dumps(asdict(study))), "recipe": raw["runs"][study.run],
+            "primary": {"attack": params.audit.primary.attack, "kind": params.audit.primary.kind}}
+
+
+def kept_models(path: Path, meta: dict) -> dict[str, dict]:
+    """The completed models of an earlier (interrupted) run of the same study; a table of another design is refused
+    (the design is fixed before the first model: it never changes under a table that has models)."""
+    if not path.is_file():
+        return {}
+    rows, old = read_audit_points(path)
+    if old != meta:
+        raise DataError(f"{path}: written for another study design or recipe than variance.study now; the "
+                        "registered design never changes once models exist (move the table away to start over)")
+    return {r["point"]: r for r in rows if r["status"] == "completed"}
+
+
+@flow(name="privacy-variance-study", persist_result=False)
+def variance_study(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
+    """Train the pre-registered study's models (configurations x seeds) as DVC experiments on Dask workers, through
+    the sweep's machinery (``variance.sweep``: cluster, retries, remotes). The table (``variance.study.table``) is
+    rewritten as each model completes, so an interrupted study resumes: its completed models are kept and only the
+    others run (from the commit now checked out, which each row names)."""
+    log = get_run_logger()
+    root = Path(repo).resolve()
+    params, raw, pts = checked_study(root / params_file)
+    study, sp = params.variance.study, params.variance.sweep
+    path, meta = root / study.table, study_meta(params, raw)
+    kept = kept_models(path, meta)
+    todo = [p for p in pts if p["point"] not in kept]
+    log.info("study: %d models, %d completed earlier, %d to train", len(pts), len(kept), len(todo))
+    rows = dict(kept)
+
+    def write() -> None:
+        write_audit_points(path, [rows[p["point"]] for p in pts if p["point"] in rows], meta)
+
+    if not todo:
+        write()
+        return list(rows.values())
+    git_remote, dvc_remote, rev = setup_remotes(root, sp)
+    point_task = run_point.with_options(retries=sp.retries, retry_delay_seconds=1)
+    futures = {point_task.submit(p, git_remote, dvc_remote, rev, ["audit"], sp.worker_dir,
+                                 sp.cluster.threads_per_worker, sp.keep_clones): p for p in todo}
+    from prefect.futures import as_completed
+
+    for fut in as_completed(list(futures)):
+        p = futures[fut]
+        fut.wait()  # the future's state is final only after wait()
+        if fut.state.is_completed():
+            done = fut.result()
+            sh(["dvc", "exp", "pull", "--no-cache", "--force", git_remote, exp_ref(rev, p["point"])], cwd=root)
+            run = json.loads(sh(["git", "show", f"{done['rev']}:reports/metrics.json"], cwd=root))["runs"][study.run]
+            why = diverged(run, sp.diverged_loss)
+            rows[p["point"]] = study_record(p, run, "failed" if why else "completed", why, done, rev)
+            log.info("model %s: %s in %.0f s (experiment %s)", p["point"], rows[p["point"]]["status"],
+                     done["seconds"], done["rev"][:8])
+        else:
+            try:
+                fut.result(raise_on_failure=True)
+                why = "not run"
+            except BaseException as exc:  # noqa: BLE001 - any failure of a model is recorded, never fatal
+                why = " ".join(str(exc).split())[:500] or type(exc).__name__
+            rows[p["point"]] = study_record(p, None, "failed", why, None, rev)
+            log.warning("model %s: FAILED after %d retries: %s", p["point"], sp.retries, why)
+        write()
+    return [rows[p["point"]] for p in pts]
+
+
 def drain_prefect_workers() -> None:
     """Send Prefect's queued logs and events (blocking, bounded)."""
     from prefect.events.worker import EventsWorker
@@ -243,6 +340,14 @@ def run_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
                                                                                            params_file=params_file)
 
 
+def run_study(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
+    """The study's flow on the sweep's task runner (``variance.sweep.cluster``), one Prefect API for all."""
+    params, _, _ = checked_study(Path(repo) / params_file)  # an unregistered study fails here, before any worker
+    with shared_api():
+        return variance_study.with_options(task_runner=task_runner(params.variance.sweep))(repo=repo,
+                                                                                           params_file=params_file)
+
+
 def retabulate(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
     """Rebuild the sweep table from the experiments it already names (e.g. after the table's schema gained a
     column): the same points, experiment commits and failures, no point rerun."""
@@ -265,8 +370,16 @@ def main(argv=None) -> None:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--retabulate", action="store_true",
                     help="rebuild the table from the experiments it names (no point reruns)")
+    ap.add_argument("--study", action="store_true",
+                    help="train the pre-registered study (variance.study) instead of the sweep grid; resumable")
     args = ap.parse_args(argv)
     t0 = time.time()
+    if args.study:
+        rows = run_study(args.repo, args.params)
+        ok = sum(r["status"] == "completed" for r in rows)
+        print(f"variance study: {ok} of {len(rows)} models completed in {time.time() - t0:.0f} s; "
+              "`dvc repro report` analyses the table")
+        return
     if args.retabulate:
         rows = retabulate(args.repo, args.params)
         print(f"variance table rebuilt from {sum(bool(r['rev']) for r in rows)} experiments")

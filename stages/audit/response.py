@@ -7,6 +7,8 @@
   per-step noise sigma, so a canary sampled k times sits k / (sqrt(T) sigma) null standard deviations up. A real
   score far below that line loses the signal somewhere (clipping, the optimizer, the score), which the gradient
   diagnostics help place.
+  ``member_shift``: the members' mean z (their mean score minus the non-members', in non-member standard deviations),
+  the continuous counterpart of the one-run bound (variance.study's secondary measure).
 * ``canary_gradients``: the fine-tune's measurement at the initial model (per-example gradient norm against the
   clip norm, and the share of it in the secret token's own rows), passed on as recorded.
 """
@@ -56,7 +58,8 @@ def canary_response(canaries: dict, kind: str, inclusions: dict[str, int], priva
                        "ideal_z": ideal_z(b, privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"])
                        if dp else None}
         slope = np.polyfit(counts[y], z[y], 1)[0] if len(set(counts[y].tolist())) > 1 else float("nan")
-        out["attacks"][attack] = {"bins": rows, "z_per_inclusion": float(slope),
+        shift = float(z[y].mean()) if y.any() and sd > 0 else None
+        out["attacks"][attack] = {"bins": rows, "z_per_inclusion": float(slope), "member_shift": shift,
                                   "ideal_z_per_inclusion": (1 / (math.sqrt(privacy["steps"])
                                                                  * privacy["noise_multiplier"])) if dp else None}
     return out

@@ -25,8 +25,8 @@ from ..core.io import read_json, read_table, write_json, write_table
 # audit.min_per_side (exact p instead), minus_blind, blind pools by fingerprint with verdict and power
 # (shift_check.pools); 7: training holds public quantities only (no n_examples, expected_batch_size), no
 # canary_gradients (the run's auditor.json); 8: attacks_skipped (the default list's attacks a run cannot have),
-# audit_params.primary.no_dp (the rule of runs without DP)
-METRICS_VERSION = 8
+# audit_params.primary.no_dp (the rule of runs without DP); 9: canary_response.attacks.<attack>.member_shift
+METRICS_VERSION = 9
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;

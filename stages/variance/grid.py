@@ -33,12 +33,18 @@ def points(sp: SweepParams) -> list[dict]:
 
 
 def point_params(raw: dict, point: dict) -> dict:
-    """The whole params of ``point``: ``raw`` with `runs` = its one run, `attack.runs` = its attacks, no guessing
-    rule (`audit.primary.runs`) for a run the point drops, and no replicas or pooled test (``raw`` is left as it
-    was)."""
+    """The whole params of ``point``: ``raw`` with `runs` = its one run, `attack.runs` = its attacks, its ``params``
+    overrides (dotted keys), no guessing rule (`audit.primary.runs`) for a run the point drops, and no replicas or
+    pooled test (``raw`` is left as it was)."""
     out = copy.deepcopy(raw)
     out["runs"] = copy.deepcopy(point["runs"])
-    out.setdefault("attack", {})["runs"] = {RUN: list(point["attacks"])}
+    out.setdefault("attack", {})["runs"] = {run: list(point["attacks"]) for run in point["runs"]}
+    for key, value in (point.get("params") or {}).items():  # a study point's own seeds (canaries.seed)
+        *parents, leaf = key.split(".")
+        node = out
+        for k in parents:
+            node = node.setdefault(k, {})
+        node[leaf] = value
     rules = section_of(out, "audit.primary.runs")
     if isinstance(rules, dict):
         out["audit"]["primary"]["runs"] = {run: rule for run, rule in rules.items() if run in out["runs"]}
@@ -65,3 +71,25 @@ def diverged(run: dict, limit: float) -> str | None:
     except (TypeError, ValueError):
         ok = False
     return None if ok else f"diverged: validation loss {loss} > variance.sweep.diverged_loss = {limit:g}"
+
+
+def study_points(study, raw: dict, primary_attack: str) -> list[dict]:
+    """The pre-registered study's models (``variance.study``): one point per (configuration, seed), each the study's
+    recipe (``runs.<study.run>``) at the configuration's b, T, eta with sigma calibrated to (epsilon, delta), and the
+    seed as its own canary draw and membership coins (``canaries.seed``) and its text sample, sampler and noise (the
+    run's ``seed``). Its attacks: the audit's primary attack and each Q2 score that is an attack (exposure, vmr,
+    air, acr)."""
+    base = copy.deepcopy(section_of(raw, f"runs.{study.run}") or {})
+    attacks = [primary_attack] + [a for a in study.q2_against if a in ("exposure", "vmr", "air", "acr")]
+    out = []
+    for config, c in study.configs.items():
+        for seed in study.seeds:
+            dp = {**(base.get("dp") or {}), "enabled": True, "epsilon": float(study.epsilon),
+                  "delta": float(study.delta)}
+            run = {**base, "batch_size": int(c.batch_size), "steps": int(c.steps), "lr": float(c.lr),
+                   "seed": int(seed), "dp": dp}
+            out.append({"point": f"study-{config}-s{seed}".replace("_", "-"), "config": config,
+                        "epsilon": float(study.epsilon), "delta": float(study.delta), "batch_size": int(c.batch_size),
+                        "steps": int(c.steps), "lr": float(c.lr), "seed": int(seed), "runs": {study.run: run},
+                        "attacks": attacks, "params": {"canaries.seed": int(seed)}})
+    return out

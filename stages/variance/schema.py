@@ -73,3 +73,48 @@ def read_point_refs(path: str | Path) -> tuple[list[dict], dict]:
     except (pa.ArrowInvalid, OSError, KeyError, ValueError) as exc:
         raise DataError(f"{path}: not a variance sweep table ({exc})") from None
     return table.to_pylist(), meta
+
+
+#: The pre-registered study's table (``variance.study.table``): one row per model (configuration x seed), written by
+#: ``leakaudit variance --study`` as each model completes, read by the ``variance`` stage (Q1, Q2) and the report.
+AUDIT_POINTS = pa.schema([
+    ("point", pa.string()),         # the DVC experiment's name (study-<config>-s<seed>)
+    ("config", pa.string()),        # the configuration's name in variance.study.configs
+    ("seed", pa.int64()),           # canaries.seed and the run's seed (canary draw, coins, sample, sampler, noise)
+    ("status", pa.string()),        # completed | failed
+    ("error", pa.string()),         # the failure, one line (null: completed)
+    ("base_commit", pa.string()),   # the commit the experiment ran from
+    ("rev", pa.string()),           # the experiment's git commit (null: failed)
+    ("epsilon", pa.float64()),      # the target epsilon sigma was calibrated to
+    ("delta", pa.float64()),
+    ("accountant_epsilon", pa.float64()),   # the accountant's epsilon at delta after the run
+    ("sample_rate", pa.float64()),
+    ("steps", pa.int64()),
+    ("batch_size", pa.int64()),
+    ("lr", pa.float64()),
+    ("noise_multiplier", pa.float64()),
+    ("m", pa.int64()),              # the primary test: canaries, guesses, correct guesses
+    ("r", pa.int64()),
+    ("v", pa.int64()),
+    ("seed_status", pa.string()),   # preregistered | development (audit.seeds)
+    ("eps_lb_95", pa.float64()),    # Steinke et al.'s one-run bound at 95% (the primary test's)
+    ("gdp_eps_lb_95", pa.float64()),  # the same counts under the Gaussian trade-off assumption
+    ("member_shift", pa.float64()),  # the primary attack's mean member score in non-member SDs (canary_response)
+    ("ideal_eps_lb_95_median", pa.float64()),  # the last-iterate ideal's median bound at this q, T, sigma (heuristic)
+    ("valid_perplexity", pa.float64()),
+    ("exposure", pa.float64()),     # mean exposure (bits) of the inserted secret-sharer canaries
+    ("exposure_control", pa.float64()),  # the same of the candidates never inserted (the control)
+])
+
+
+def write_audit_points(path: str | Path, rows: list[dict], meta: Mapping) -> None:
+    table = pa.Table.from_pylist(rows, schema=AUDIT_POINTS.with_metadata({"study": json.dumps(meta, sort_keys=True)}))
+    write_table(table, path, AUDIT_POINTS.with_metadata(table.schema.metadata))
+
+
+def read_audit_points(path: str | Path) -> tuple[list[dict], dict]:
+    """The study's rows and its metadata (the registered params it ran)."""
+    import pyarrow.parquet as pq
+
+    table = read_table(path, AUDIT_POINTS, producer="the pre-registered study (leakaudit variance --study)")
+    return table.to_pylist(), json.loads((pq.read_schema(path).metadata or {}).get(b"study", b"{}"))

@@ -83,3 +83,28 @@ def markdown(rows: list[dict], name: str, rev: str, confidences: Sequence[float]
                        r["eps_hat"], r["exposure"], f"`{r['rev'][:8]}`" if r["rev"] else None])
     return (f"# Variance sweep {name}\n\nPoints from commit `{rev[:8]}`; each is a DVC experiment (`dvc exp show`, "
             f"`dvc exp apply <point>`).\n\n{md_table(t)}\n")
+
+
+def study_record(point: Mapping, run: Mapping | None, status: str, error: str | None, done: Mapping | None,
+                 base_commit: str) -> dict:
+    """One row of the study's table (``schema.AUDIT_POINTS``) from a model's point and (completed) its run's entry of
+    the experiment's metrics.json: the primary test, its ideal, the member shift of the primary attack, utility
+    and exposure."""
+    from .schema import AUDIT_POINTS
+
+    row = {f: None for f in AUDIT_POINTS.names}
+    row.update({k: point[k] for k in ("point", "config", "seed", "epsilon", "delta", "steps", "batch_size", "lr")})
+    row.update(status=status, error=error, base_commit=base_commit, rev=(done or {}).get("rev"))
+    if run is None:
+        return row
+    priv, prim = run.get("privacy") or {}, run.get("audit_primary") or {}
+    shift = section_of(run, f"canary_response.attacks.{prim.get('attack')}.member_shift")
+    row.update(accountant_epsilon=_num(priv.get("epsilon_spent")), sample_rate=_num(priv.get("sample_rate")),
+               noise_multiplier=_num(priv.get("noise_multiplier")), delta=_num(priv.get("delta")),
+               m=prim.get("m"), r=prim.get("r"), v=prim.get("v"), seed_status=prim.get("seed_status"),
+               eps_lb_95=_num(prim.get("eps_lb_95")), gdp_eps_lb_95=_num(prim.get("gdp_eps_lb_95")),
+               member_shift=_num(shift), ideal_eps_lb_95_median=_num(prim.get("ideal_eps_lb_95_median")),
+               valid_perplexity=_num(section_of(run, "utility.valid_perplexity")),
+               exposure=_num(section_of(run, "exposure.all.mean_exposure_inserted")),
+               exposure_control=_num(section_of(run, "exposure.all.mean_exposure_not_inserted")))
+    return row

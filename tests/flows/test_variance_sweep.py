@@ -76,3 +76,47 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
     assert analysis["completed"] == 1 and analysis["failed"][0]["point"] == bad["point"]
     one = analysis["statistics"]["mean"]["8"]  # one point: no control test can pass, so nothing is fitted
     assert one["withheld"] and one["regressions"]["individual"]["skipped"] == one["withheld"]
+
+    # the pre-registered study through the same machinery: 2 configurations x 2 fresh seeds of the dp recipe, its
+    # table rewritten as each model completes; a rerun resumes (trains nothing), a changed design is refused
+    from stages.variance.schema import read_audit_points
+
+    p = yaml.safe_load((project / "params.yaml").read_text())
+    p["variance"]["study"].update(run="dp", seeds=[3201, 3202], configs={
+        "X": {"batch_size": 4, "steps": 2, "lr": 0.01}, "Y": {"batch_size": 8, "steps": 2, "lr": 0.02}})
+    (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "study params"], project)
+    study = [PYTHON, "-m", "flows.variance", "--repo", str(project), "--study"]
+    t = time.time()
+    out = run(study, empty, env={"PREFECT_HOME": str(tmp_path / "prefect")})
+    print(f"four-model study: {time.time() - t:.0f} s")
+    assert "4 of 4 models completed" in out.stdout, (out.stdout + out.stderr)[-3000:]
+    path = project / "reports/variance/audit_points.parquet"
+    rows, meta = read_audit_points(path)
+    assert [(r["config"], r["seed"]) for r in rows] == [("X", 3201), ("X", 3202), ("Y", 3201), ("Y", 3202)]
+    assert meta["study"]["seeds"] == [3201, 3202] and meta["recipe"] == p["runs"]["dp"]
+    for r in rows:
+        assert r["status"] == "completed" and r["seed_status"] == "preregistered", r
+        assert r["delta"] == 1e-5 and r["accountant_epsilon"] == pytest.approx(8.0, rel=0.02)
+        assert r["m"] == 60 and r["r"] == 10 and r["eps_lb_95"] is not None and r["gdp_eps_lb_95"] is not None
+        assert r["ideal_eps_lb_95_median"] >= 0 and r["valid_perplexity"] > 1 and r["exposure"] is not None
+        assert r["member_shift"] is not None and r["exposure_control"] is not None
+        shown = yaml.safe_load(run(["git", "show", f"{r['rev']}:params.yaml"], project).stdout)
+        assert shown["canaries"]["seed"] == r["seed"] and shown["runs"]["dp"]["seed"] == r["seed"]
+        assert shown["runs"]["dp"]["batch_size"] == r["batch_size"] and shown["attack"]["runs"]["dp"] == ["loss",
+                                                                                                         "exposure"]
+    # each model its own canary draw: the two seeds' canaries differ
+    assert len({r["rev"] for r in rows}) == 4
+    before = path.read_bytes()
+    out = run(study, empty, env={"PREFECT_HOME": str(tmp_path / "prefect")})
+    assert "4 of 4 models completed" in out.stdout and "0 to train" in out.stdout + out.stderr
+    assert path.read_bytes() == before
+    # the design never changes under a table that has models; an unregistered seed is refused before any model
+    for seeds, says in (([3201, 3203], "audit_points.parquet: written for another study design"),
+                        ([3201, 7], "variance.study.seeds: must stand in audit.seeds.preregistered")):
+        p["variance"]["study"]["seeds"] = seeds
+        (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+        out = run(study, empty, check=False, env={"PREFECT_HOME": str(tmp_path / "prefect")})
+        last = out.stderr.strip().splitlines()[-1]
+        assert out.returncode == 2 and last.startswith("error: ") and says in last, out.stderr[-2000:]
+    assert path.read_bytes() == before
