@@ -100,3 +100,33 @@ def profiles_plot(profiles: Sequence[Mapping], eps: str, path: Path) -> None:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     _save(fig, path)
+
+
+def study_plot(study: Mapping, path: Path) -> None:
+    """The pre-registered study: per configuration (x) each model's one-run epsilon-hat95 (dots), the median of the
+    ideal one-run audit at its q, T, sigma (a bar: the heuristic last-iterate model), and the pooled bound over its
+    models (a diamond); the accountant's epsilon as a dashed line."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    names = [c["config"] for c in study["configs"]]
+    for i, c in enumerate(study["configs"]):
+        ys = [m["eps_lb_95"] for m in study["models"] if m["config"] == c["config"] and m["status"] == "completed"
+              and m["eps_lb_95"] is not None]
+        xs = i + np.linspace(-0.12, 0.12, len(ys)) if len(ys) > 1 else [i] * len(ys)
+        ax.scatter(xs, ys, s=22, color="tab:blue", zorder=3, label="one model (seed)" if i == 0 else None)
+        if c["median_ideal_eps_lb_95_median"] is not None:
+            ax.hlines(c["median_ideal_eps_lb_95_median"], i - 0.3, i + 0.3, color="tab:gray", lw=2,
+                      label="ideal median (heuristic)" if i == 0 else None)
+        if c["pooled"]["eps_lb_95"] is not None:
+            ax.scatter([i + 0.32], [c["pooled"]["eps_lb_95"]], marker="D", s=30, color="tab:orange", zorder=3,
+                       label="pooled over its models" if i == 0 else None)
+    ax.axhline(study["epsilon"], ls="--", color="tab:red", lw=1, label=f"accountant ε = {study['epsilon']:g}")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([f"{c['config']}\nb {c['batch_size']}, T {c['steps']}, η {c['lr']:g}"
+                        for c in study["configs"]], fontsize=8)
+    ax.set_ylabel("one-run ε̂ (95%)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Pre-registered study at (ε, δ) = ({study['epsilon']:g}, {study['delta']:g}): "
+                 f"{study['completed']} of {study['registered']} models", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    _save(fig, path)

@@ -5,14 +5,16 @@ from pathlib import Path
 
 from .analysis import analyse, config_key
 from .params import VarianceParams
-from .plots import eps_delta, jitter_plot, profiles_plot, selection_plot
+from .plots import eps_delta, jitter_plot, profiles_plot, selection_plot, study_plot
 from .schema import read_points
+from .study import study_result
 
 STATS = ("mean", "max")
 
 
-def analyse_table(params: VarianceParams) -> tuple[dict, list[dict]]:
-    """The analysis of every statistic (the primary first) and the table's rows."""
+def analyse_table(params: VarianceParams, rule: tuple[int, int]) -> tuple[dict, list[dict]]:
+    """The analysis of every statistic (the primary first), the pre-registered study's account (``rule``: its
+    run's guessing rule, audit.primary) and the sweep table's rows."""
     rows, meta = read_points(params.table)
     stats = (params.primary, *[s for s in STATS if s != params.primary])
     per = {s: analyse(rows, f"score_{s}", params.min_points, params.control_alpha) for s in stats}
@@ -21,14 +23,19 @@ def analyse_table(params: VarianceParams) -> tuple[dict, list[dict]]:
             "primary": params.primary, "control_alpha": params.control_alpha, "points": first["points"],
             "completed": first["completed"],
             "failed": first["failed"], "table": [{k: r[k] for k in ("point", "rev", "status")} for r in rows],
-            "statistics": {s: a["epsilons"] for s, a in per.items()}}, rows
+            "statistics": {s: a["epsilons"] for s, a in per.items()},
+            "study": study_result(params.study, rule, Path(params.study.table))}, rows
 
 
 def draw(result: dict, rows: list[dict], params: VarianceParams, out: Path) -> dict[str, str]:
-    """Every plot into ``out`` from the analysis (configuration means, picks, profiles) and, for the jitter plot's
-    per-seed crosses, the completed rows; returns name -> file name."""
+    """Every plot into ``out`` from the analysis (configuration means, picks, profiles; the study's models) and, for
+    the jitter plot's per-seed crosses, the completed rows; returns name -> file name."""
     done = [r for r in rows if r["status"] == "completed"]
     files: dict[str, str] = {}
+    study = result["study"]
+    if study["completed"]:
+        study_plot(study, out / "study.png")
+        files["study"] = "study.png"
     if not done:
         return files
     jitter_plot(done, [f"score_{s}" for s in result["statistics"]], params.measure.upper(), out / "jitter.png")

@@ -116,3 +116,86 @@ def analyse_study(rows: Sequence[Mapping], measures: Sequence[str], q2_against: 
     out["q2"] = {y: spearman_ci([r.get(first) for r in rows], [r.get(y) for r in rows], bootstrap, seed)
                  for y in q2_against}
     return out
+
+
+def config_summaries(rows: Sequence[Mapping], configs: Mapping, delta: float) -> list[dict]:
+    """Per registered configuration: its hyperparameters (q and sigma as its models ran), how many models completed,
+    the medians of each measure, and the pooled one-run test over its models (parallel composition: each model
+    its own canaries, membership coins and noise, so the union of their canaries is one valid audit of the
+    configuration at (epsilon, delta); m, r and v add up)."""
+    from ..audit.api import epsilon_lower_bound, gdp_epsilon_lower_bound
+
+    out = []
+    for name, c in configs.items():
+        done = [r for r in rows if r["config"] == name and r["status"] == "completed"]
+
+        def med(key: str) -> float | None:
+            vals = [float(r[key]) for r in done if r.get(key) is not None and math.isfinite(float(r[key]))]
+            return float(np.median(vals)) if vals else None
+
+        m, r, v = (sum(int(x[k]) for x in done) for k in ("m", "r", "v"))
+        first = done[0] if done else {}
+        out.append({"config": name, "batch_size": c.batch_size, "steps": c.steps, "lr": c.lr,
+                    "sample_rate": first.get("sample_rate"), "noise_multiplier": first.get("noise_multiplier"),
+                    "models": len(done), "seeds": [x["seed"] for x in done],
+                    **{f"median_{k}": med(k) for k in ("eps_lb_95", "gdp_eps_lb_95", "member_shift",
+                                                        "ideal_eps_lb_95_median", "valid_perplexity", "exposure",
+                                                        "exposure_control")},
+                    "pooled": {"m": m, "r": r, "v": v,
+                               "eps_lb_95": epsilon_lower_bound(m, r, v, delta, 0.95) if r else None,
+                               "gdp_eps_lb_95": gdp_epsilon_lower_bound(m, r, v, delta, 0.95) if r else None}})
+    return out
+
+
+def ideal_draws(summaries: Sequence[Mapping], m: int, rule: tuple[int, int], delta: float, trials: int,
+                seed: int) -> dict[str, np.ndarray]:
+    """Each configuration's ideal one-run bounds at 95%: ``trials`` audits of the last-iterate linear model
+    (``stages.audit.ceiling``) at the q, T, sigma its models ran with, m canaries and the primary rule."""
+    from ..audit.api import clip_guesses, ideal_counts, trial_bounds
+
+    k_pos, k_neg = clip_guesses(*rule, m)
+    out = {}
+    for s in summaries:
+        if s["models"] and s["sample_rate"] is not None:
+            counts = ideal_counts(s["sample_rate"], s["steps"], s["noise_multiplier"], m=m, k_pos=k_pos, k_neg=k_neg,
+                                  trials=trials, seed=seed)
+            out[s["config"]] = trial_bounds(counts, delta, 0.95)
+    return out
+
+
+def study_result(study, rule: tuple[int, int], path) -> dict:
+    """The variance stage's account of the pre-registered study from its table: progress, per-configuration
+    summaries and pooled tests (descriptive at any stage), and Q1 / Q2 (``analyse_study``) only once every
+    registered model has run: the test is of the registered design, never of the models that happen to be done."""
+    import json
+    from dataclasses import asdict
+
+    from ..core.errors import DataError
+    from .schema import read_audit_points
+
+    rows, meta = read_audit_points(path)
+    if meta.get("study") != json.loads(json.dumps(asdict(study))):
+        raise DataError(f"{path}: written for another study design than variance.study (rerun "
+                        "`leakaudit variance --study` or restore the registered params)")
+    registered = len(study.configs) * len(study.seeds)
+    done = [r for r in rows if r["status"] == "completed"]
+    out = {"table": str(path), "run": study.run, "epsilon": study.epsilon, "delta": study.delta,
+           "registered": registered, "completed": len(done),
+           "failed": [{"point": r["point"], "error": r["error"]} for r in rows if r["status"] != "completed"],
+           "pending": registered - len(rows), "rule": list(rule), "measures": list(study.measures),
+           "q2_against": list(study.q2_against), "alpha": study.alpha,
+           "models": [{k: r[k] for k in ("point", "config", "seed", "rev", "status", "eps_lb_95", "gdp_eps_lb_95",
+                                         "member_shift", "ideal_eps_lb_95_median", "valid_perplexity", "exposure",
+                                         "accountant_epsilon")} for r in rows],
+           "configs": config_summaries(rows, study.configs, study.delta)}
+    if out["pending"] or not done:
+        out["analysis"] = None
+        out["withheld"] = (f"{out['pending']} of {registered} registered models have not run yet: Q1 and Q2 are "
+                           "computed once every registered model has run (the test is of the registered design)")
+        return out
+    m = int(np.median([r["m"] for r in done]))
+    draws = ideal_draws(out["configs"], m, rule, study.delta, study.power_trials, study.seed) \
+        if study.power_trials else None
+    out["analysis"] = analyse_study(done, study.measures, study.q2_against, study.alpha, study.bootstrap,
+                                    study.seed, draws, study.power_trials)
+    return out

@@ -138,3 +138,30 @@ def test_selfcheck_section_shows_each_regime_the_power_and_the_mutants(tmp_path)
     assert "| none (the correct engine) | bk/linear:lora/q1xT1/sgd/1p | 0 of 20 | — |" in md
     assert "| noise_x0.9 |" in md and "noise scale (20)" in md
     assert selfcheck_section(tmp_path / "missing.json") is None
+
+
+def test_the_variance_section_states_q1_and_q2_with_the_seeds_numbers(tmp_path):
+    """The study's account (labelled synthetic models, stages/variance) rendered: while models are missing, no Q1 /
+    Q2 and a statement why; complete, Q1 in one sentence with H, p and the effect size, Q2 with rho and its interval,
+    the seed's numbers beside them, and the assumptions."""
+    import dataclasses
+
+    from variance.test_study import study_table, synthetic_models
+
+    from stages.report.sections.variance import _study
+    from stages.variance.params import VarianceParams
+    from stages.variance.study import study_result
+    from support import params
+
+    study = dataclasses.replace(params(VarianceParams, "variance").study, bootstrap=200, power_trials=40)
+    part = study_result(study, (100, 0), study_table(tmp_path, study, synthetic_models(study, 3)))
+    paras, tables, images = _study(part, tmp_path, {})
+    text = " ".join(paras)
+    assert "3 of 20 models" in text and "nothing is concluded" in text and "Kruskal" not in text
+    assert "−0.71" in text and len(tables[1].rows) == 3 and images == []
+    full = study_result(study, (100, 0), study_table(tmp_path, study, synthetic_models(study)))
+    paras, tables, images = _study(full, tmp_path, {"study": "study.png"})
+    text = " ".join(paras)
+    assert "Q1" in text and "Kruskal–Wallis H = " in text and "ε²_H" in text and "power under the ideal" in text
+    assert "Q2" in text and "with valid perplexity ρ = " in text and "95% bootstrap" in text and "−0.13" in text
+    assert "δ fixed at 1e-05" in text and "heuristic" in text and images[0][1] == tmp_path / "study.png"

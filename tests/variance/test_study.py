@@ -83,3 +83,69 @@ def test_the_committed_study_is_registered_before_its_models():
     assert study.registered(bad)[0][0] == "variance.study.seeds"
     with pytest.raises(Exception, match="variance.study.delta"):
         params(StudyParams, "variance.study", delta=0.0)
+
+
+def study_table(tmp_path, study, rows):
+    """The study's table as the flow writes it (its metadata: the registered design), from synthetic rows."""
+    import json
+    from dataclasses import asdict
+
+    from stages.variance.schema import AUDIT_POINTS, write_audit_points
+
+    full = [{**{f: None for f in AUDIT_POINTS.names}, **r} for r in rows]
+    path = tmp_path / "audit_points.parquet"
+    write_audit_points(path, full, {"study": json.loads(json.dumps(asdict(study))), "recipe": {}, "primary": {}})
+    return path
+
+
+def synthetic_models(study, done: int | None = None) -> list[dict]:
+    """Labelled synthetic: every registered model with drawn values (config A leaks most), the first ``done``."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for i, (c, cfg) in enumerate(study.configs.items()):
+        for s in study.seeds:
+            eps = float(max(0.0, CONFIGS[c] + rng.normal(0, 0.15)))
+            rows.append({"point": f"study-{c}-s{s}", "config": c, "seed": s, "status": "completed", "rev": "ab" * 20,
+                         "base_commit": "cd" * 20, "epsilon": 8.0, "delta": 1e-5, "accountant_epsilon": 7.99,
+                         "sample_rate": cfg.batch_size / 1402, "steps": cfg.steps, "batch_size": cfg.batch_size,
+                         "lr": cfg.lr, "noise_multiplier": 0.8 + 0.1 * i, "m": 1000, "r": 100, "v": 70 + int(10 * eps),
+                         "seed_status": "preregistered", "eps_lb_95": eps, "gdp_eps_lb_95": 1.4 * eps,
+                         "member_shift": eps / 3, "ideal_eps_lb_95_median": CONFIGS[c],
+                         "valid_perplexity": 80 - 5 * eps + float(rng.normal()), "exposure": float(rng.normal(1, .2)),
+                         "exposure_control": 1.0})
+    return rows[:done] if done is not None else rows
+
+
+def test_the_study_is_tested_only_once_every_registered_model_has_run(tmp_path):
+    """Labelled synthetic models in the study's table. With 3 of 20 run, the stage describes them (per-configuration
+    medians, the pooled bound over a configuration's models) and withholds Q1 / Q2; with all 20, Q1's one test, its
+    power under the ideal and Q2's intervals appear. A table of another design is a one-line error naming it."""
+    import dataclasses
+
+    from stages.core.errors import DataError
+    from stages.variance.params import VarianceParams
+    from stages.variance.study import study_result
+
+    study = dataclasses.replace(params(VarianceParams, "variance").study, bootstrap=200, power_trials=40)
+    part = study_result(study, (100, 0), study_table(tmp_path, study, synthetic_models(study, 3)))
+    assert part["analysis"] is None and part["pending"] == 17 and "17 of 20" in part["withheld"]
+    a = part["configs"][0]
+    assert a["config"] == "A" and a["models"] == 3 and a["pooled"]["m"] == 3000 and a["pooled"]["r"] == 300
+    from stages.audit.one_run import epsilon_lower_bound
+
+    v = sum(r["v"] for r in synthetic_models(study, 3))
+    assert a["pooled"]["v"] == v and a["pooled"]["eps_lb_95"] == epsilon_lower_bound(3000, 300, v, 1e-5, 0.95) > 0
+    assert part["configs"][1]["models"] == 0 and part["configs"][1]["pooled"]["eps_lb_95"] is None
+    full = study_result(study, (100, 0), study_table(tmp_path, study, synthetic_models(study)))
+    t = full["analysis"]["q1"]["eps_lb_95"]
+    assert full["pending"] == 0 and t["role"] == "primary" and t["n"] == 20 and t["varies"] is True
+    assert 0 <= t["power_under_ideal"]["power"] <= 1 and t["power_under_ideal"]["trials"] == 40
+    q2 = full["analysis"]["q2"]["valid_perplexity"]
+    assert q2["rho"] < -0.5 and q2["ci95"][0] <= q2["rho"] <= q2["ci95"][1]
+    from stages.variance.plots import study_plot
+
+    study_plot(full, tmp_path / "study.png")  # every model a dot, the ideal bar and pooled diamond per config
+    assert (tmp_path / "study.png").read_bytes()[:4] == b"\x89PNG"
+    other = dataclasses.replace(study, alpha=0.01)
+    with pytest.raises(DataError, match="audit_points.parquet: written for another study design"):
+        study_result(other, (100, 0), tmp_path / "audit_points.parquet")

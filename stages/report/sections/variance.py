@@ -137,6 +137,88 @@ def _tables(stats: dict, measure: str) -> list[Table]:
     ]
 
 
+SEED_Q = ("the seed (GPT-2 on Enron, 7 configurations × 4 seeds at ε = 8, App. E.1): Q1 yes, by inspection of "
+          "Fig. 24, no test reported; Q2 Spearman ρ(ε̂, ACR) = −0.13 and ρ(ε̂, validation loss) = −0.71")
+
+
+def _rho(res: dict | None) -> str:
+    if not res or res.get("rho") is None:
+        return "not computable" + (f" ({res['skipped']})" if res and res.get("skipped") else "")
+    ci = res.get("ci95")
+    return f"ρ = {fmt(res['rho'])}" + (f" [95% bootstrap {fmt(ci[0])}, {fmt(ci[1])}]" if ci else "") + \
+        f" over {res.get('n', '?')} models"
+
+
+def _study(st: dict, plots: Path, plot_files: dict) -> tuple[list[str], list[Table], list]:
+    """The pre-registered study's paragraphs (Q1 and Q2 in one sentence each, with the seed's numbers), tables and
+    plot; Q1 / Q2 only once every registered model has run."""
+    q = f"(ε, δ) = ({st['epsilon']:g}, {st['delta']:g})"
+    an = st.get("analysis")
+    paras = []
+    if an is None:
+        paras.append(f"Pre-registered study (seed section 5.1, `variance.study`): {st['completed']} of "
+                     f"{st['registered']} models of `runs.{st['run']}` at {q} have run. {st['withheld']}. The rows "
+                     "below are descriptive; nothing is concluded from them yet. For comparison, " + SEED_Q + ".")
+    else:
+        first = st["measures"][0]
+        t = an["q1"][first]
+        power = t.get("power_under_ideal") or {}
+        if "p" in t:
+            verdict = "varies" if t["varies"] else "is not shown to vary"
+            q1 = (f"Q1 — does ε̂ vary with the configuration at one {q}? The one-run ε̂95 {verdict} across the "
+                  f"{t['groups']} configurations (Kruskal–Wallis H = {fmt(t['H'])}, df {t['df']}, p = {fmt(t['p'], 3)}"
+                  f" at the registered level {st['alpha']:g}, effect size ε²_H = {fmt(t['epsilon_squared'])}, "
+                  f"{t['n']} models" + (f"; its power under the ideal was {fmt(power['power'])}" if power else "")
+                  + ").")
+        else:
+            q1 = f"Q1 — not tested: {t.get('skipped')}."
+        q2 = "; ".join(f"with {y.replace('_', ' ')} {_rho(res)}" for y, res in an["q2"].items())
+        paras += [q1, f"Q2 — is ε̂ aligned with utility and memorization? Spearman of ε̂95 {q2} (descriptive, "
+                      "no test). For comparison, " + SEED_Q + ".",
+                  f"How much the ideal predicts: Spearman of each model's ε̂95 with its configuration's ideal median, "
+                  f"{_rho(an['ideal_prediction'])}."]
+        for m, res in an["q1"].items():
+            if res.get("role", "").startswith("secondary") and "p" in res:
+                paras.append(f"Secondary ({m.replace('_', ' ')}, exploratory, no verdict): Kruskal–Wallis H = "
+                             f"{fmt(res['H'])}, p = {fmt(res['p'], 3)}, ε²_H = {fmt(res['epsilon_squared'])}.")
+    failed = "; ".join(f"{f['point']}: {f['error']}" for f in st["failed"]) or "none"
+    paras.append(f"Assumptions: one model (SmolLM2-135M, LoRA with the canaries' own rows) and one dataset "
+                 f"(PersonaChat with {st['rule'][0]} 'in' guesses among the new-token canaries: the audit's "
+                 f"primary rule); δ fixed at {st['delta']:g}, never n^-1.1; each model its own fresh seed (canary "
+                 "draw, coins, text sample, sampler, noise), every seed registered before any model existed; the "
+                 "ideal is the linear last-iterate model at each configuration's q, T, σ (a heuristic, not these "
+                 "models' spread); the pooled bound adds the models' canaries of one configuration (parallel "
+                 "composition: each model its own canaries and noise). Failed models: " + failed + ".")
+    images = [("Pre-registered study: each model's one-run ε̂95 by configuration (dots), the ideal median "
+               "(heuristic, bar), the pooled bound over the configuration's models (diamond) and the accountant's ε",
+               plots / plot_files["study"])] if "study" in plot_files else []
+    return paras, study_tables(st), images
+
+
+def study_tables(st: dict) -> list[Table]:
+    """The study's configurations (medians, pooled bound, ideal) and its models, one row each."""
+    cfg = Table(["config", "b", "T", "η", "q", "σ", "models", "median ε̂95", "median GDP ε̂95",
+                 "pooled ε̂95 (m, r, v)", "ideal median", "median member shift", "median valid ppl",
+                 "median exposure (control)"])
+    for c in st["configs"]:
+        pooled = c["pooled"]
+        cfg.rows.append([c["config"], c["batch_size"], c["steps"], fmt(c["lr"], 4), fmt(c["sample_rate"], 3),
+                         fmt(c["noise_multiplier"], 3), c["models"], fmt(c["median_eps_lb_95"]),
+                         fmt(c["median_gdp_eps_lb_95"]),
+                         f"{fmt(pooled['eps_lb_95'])} ({pooled['m']}, {pooled['r']}, {pooled['v']})"
+                         if pooled["r"] else "–", fmt(c["median_ideal_eps_lb_95_median"]),
+                         fmt(c["median_member_shift"]), fmt(c["median_valid_perplexity"]),
+                         f"{fmt(c['median_exposure'])} ({fmt(c['median_exposure_control'])})"
+                         if c["median_exposure"] is not None else "–"])
+    models = Table(["model (DVC experiment)", "config", "seed", "status", "ε̂95", "GDP ε̂95", "member shift",
+                    "valid ppl", "exposure", "accountant ε", "experiment commit"],
+                   [[m["point"], m["config"], m["seed"], m["status"], fmt(m["eps_lb_95"]), fmt(m["gdp_eps_lb_95"]),
+                     fmt(m["member_shift"]), fmt(m["valid_perplexity"]), fmt(m["exposure"]),
+                     fmt(m["accountant_epsilon"]), f"`{(m['rev'] or '')[:8]}`" if m["rev"] else "–"]
+                    for m in st["models"]])
+    return [cfg, models]
+
+
 def variance_section(variance_dir: Path | None) -> Section | None:
     path = variance_dir / "analysis.json" if variance_dir else None
     if path is None or not path.is_file():
@@ -144,9 +226,12 @@ def variance_section(variance_dir: Path | None) -> Section | None:
     r = read_json(path)
     stats, measure = r["statistics"], r["measure"].upper()
     primary = stats.get(r["primary"]) or {}
+    s_paras, s_tables, s_images = (_study(r["study"], variance_dir / "plots", r.get("plots", {})) if r.get("study")
+                                   else ([], [], []))
     if not primary:
         return Section("Empirical privacy variance", paragraphs=[
-            f"Sweep {r['sweep']}: none of its {r['points']} points completed."])
+            *s_paras, f"Sweep {r['sweep']}: none of its {r['points']} points completed."], tables=s_tables,
+            images=s_images)
     eps0 = next(iter(primary))
     plots = variance_dir / "plots"
     images = [(cap, plots / r["plots"][key]) for key, cap in (
@@ -170,6 +255,7 @@ def variance_section(variance_dir: Path | None) -> Section | None:
                  "show that the statistic measures training there; fitting or ranking its spread would print "
                  "findings that are not there."] if held else [])
     return Section("Empirical privacy variance", paragraphs=[
+        *s_paras, "The hyperparameter sweep (`variance.sweep`, seed sections 3-4):",
         _explain(primary[eps0], measure, r["primary"], eps0, primary[eps0]["selection"],
                  control_passes(primary[eps0])), *control, *withheld,
         f"Sweep `{r['sweep']}` from commit `{(r['base_commit'] or '')[:8]}`: {r['completed']} of {r['points']} points "
@@ -184,4 +270,4 @@ def variance_section(variance_dir: Path | None) -> Section | None:
         "(the lowest score) on the configurations at least that useful (section 4.3); relative risk skips thresholds "
         "whose oracle scores 0. Spearman ρ relates the audited ε̂ (where the points inserted canaries) to the score "
         "(section 5.1)."],
-        tables=[*_tables(stats, measure), pts], images=images)
+        tables=[*s_tables, *_tables(stats, measure), pts], images=[*s_images, *images])
