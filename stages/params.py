@@ -25,7 +25,7 @@ from stages.base_model.params import ModelParams
 from stages.canaries.params import CanaryParams
 from stages.core.artifacts import Locations, locations
 from stages.core.errors import ConfigError
-from stages.core.params import PARAMS_FILE, load, read_params, run_names
+from stages.core.params import PARAMS_FILE, load, params_in_use, read_params, run_names
 from stages.core.replicas import ReplicaParams
 from stages.datasets import get_dataset
 from stages.finetune.params import FinetuneParams, SelfcheckParams, load_finetune
@@ -75,9 +75,15 @@ class Params:
 
 
 def validate_params(raw: dict, path: str | Path = PARAMS_FILE) -> Params:
-    """The whole params mapping validated: a ConfigError ``<path>: <dotted key>: <problem>`` at the first problem."""
+    """The whole params mapping validated: a ConfigError ``<path>: <dotted key>: <problem>`` at the first problem
+    (names only params declare, a text dataset's, resolve against ``raw`` meanwhile)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    with params_in_use(raw):
+        return _validate(raw, path)
+
+
+def _validate(raw: dict, path: str | Path) -> Params:
     for name in raw:
         if name not in TOP_LEVEL:
             raise ConfigError(f"{path}: {name}: unknown section (known: {', '.join(TOP_LEVEL)})")
@@ -87,7 +93,7 @@ def validate_params(raw: dict, path: str | Path = PARAMS_FILE) -> Params:
     sections = {name: load(cls, name, path, raw) for name, cls in SECTIONS.items()}
     datasets = {}
     for name in sections["preprocess"].datasets:
-        spec = get_dataset(name, key=f"{path}: preprocess.datasets")
+        spec = get_dataset(name, key=f"{path}: preprocess.datasets", raw=raw)
         datasets[name] = load(spec.params, f"preprocess.datasets.{name}", path, raw)
     runs = {run: load_finetune(run, path, raw) for run in run_names(raw, path)}
     return Params(**sections, runs=runs, datasets=datasets, locations=locations(raw, path))

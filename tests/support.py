@@ -65,7 +65,8 @@ def make_tiny_lm(vocab_size: int, seed: int = 0, arch: str = "llama"):
 def copy_project(dest: Path) -> Path:
     """A fresh git + DVC checkout of this project (code, dvc.yaml, params, vendored data)."""
     for item in ["stages", "flows", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore", "pyproject.toml", "data/raw",
-                 "reports/sweeps", "reports/variance/points.parquet", "reports/audit_study", "reports/selfcheck.json",
+                 "reports/sweeps", "reports/variance/points.parquet", "reports/variance/audit_points.parquet",
+                 "reports/audit_study", "reports/selfcheck.json",
                  "reports/selfcheck_mutants.json",
                  "data/replicas/README.md"]:
         src = ROOT / item

@@ -5,11 +5,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..core.params import check
-from ..datasets import DATASETS
+from ..datasets import dataset_names, get_dataset
 
 
 def _dataset(name: str, key: str, users: bool = False) -> list[tuple[str, str]]:
-    known = [d for d in DATASETS.names() if DATASETS.get(d).users or not users]
+    known = [d for d in dataset_names() if get_dataset(d).users or not users]
     return check(name in known, key, f"must be a dataset{' with users' if users else ''} ({', '.join(known)})", name)
 
 

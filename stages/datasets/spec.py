@@ -4,8 +4,9 @@ A ``DatasetSpec`` holds everything the stages need to know about one dataset, in
 module: its params (``preprocess.datasets.<name>``), the raw reader with its filters and splits
 (``build``), the Arrow schema of its processed rows, its Great Expectations contract, the
 (prompt, target) pairs fine-tuning and scoring use, which splits are held out, and where its real
-secrets come from. Adding a dataset: this module's spec registered, its import in ``__init__``, its
-``preprocess.datasets.<name>`` params and its tests (the README says how).
+secrets come from. Your own text needs no code: a ``preprocess.datasets.<name>`` entry with ``kind: text``
+(``text.py``). A new kind of dataset: its module's spec registered, its import in ``__init__``, its
+``preprocess.datasets.<name>`` params and its tests.
 """
 from __future__ import annotations
 
@@ -71,8 +72,31 @@ def register_dataset(spec: DatasetSpec) -> DatasetSpec:
     return DATASETS.register(spec.name)(spec)
 
 
-def get_dataset(name: str, key: str | None = None) -> DatasetSpec:
+#: datasets only params declare (a text dataset: ``preprocess.datasets.<name>`` with ``kind: text``, text.py):
+#: (params -> the names declared, (name, params) -> its spec or None), registered by their module
+DECLARED: list[tuple[Callable[[dict], list[str]], Callable[[str, dict], DatasetSpec | None]]] = []
+
+
+def get_dataset(name: str, key: str | None = None, raw: dict | None = None) -> DatasetSpec:
+    """The dataset ``name``: a registered one, or one the params declare (``raw``, else the params this process
+    read)."""
+    if name not in DATASETS:
+        from ..core.params import active_params
+
+        for _, resolve in DECLARED:
+            spec = resolve(name, (raw if raw is not None else active_params()) or {})
+            if spec is not None:
+                return spec
     return DATASETS.get(name, key)
+
+
+def dataset_names(raw: dict | None = None) -> list[str]:
+    """Every dataset a run may name: the registered ones and those the params declare (``raw``, else the params
+    this process read)."""
+    from ..core.params import active_params
+
+    raw = (raw if raw is not None else active_params()) or {}
+    return sorted(set(DATASETS.names()).union(*[names(raw) for names, _ in DECLARED]))
 
 
 # ----------------------------------------------------------------------------- processed data

@@ -8,7 +8,7 @@ from typing import Literal, Optional, Union
 
 from ..core.errors import ConfigError
 from ..core.params import PARAMS_FILE, Accountant, build, check, deep_merge, load, read_params, require_run
-from ..datasets import DATASETS
+from ..datasets import dataset_names
 from ..lm.trainable import Trainable
 
 
@@ -191,8 +191,8 @@ class FinetuneParams:
                     self.distributed.nproc_per_node)
             + check(self.external is None or self.canaries, "external",
                     "an external run audits the exported canaries: needs canaries: true", self.canaries)
-            + check(self.dataset in DATASETS, "dataset", f"must be a dataset ({', '.join(DATASETS.names())})",
-                  self.dataset)
+            + check(self.dataset in dataset_names(), "dataset", f"must be a dataset ({', '.join(dataset_names())})",
+                    self.dataset)
             + check(self.steps > 0, "steps", "must be > 0", self.steps)
             + check(self.sample_rate is None or 0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]",
                     self.sample_rate)

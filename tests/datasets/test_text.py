@@ -1,0 +1,129 @@
+"""Your own text declared in params only (stages/datasets/text.py): jsonl / csv / parquet with any field names, a
+user-level split, the data contract, and a one-line error naming the file, row and key for each bad input, with no
+partial output (the preprocess stage writes nothing)."""
+import csv
+import json
+import subprocess
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from stages.core.errors import ConfigError, DataError
+from support import PYTHON, ROOT
+
+#: labelled synthetic: made-up tickets with unusual field names, 12 customers with 5 tickets each
+TICKETS = [{"Ticket No": 1000 + i, "customer-handle": f"cust{i % 12}", "Body Text": f"ticket {i}: my order {i * 7} "
+            f"arrived late, call me at 555-01{i:02d}"} for i in range(60)]
+
+
+def project(tmp_path, entry: dict) -> tuple:
+    """A params file with the text dataset ``mine`` (``entry`` over the defaults) writing under tmp_path."""
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["preprocess"]["out_dir"] = str(tmp_path / "processed")
+    p["preprocess"]["datasets"]["mine"] = {"kind": "text", "format": "jsonl", "text_field": None, "prompt_field": None,
+                                           "completion_field": None, "id_field": None, "user_field": None,
+                                           "split_field": None, "split": {"valid": 0.2, "test": 0.2},
+                                           "min_chars": 1, "max_chars": None, "dedupe": True, "seed": 0,
+                                           "rows": {}, **entry}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(p, sort_keys=False))
+    return path, tmp_path / "processed" / "mine"
+
+
+def preprocess(params_path):
+    from stages.preprocess.__main__ import main
+
+    main(["--dataset", "mine", "--params", str(params_path)])
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_jsonl_with_a_user_field_is_split_by_user_and_checked(tmp_path):
+    from stages.datasets import get_dataset, read_split
+
+    data = write_jsonl(tmp_path / "tickets.jsonl", TICKETS + [TICKETS[3]])  # one exact duplicate
+    params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text", "id_field": "Ticket No",
+                                          "user_field": "customer-handle", "dedupe": True})
+    with pytest.raises(DataError, match="repeats id '1003'"):
+        preprocess(params_path)  # the duplicate row repeats its id: ids must be unique
+    assert not out.exists()
+    params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text",
+                                          "user_field": "customer-handle", "rows": {"train": [30, 40]}})
+    preprocess(params_path)
+    spec = get_dataset("mine")
+    splits = {s: read_split(tmp_path / "processed", "mine", s) for s in spec.splits}
+    assert sum(len(v) for v in splits.values()) == 60  # the duplicate dropped
+    users = {s: {r["user"] for r in rows} for s, rows in splits.items()}
+    assert not (users["train"] & users["valid"]) and not (users["train"] & users["test"]) and len(users["train"]) == 8
+    assert spec.pairs(splits["train"][:1]) == [("", splits["train"][0]["completion"])]
+    gx = json.loads((out / "gx_results.json").read_text())
+    assert all(s["success"] for s in gx.values()) and gx["mine_user_split"]["rows"] == 12
+
+
+def test_a_csv_of_prompts_and_completions_and_a_parquet_with_a_split_column(tmp_path):
+    from stages.datasets import get_dataset, read_split
+
+    data = tmp_path / "qa.csv"
+    with data.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["Q?", "A!"])
+        w.writeheader()
+        w.writerows({"Q?": f"question {i}", "A!": f" answer {i}" if i % 10 else ""} for i in range(40))
+    params_path, _ = project(tmp_path, {"path": str(data), "format": "csv", "prompt_field": "Q?",
+                                        "completion_field": "A!"})
+    preprocess(params_path)
+    rows = [r for s in ("train", "valid", "test") for r in read_split(tmp_path / "processed", "mine", s)]
+    assert len(rows) == 36 and all(r["prompt"].startswith("question") for r in rows)  # 4 empty answers dropped
+    assert get_dataset("mine").pairs(rows[:1]) == [(rows[0]["prompt"], rows[0]["completion"])]
+    table = pa.table({"txt": [f"row {i}" for i in range(30)], "part": ["train"] * 20 + ["valid"] * 5 + ["test"] * 5})
+    pq.write_table(table, tmp_path / "t.parquet")
+    params_path, _ = project(tmp_path, {"path": str(tmp_path / "t.parquet"), "format": "parquet", "text_field": "txt",
+                                        "split_field": "part"})
+    preprocess(params_path)
+    assert [len(read_split(tmp_path / "processed", "mine", s)) for s in ("train", "valid", "test")] == [20, 5, 5]
+
+
+@pytest.mark.parametrize("case", ["missing field", "empty file", "wrong type", "bad split value", "not json"])
+def test_a_bad_file_is_one_line_naming_file_and_field_and_writes_nothing(tmp_path, case):
+    good = [{"Body Text": f"t{i}", "part": "train"} for i in range(3)]
+    bad = {"missing field": {"body": "x"}, "wrong type": {"Body Text": 3}, "bad split value": {"Body Text": "x",
+                                                                                                "part": "dev"}}
+    data = tmp_path / "bad.jsonl"
+    if case == "empty file":
+        data.write_text("")
+    elif case == "not json":
+        data.write_text('{"Body Text": "x"}\n{oops\n')
+    else:
+        write_jsonl(data, good + [bad[case]])
+    params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text",
+                                          "split_field": "part" if case == "bad split value" else None})
+    says = {"missing field": "row 3 has no field 'Body Text' (preprocess.datasets.mine.text_field",
+            "empty file": "no rows (preprocess.datasets.mine.path)",
+            "wrong type": "row 3 field 'Body Text' is int, not text (preprocess.datasets.mine.text_field)",
+            "bad split value": "row 3 field 'part' is 'dev', not one of train, valid, test "
+                               "(preprocess.datasets.mine.split_field)",
+            "not json": "bad.jsonl:2: not a JSON line"}[case]
+    with pytest.raises(DataError) as err:
+        preprocess(params_path)
+    assert str(data) in str(err.value) and says in str(err.value) and "\n" not in str(err.value)
+    assert not out.exists()
+
+
+def test_the_stage_command_exits_2_with_one_line_and_bad_params_name_the_key(tmp_path):
+    data = write_jsonl(tmp_path / "t.jsonl", [{"Body Text": "x"}, {"body": "y"}])
+    params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text"})
+    proc = subprocess.run([PYTHON, "-m", "stages.preprocess", "--dataset", "mine", "--params", str(params_path)],
+                          cwd=ROOT, capture_output=True, text=True)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {data}: row 1 has no field")
+    assert not out.exists()
+    params_path, _ = project(tmp_path, {"path": str(data), "text_field": "Body Text", "prompt_field": "q"})
+    with pytest.raises(ConfigError, match="preprocess.datasets.mine.text_field: set text_field, or prompt_field"):
+        preprocess(params_path)
+    params_path, _ = project(tmp_path, {"path": str(data), "text_field": "Body Text", "format": "xlsx"})
+    with pytest.raises(ConfigError, match="preprocess.datasets.mine.format"):
+        preprocess(params_path)

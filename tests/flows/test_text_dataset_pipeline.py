@@ -1,0 +1,78 @@
+"""Your own private text through the whole DAG with no code: a JSON Lines file and a CSV with unusual field names
+(one with a user field), declared in params only (``preprocess.datasets.<name>`` with ``kind: text``), a DP and a
+non-DP run on them with the default attack list, `dvc repro` to the report (tiny Llama; labelled synthetic text)."""
+import csv
+import json
+import re
+
+import pytest
+import yaml
+
+from support import copy_project, run, tiny_params, without_replicas
+
+pytestmark = pytest.mark.slow
+
+
+def write_data(dest) -> None:
+    """Labelled synthetic: support tickets of 30 customers (jsonl) and 80 FAQ question/answer rows (csv)."""
+    raw = dest / "data/raw/mine"
+    raw.mkdir(parents=True)
+    with (raw / "tickets.jsonl").open("w") as f:
+        for i in range(150):
+            f.write(json.dumps({"Ticket No": 5000 + i, "customer-handle": f"c{i % 30}",
+                                "Body Text": f"order {i * 13} for customer c{i % 30} arrived late; the courier left "
+                                             f"it at door {i % 7} and nobody called back"}) + "\n")
+    with (raw / "faq.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["Q?", "A!", "lang"])
+        w.writeheader()
+        w.writerows({"Q?": f"how do I reset device {i}?", "A!": f" hold button {i % 5} for {i % 9 + 2} seconds",
+                     "lang": "en"} for i in range(80))
+
+
+def text_params(model_dir) -> dict:
+    p = tiny_params(model_dir)
+    ds = p["preprocess"]["datasets"]
+    common = {"kind": "text", "id_field": None, "user_field": None, "split_field": None,
+              "split": {"valid": 0.2, "test": 0.1}, "min_chars": 1, "max_chars": None, "dedupe": True, "seed": 0}
+    p["preprocess"]["datasets"] = {
+        "personachat": ds["personachat"],  # the canaries' corpus
+        "tickets": {**common, "path": "data/raw/mine/tickets.jsonl", "format": "jsonl", "text_field": "Body Text",
+                    "prompt_field": None, "completion_field": None, "id_field": "Ticket No",
+                    "user_field": "customer-handle", "rows": {"train": [90, 120]}},
+        "faq": {**common, "path": "data/raw/mine/faq.csv", "format": "csv", "text_field": None, "prompt_field": "Q?",
+                "completion_field": "A!", "rows": {}}}
+    p["secrets"]["datasets"] = {}
+    p["canaries"].update(kinds=["new_token"])
+    p["canaries"]["users"]["enabled"] = False
+    p["runs"] = {"tickets_dp": {"dataset": "tickets", "dp": {"enabled": True, "epsilon": 8.0}},
+                 "faq_nondp": {"dataset": "faq"}}
+    without_replicas(p)
+    p["attack"]["runs"] = {}  # the default list on both: what a run cannot have is left out with the reason
+    p["audit"]["exploratory"].update(k_pos=[5], k_neg=[0])
+    return p
+
+
+def test_a_jsonl_and_a_csv_declared_in_params_run_dp_and_non_dp_to_the_report(tiny_model_dir, tmp_path):
+    dest = copy_project(tmp_path)
+    write_data(dest)
+    (dest / "params.yaml").write_text(yaml.safe_dump(text_params(tiny_model_dir), sort_keys=False))
+    for folder in ("data/secrets", "data/reference/secrets"):  # no secrets extracted
+        (dest / folder).mkdir(parents=True)
+    run(["git", "add", "-A"], dest)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "my text"], dest)
+    out = run(["dvc", "repro"], dest).stdout
+    ran = set(re.findall(r"Running stage '([^']+)'", out))
+    assert {"preprocess@tickets", "preprocess@faq", "finetune@tickets_dp", "finetune@faq_nondp", "audit",
+            "report"} <= ran
+    gx = json.loads((dest / "data/processed/tickets/gx_results.json").read_text())
+    assert all(s["success"] for s in gx.values()) and "tickets_user_split" in gx
+    metrics = json.loads((dest / "reports/metrics.json").read_text())
+    dp, nondp = metrics["runs"]["tickets_dp"], metrics["runs"]["faq_nondp"]
+    assert dp["privacy"]["dp"] and dp["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
+    assert not nondp["privacy"]["dp"]
+    for r, name in ((dp, "tickets"), (nondp, "faq")):
+        assert r["dataset"] == name
+        assert 0 <= r["attacks"]["loss"]["text"]["auroc"] <= 1  # text MIA: trained rows vs held-out rows
+        assert 0 <= r["attacks"]["loss"]["new_token"]["auroc"] <= 1 and "eps_lb_95" in r["audit_primary"]
+    report = (dest / "reports/report.md").read_text()
+    assert "tickets_dp" in report and "faq_nondp" in report
