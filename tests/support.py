@@ -3,6 +3,7 @@ GPT-2, Qwen2, GPT-NeoX), a copy of the project as a fresh git + DVC checkout (an
 included), the tiny project's stage names, and running a command in it."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -256,3 +257,36 @@ def one_dp_step(base: Path, mode: str, clip: float, noise: bool, paradigm: str, 
     private.net.train()
     dp_step(private, trainable, exs, parts, tok.pad_token_id, cpu)
     return {n: before[n] - p.detach() for n, p in m.named_parameters() if p.requires_grad}, m, exs, tok
+
+
+# ------------------------------------------------------------------ a text dataset (stages/datasets/text.py)
+#: labelled synthetic: made-up tickets with unusual field names, 12 customers with 5 tickets each
+TICKETS = [{"Ticket No": 1000 + i, "customer-handle": f"cust{i % 12}", "Body Text": f"ticket {i}: my order {i * 7} "
+            f"arrived late, call me at 713-555-01{i % 20:02d} about REF-{4000 + i % 15}"} for i in range(60)]
+
+
+def text_project(tmp_path, entry: dict) -> tuple:
+    """A params file with the text dataset ``mine`` (``entry`` over the defaults) writing under tmp_path."""
+    import yaml
+
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["preprocess"]["out_dir"] = str(tmp_path / "processed")
+    p["preprocess"]["datasets"]["mine"] = {"kind": "text", "format": "jsonl", "text_field": None, "prompt_field": None,
+                                           "completion_field": None, "id_field": None, "user_field": None,
+                                           "split_field": None, "split": {"valid": 0.2, "test": 0.2},
+                                           "min_chars": 1, "max_chars": None, "dedupe": True, "seed": 0,
+                                           "rows": {}, **entry}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(p, sort_keys=False))
+    return path, tmp_path / "processed" / "mine"
+
+
+def preprocess_text(params_path):
+    from stages.preprocess.__main__ import main
+
+    main(["--dataset", "mine", "--params", str(params_path)])
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path

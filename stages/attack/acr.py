@@ -76,12 +76,12 @@ def acr_of(model, tok, text: str, allowed: torch.Tensor, params) -> float:
     return len(tok.decode(ids)) / max(1, len(tok.decode(prompt)))
 
 
-@register_attack("acr", "memorization", ("secrets:enron",),
+@register_attack("acr", "memorization", ("secrets:text",),
                  "adversarial compression ratio: |s| / |shortest prompt eliciting s| found by GCG in a time budget",
                  threat_model="white-box gradients (prompt search)")
 def acr(ctx, params) -> object:
     tok = ctx.tokenizer
-    secrets, trained = select_secrets(ctx, params, ("sequence", "phone", "email"))
+    secrets, trained = select_secrets(ctx, params, None)
     secrets, trained = secrets[: params.acr.max_secrets], trained[: params.acr.max_secrets]
     special = set(tok.all_special_ids)
     allowed = torch.tensor([i for i in range(ctx.target_model.base_vocab) if i not in special],

@@ -137,11 +137,19 @@ class AttackContext:
         return f"unknown requirement {need!r}"
 
     def _has_secrets(self, want: str) -> str | None:
-        if self.dataset.secrets != want:
-            carriers = [d for d in DATASETS if DATASETS.get(d).secrets == want]
+        """``want``: a dataset's secrets (tofu: author attributes), or ``text``: verbatim secrets of the run's own
+        text (Enron's, or a text dataset's that params give secrets)."""
+        text = want == "text"
+
+        def carries(spec) -> bool:
+            return bool(spec.secrets and spec.texts) if text else spec.secrets == want
+
+        if not carries(self.dataset):
+            carriers = [d for d in DATASETS if carries(DATASETS.get(d))]
+            also = " or a text dataset with secrets.datasets.<name>" if text else ""
             return (f"run {self.run} was fine-tuned on {self.dataset.name}, not on data with {want} secrets "
-                    f"(needs finetune.dataset: {' or '.join(carriers)})")
-        f = secrets_path(self.where.secrets, want)
+                    f"(needs finetune.dataset: {' or '.join(carriers)}{also})")
+        f = secrets_path(self.where.secrets, self.dataset.secrets)
         return None if f.is_file() else f"no secrets file {f} (run the secrets@{want} stage)"
 
     def items(self, source: str, optional: bool = False) -> list[Item]:

@@ -21,9 +21,13 @@ from ..secrets.schema import read_secrets
 from .registry import register_attack
 from .schema import MEMORIZATION
 
+#: the kinds that are attributes of a subject, not strings of the text (AIR's); every other kind is verbatim text
+ATTRIBUTE_KINDS = ("genre",)
 
-def select_secrets(ctx, params, kinds: tuple[str, ...]) -> tuple[list[dict], list[bool]]:
-    """The secrets of the kinds scored: at most ``max_secrets`` trained ones and as many held-out ones as a control,
+
+def select_secrets(ctx, params, kinds: tuple[str, ...] | None) -> tuple[list[dict], list[bool]]:
+    """The secrets of the kinds scored (None: every verbatim kind, i.e. not an attribute: sequences, PII and the
+    named patterns of a text dataset): at most ``max_secrets`` trained ones and as many held-out ones as a control,
     each arm a seeded random draw (``generation.arm_seed``) from its secrets, never the file's order (the secrets
     file is sorted by frequency, so "the first n" would make the control the most frequent secrets).
     Which secrets were trained on is the run's manifest: with its randomised control (finetune.secret_control)
@@ -31,7 +35,7 @@ def select_secrets(ctx, params, kinds: tuple[str, ...]) -> tuple[list[dict], lis
     the report says so)."""
     trained_of = ctx.membership("secret")
     secrets = [s for s in read_secrets(ctx.where.secrets, ctx.dataset.secrets)
-               if s["kind"] in kinds and s["secret_id"] in trained_of]
+               if (s["kind"] in kinds if kinds else s["kind"] not in ATTRIBUTE_KINDS) and s["secret_id"] in trained_of]
     trained = [trained_of[s["secret_id"]] for s in secrets]
     cap = params.generation.max_secrets
     idx_t, idx_u = draw_arms(trained, cap, params.generation.arm_seed)
@@ -82,12 +86,12 @@ def memorization_table(secrets, trained, score, base) -> pa.Table:
                                 schema=MEMORIZATION)
 
 
-@register_attack("vmr", "memorization", ("secrets:enron",),
+@register_attack("vmr", "memorization", ("secrets:text",),
                  "verbatim memorization ratio: share of 10 sampled continuations of s1 equal to s2",
                  threat_model="black-box generation")
 def vmr(ctx, params) -> pa.Table:
     tok = ctx.tokenizer
-    secrets, trained = select_secrets(ctx, params, ("sequence", "phone", "email"))
+    secrets, trained = select_secrets(ctx, params, None)
     prompts = [tok(s["prompt"], add_special_tokens=False)["input_ids"][-256:] or [tok.eos_token_id] for s in secrets]
     lens = [max(1, len(tok(s["continuation"], add_special_tokens=False)["input_ids"])) for s in secrets]
     conts = [s["continuation"] for s in secrets]

@@ -37,7 +37,8 @@ from ..core.errors import DataError
 from ..core.gx import Expectation as E
 from ..core.gx import Suite
 from ..core.params import check
-from .ngrams import frequent_sequences
+from . import pii
+from .pii import contains_any
 from .spec import (
     CANDIDATES,
     DatasetSpec,
@@ -99,11 +100,6 @@ SCHEMA = pa.schema([
     pa.field("date", pa.string(), nullable=False),
     pa.field("body", pa.string(), nullable=False),
 ])
-
-# regex PII in bodies (headers are metadata, not text the model trains on)
-PHONE_RE = re.compile(r"(?<![\w-])(?:\(\d{3}\)\s?|\d{3}[-.\s])\d{3}[-.]\d{4}(?![\w-])")
-EMAIL_RE = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
-PII_PATTERNS: dict[str, re.Pattern] = {"phone": PHONE_RE, "email": EMAIL_RE}
 
 _ADDR = re.compile(r"[\w.'+-]+@[\w-]+(?:\.[\w-]+)+")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -242,21 +238,8 @@ def machine_filters(rows: list[dict], patterns, max_tabs: int, min_tokens: int) 
 
 
 def secret_candidates(texts: list[str], params) -> list[dict]:
-    """Secret candidates of a training split: frequent long sequences and regex PII values."""
-    found = [{"value": s, "kind": "sequence", "count": c}
-             for s, c in frequent_sequences(texts, params.ngram_chars, params.top_k, params.min_count)]
-    for kind in params.pii:
-        pattern = PII_PATTERNS[kind]
-        counts = Counter(v for t in texts for v in set(pattern.findall(t)))
-        found += [{"value": v, "kind": kind, "count": c} for v, c in sorted(counts.items())]
-    return found
-
-
-def contains_any(texts: list[str], needles: list[str]) -> list[bool]:
-    if not needles:
-        return [False] * len(texts)
-    rx = re.compile("|".join(re.escape(n) for n in sorted(set(needles), key=len, reverse=True)))
-    return [bool(rx.search(t)) for t in texts]
+    """Secret candidates of a training split (``heldout_filter`` params): frequent long sequences and regex PII."""
+    return pii.secret_candidates(texts, (params.ngram_chars, params.top_k, params.min_count), params.pii)
 
 
 def build(params: EnronParams) -> Processed:
@@ -332,6 +315,10 @@ def trained_secrets(trained_rows: list[dict], secrets: list[dict]) -> list[bool]
     return [s["value"] in text for s in secrets]
 
 
+def texts(rows: list[dict]) -> list[tuple[str, str]]:
+    return [(r["message_id"], r["body"]) for r in rows]
+
+
 SPEC = register_dataset(DatasetSpec(
     name="enron", params=EnronParams, schema=SCHEMA, build=build, contract=contract, pairs=pairs, secrets="enron",
-    trained_secrets=trained_secrets))
+    trained_secrets=trained_secrets, texts=texts))

@@ -63,6 +63,8 @@ class DatasetSpec:
     #: (trained rows, secrets) -> did the trained rows contain each secret (VMR/AIR trained vs control)
     trained_secrets: Callable[[list[dict], list[dict]], list[bool]] | None = None
     users: bool = False  # rows carry a user and user_set (user inference, canary users)
+    #: rows -> (source id, text trained on): what the text secret extractors (sequences, PII, named regexes) read
+    texts: Callable[[list[dict]], list[tuple[str, str]]] | None = None
 
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset")

@@ -19,9 +19,11 @@
 
 One processed row per kept row: ``id``, ``prompt`` (empty for ``text_field``), ``completion`` (the text trained on)
 and ``user``. Fine-tuning pairs are (prompt, completion): SFT puts the loss on the completion only, so a text
-dataset trains on its whole text and a prompt/completion dataset on the completions. A bad file is a one-line
-error naming the file, the row and the field (missing, not text, no rows). The spec is the same for every such
-dataset; ``resolve`` builds it for a name that params declare with ``kind: text``.
+dataset trains on its whole text and a prompt/completion dataset on the completions. Its real secrets need no code
+either: ``secrets.datasets.<name>`` with the text extractors (recurring sequences, phone, email, and any regex its
+``patterns`` name), read from the completions; a secret counts as trained when a trained completion contains it.
+A bad file is a one-line error naming the file, the row and the field (missing, not text, no rows). The spec is
+the same for every such dataset; ``resolve`` builds it for a name that params declare with ``kind: text``.
 """
 from __future__ import annotations
 
@@ -232,9 +234,22 @@ def pairs(rows: list[dict]) -> list[tuple[str, str]]:
     return [(r["prompt"], r["completion"]) for r in rows]
 
 
-def spec_for(name: str) -> DatasetSpec:
+def texts(rows: list[dict]) -> list[tuple[str, str]]:
+    """(id, completion): what the secret extractors read (the text trained on)."""
+    return [(r["id"], r["completion"]) for r in rows]
+
+
+def trained_secrets(trained_rows: list[dict], secrets: list[dict]) -> list[bool]:
+    """A secret counts as trained when one of the run's trained texts contains its value."""
+    text = "\n\x00".join(r["completion"] for r in trained_rows)
+    return [s["value"] in text for s in secrets]
+
+
+def spec_for(name: str, with_secrets: bool) -> DatasetSpec:
+    """The text dataset ``name``; ``with_secrets``: params declare ``secrets.datasets.<name>`` (VMR, the control)."""
     return DatasetSpec(name=name, params=TextParams, schema=SCHEMA, build=build_for(name),
-                       contract=contract_for(name), pairs=pairs)
+                       contract=contract_for(name), pairs=pairs, texts=texts,
+                       secrets=name if with_secrets else None, trained_secrets=trained_secrets)
 
 
 def declared(raw: dict) -> list[str]:
@@ -244,7 +259,9 @@ def declared(raw: dict) -> list[str]:
 
 
 def resolve(name: str, raw: dict) -> DatasetSpec | None:
-    return spec_for(name) if name in declared(raw) else None
+    if name not in declared(raw):
+        return None
+    return spec_for(name, name in ((raw.get("secrets") or {}).get("datasets") or {}))
 
 
 DECLARED.append((declared, resolve))

@@ -1,26 +1,34 @@
 """Extract a dataset's real secrets and check whether the base model already reproduces each."""
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 
 from ..core.errors import ConfigError
 from ..core.io import read_table
-from ..datasets import CANDIDATES, read_split
-from .extractors import DATASET_OF, EXTRACTORS, ExtractInput
+from ..datasets import CANDIDATES, get_dataset, read_split
+from ..datasets.pii import secret_candidates
+from .extractors import DATASET_OF, EXTRACTORS, ExtractInput, pattern_secrets
 
 
 def extract(dataset: str, params, processed_dir: Path) -> list[dict]:
     """Run the configured extractors over the training split; one row per distinct secret value."""
+    spec = get_dataset(dataset)
     train = read_split(processed_dir, dataset, "train")
-    cand_path = Path(processed_dir) / dataset / "candidates.parquet"
-    candidates = read_table(cand_path, CANDIDATES).to_pylist() if cand_path.is_file() else []
-    data = ExtractInput(train, candidates)
+    texts = spec.texts(train) if spec.texts else []
+    data = ExtractInput(train, candidates(dataset, params, processed_dir, texts), texts)
     out: list[dict] = []
     for i, name in enumerate(params.extractors):
         key = f"secrets.datasets.{dataset}.extractors[{i}]"
-        fn = EXTRACTORS.get(name, key=key)
-        if DATASET_OF[name] != dataset:
-            raise ConfigError(f"{key}: extractor {name!r} reads {DATASET_OF[name]}, not {dataset}")
+        if name in params.patterns:
+            fn = functools.partial(lambda d, p, kind: pattern_secrets(d, kind, p), kind=name)
+        else:
+            fn = EXTRACTORS.get(name, key=f"{key} (or a name in secrets.datasets.{dataset}.patterns)")
+            if DATASET_OF[name] not in (None, dataset):
+                raise ConfigError(f"{key}: extractor {name!r} reads {DATASET_OF[name]}, not {dataset}")
+            if DATASET_OF[name] is None and not spec.texts:
+                raise ConfigError(f"{key}: extractor {name!r} reads text, which dataset {dataset!r} has none of")
         found = [s for s in fn(data, params) if s["occurrences"] >= params.min_occurrences]
         found.sort(key=lambda s: (-s["occurrences"], s["value"]))
         seen = {r["value"] for r in out if r["kind"] == name}
@@ -30,6 +38,31 @@ def extract(dataset: str, params, processed_dir: Path) -> list[dict]:
         out += [{"secret_id": f"{dataset}-{name}-{j:05d}", "dataset": dataset, "split": "train", **s}
                 for j, s in enumerate(found)]
     return out
+
+
+def candidates(dataset: str, params, processed_dir: Path, texts: list[tuple[str, str]]) -> list[dict]:
+    """The candidates preprocess found (candidates.parquet, Enron's), else those mined here from the texts with
+    ``mining`` (sequences, the PII kinds and the named patterns the extractors ask for)."""
+    path = Path(processed_dir) / dataset / "candidates.parquet"
+    if path.is_file():
+        found = read_table(path, CANDIDATES).to_pylist()
+        if params.patterns:  # named patterns: mined here from the texts (preprocess knows only the built-in PII)
+            found += secret_candidates([t for _, t in texts], None, [], compiled(params.patterns))
+        return found
+    if not texts:
+        return []
+    m = params.mining
+    if m is None:
+        if {"sequence", "phone", "email"} & set(params.extractors) or params.patterns:
+            raise ConfigError(f"secrets.datasets.{dataset}.mining: needed (no candidates.parquet from preprocess)")
+        return []
+    pii = [k for k in ("phone", "email") if k in params.extractors]
+    sequences = (m.ngram_chars, m.top_k, m.min_count) if "sequence" in params.extractors else None
+    return secret_candidates([t for _, t in texts], sequences, pii, compiled(params.patterns))
+
+
+def compiled(patterns: dict[str, str]) -> dict:
+    return {k: re.compile(v) for k, v in patterns.items()}
 
 
 def base_reproduction(secrets: list[dict], model_dir: Path, batch_size: int) -> None:

@@ -1,7 +1,9 @@
 """Secret extractors behind a registry: real secrets in the private data (empirical-privacy-variance
-App. B.6): recurring long sequences and regex PII in Enron, author -> genre in TOFU.
+App. B.6): recurring long sequences and regex PII (phone, email, and any regex params name) in the text of any
+dataset that has text (Enron's bodies, a text dataset's completions), author -> genre in TOFU.
 
-An extractor reads the training split (and the secret candidates preprocess found in it) and
+An extractor reads the training split, its texts (the dataset's ``texts``: source id and text) and the secret
+candidates found in them (by preprocess, as Enron's held-out filter does, else mined by the secrets stage) and
 yields secrets: ``kind``, ``value`` (the string that must not leak), ``prompt`` (s1, used to try to
 elicit it), ``continuation`` (s2, what a leaking model would produce after the prompt), ``source``
 and ``occurrences`` (training samples containing it). Values are never logged.
@@ -20,16 +22,17 @@ from ..core.registry import Registry
 class ExtractInput:
     train: list[dict]
     candidates: list[dict] = field(default_factory=list)
+    texts: list[tuple[str, str]] = field(default_factory=list)  # (source id, text) of the training rows
 
 
 Extractor = Callable[[ExtractInput, object], Iterator[dict]]
 EXTRACTORS: Registry[Extractor] = Registry("secret extractor")
 
-#: which dataset each extractor reads
-DATASET_OF: dict[str, str] = {}
+#: the dataset an extractor needs (its rows' own fields), or None: any dataset with texts
+DATASET_OF: dict[str, str | None] = {}
 
 
-def register_extractor(name: str, dataset: str):
+def register_extractor(name: str, dataset: str | None = None):
     def deco(fn: Extractor) -> Extractor:
         EXTRACTORS.register(name)(fn)
         DATASET_OF[name] = dataset
@@ -38,7 +41,7 @@ def register_extractor(name: str, dataset: str):
     return deco
 
 
-# ----------------------------------------------------------------------------- Enron
+# ----------------------------------------------------------------------------- any text
 def split_secret(value: str, prompt_fraction: float) -> tuple[str, str]:
     """(s1, s2) as in the paper's Table 5: cut at the whitespace nearest ``prompt_fraction`` of the
     length ("Forwarded by Steven" | " J Kean/NA/Enron"); a string with no whitespace is cut there."""
@@ -52,7 +55,7 @@ def _candidates(data: ExtractInput, kind: str) -> list[dict]:
     return [c for c in data.candidates if c["kind"] == kind]
 
 
-@register_extractor("sequence", "enron")
+@register_extractor("sequence")
 def sequences(data: ExtractInput, params) -> Iterator[dict]:
     """Recurring long strings (merged frequent 50-char n-grams), split into prompt and continuation."""
     for c in _candidates(data, "sequence"):
@@ -61,11 +64,10 @@ def sequences(data: ExtractInput, params) -> Iterator[dict]:
                "source": "train", "occurrences": c["count"]}
 
 
-def _pii(data: ExtractInput, kind: str, params) -> Iterator[dict]:
-    """A PII value with the text before its first training occurrence as the prompt."""
-    bodies = [(r["message_id"], r["body"]) for r in data.train]
+def pattern_secrets(data: ExtractInput, kind: str, params) -> Iterator[dict]:
+    """A PII (or named regex) value with the text before its first training occurrence as the prompt."""
     for c in _candidates(data, kind):
-        for mid, body in bodies:
+        for mid, body in data.texts:
             i = body.find(c["value"])
             if i >= 0:
                 yield {"kind": kind, "value": c["value"], "prompt": body[max(0, i - params.prompt_chars): i],
@@ -73,16 +75,16 @@ def _pii(data: ExtractInput, kind: str, params) -> Iterator[dict]:
                 break
 
 
-@register_extractor("phone", "enron")
+@register_extractor("phone")
 def phones(data: ExtractInput, params) -> Iterator[dict]:
-    """North-American phone numbers in bodies: (713) 853-1234, 713-853-1234, 713.853.1234."""
-    return _pii(data, "phone", params)
+    """North-American phone numbers in the text: (713) 853-1234, 713-853-1234, 713.853.1234."""
+    return pattern_secrets(data, "phone", params)
 
 
-@register_extractor("email", "enron")
+@register_extractor("email")
 def emails(data: ExtractInput, params) -> Iterator[dict]:
-    """Email addresses in bodies (headers are metadata, not text the model trains on)."""
-    return _pii(data, "email", params)
+    """Email addresses in the text (Enron: bodies; headers are metadata, not text the model trains on)."""
+    return pattern_secrets(data, "email", params)
 
 
 # ----------------------------------------------------------------------------- TOFU genre

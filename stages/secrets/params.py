@@ -10,8 +10,22 @@ from ..core.params import PARAMS_FILE, check, load
 
 
 @dataclass(frozen=True)
+class MiningParams:
+    """Candidate mining in a dataset's training text where preprocess found none (a text dataset)."""
+
+    ngram_chars: int                 # recurring sequences: character n-grams of this length ...
+    top_k: int                       # ... the k most frequent ...
+    min_count: int                   # ... in at least this many training texts, merged into maximal strings
+
+    def problems(self):
+        return (check(self.ngram_chars > 0, "ngram_chars", "must be > 0", self.ngram_chars)
+                + check(self.top_k > 0, "top_k", "must be > 0", self.top_k)
+                + check(self.min_count >= 1, "min_count", "must be >= 1", self.min_count))
+
+
+@dataclass(frozen=True)
 class DatasetSecretsParams:
-    extractors: tuple[str, ...]
+    extractors: tuple[str, ...]      # registered extractors, or names of ``patterns``
     #: PII: characters of text before the value kept as its prompt
     prompt_chars: int
     #: recurring sequences: the prompt s1 ends at the whitespace nearest this fraction of the length
@@ -21,6 +35,10 @@ class DatasetSecretsParams:
     max_per_kind: Optional[int]
     #: record whether the base model already reproduces each secret (one batched forward pass)
     base_check: bool
+    #: named regexes: each match in the training text is a secret of that kind (its name in ``extractors``)
+    patterns: dict[str, str]
+    #: candidate mining where preprocess wrote no candidates.parquet (null: none needed, e.g. TOFU's genre)
+    mining: Optional[MiningParams]
 
     def problems(self):
         return (check(len(self.extractors) > 0, "extractors", "needs at least one extractor", self.extractors)
@@ -28,7 +46,19 @@ class DatasetSecretsParams:
                 + check(0 < self.prompt_fraction < 1, "prompt_fraction", "must be in (0, 1)", self.prompt_fraction)
                 + check(self.min_occurrences >= 1, "min_occurrences", "must be >= 1", self.min_occurrences)
                 + check(self.max_per_kind is None or self.max_per_kind > 0, "max_per_kind", "must be > 0",
-                        self.max_per_kind))
+                        self.max_per_kind)
+                + [p for name, rx in self.patterns.items() for p in check(_compiles(rx), f"patterns.{name}",
+                                                                          "not a valid regular expression", rx)])
+
+
+def _compiles(rx: str) -> bool:
+    import re
+
+    try:
+        re.compile(rx)
+    except re.error:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ def test_eia_inverts_informative_embeddings_only():
 
 @pytest.mark.parametrize("attack,dataset,canaries,needle", [
     ("user_inference", "personachat", True, "fine-tuned on personachat, which has no users"),
-    ("vmr", "personachat", True, "not on data with enron secrets"),
+    ("vmr", "personachat", True, "not on data with text secrets"),
     ("air", "enron", True, "not on data with tofu secrets"),
     ("exposure", "personachat", False, "trained without the formatted canaries"),
 ])

@@ -1,6 +1,6 @@
 """Enron secret candidates found at preprocessing: regex PII and maximal recurring character sequences."""
-from stages.datasets.enron import PII_PATTERNS
 from stages.datasets.ngrams import frequent_sequences
+from stages.datasets.pii import PII_PATTERNS
 
 
 def test_pii_regexes():

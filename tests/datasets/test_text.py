@@ -11,36 +11,9 @@ import pytest
 import yaml
 
 from stages.core.errors import ConfigError, DataError
-from support import PYTHON, ROOT
-
-#: labelled synthetic: made-up tickets with unusual field names, 12 customers with 5 tickets each
-TICKETS = [{"Ticket No": 1000 + i, "customer-handle": f"cust{i % 12}", "Body Text": f"ticket {i}: my order {i * 7} "
-            f"arrived late, call me at 555-01{i:02d}"} for i in range(60)]
-
-
-def project(tmp_path, entry: dict) -> tuple:
-    """A params file with the text dataset ``mine`` (``entry`` over the defaults) writing under tmp_path."""
-    p = yaml.safe_load((ROOT / "params.yaml").read_text())
-    p["preprocess"]["out_dir"] = str(tmp_path / "processed")
-    p["preprocess"]["datasets"]["mine"] = {"kind": "text", "format": "jsonl", "text_field": None, "prompt_field": None,
-                                           "completion_field": None, "id_field": None, "user_field": None,
-                                           "split_field": None, "split": {"valid": 0.2, "test": 0.2},
-                                           "min_chars": 1, "max_chars": None, "dedupe": True, "seed": 0,
-                                           "rows": {}, **entry}
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(p, sort_keys=False))
-    return path, tmp_path / "processed" / "mine"
-
-
-def preprocess(params_path):
-    from stages.preprocess.__main__ import main
-
-    main(["--dataset", "mine", "--params", str(params_path)])
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from support import PYTHON, ROOT, TICKETS, write_jsonl
+from support import preprocess_text as preprocess
+from support import text_project as project
 
 
 def test_a_jsonl_with_a_user_field_is_split_by_user_and_checked(tmp_path):
@@ -127,3 +100,20 @@ def test_the_stage_command_exits_2_with_one_line_and_bad_params_name_the_key(tmp
     params_path, _ = project(tmp_path, {"path": str(data), "text_field": "Body Text", "format": "xlsx"})
     with pytest.raises(ConfigError, match="preprocess.datasets.mine.format"):
         preprocess(params_path)
+
+
+def test_the_readmes_params_block_for_your_own_text_is_valid_params():
+    """The README's "Audit your own private text" YAML, merged into the project's params, passes the whole-file
+    check (its runs name the declared dataset), so copying it is all a user does."""
+    import re
+
+    from stages.core.params import deep_merge
+    from stages.params import validate_params
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Audit your own private text", 1)[1].split("\n## ", 1)[0]
+    block = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    raw = deep_merge(yaml.safe_load((ROOT / "params.yaml").read_text()), block)
+    params = validate_params(raw, "README.md")
+    assert params.runs["tickets_dp"].dataset == "tickets" and params.runs["tickets_dp"].dp.enabled
+    assert params.datasets["tickets"].user_field == "customer"

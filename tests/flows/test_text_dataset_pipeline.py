@@ -1,6 +1,7 @@
 """Your own private text through the whole DAG with no code: a JSON Lines file and a CSV with unusual field names
-(one with a user field), declared in params only (``preprocess.datasets.<name>`` with ``kind: text``), a DP and a
-non-DP run on them with the default attack list, `dvc repro` to the report (tiny Llama; labelled synthetic text)."""
+(one with a user field), declared in params only (``preprocess.datasets.<name>`` with ``kind: text``), the secrets
+of one (phone numbers and a named regex, ``secrets.datasets.<name>``), a DP and a non-DP run on them with the default
+attack list plus VMR, `dvc repro` to the report (tiny Llama; labelled synthetic text)."""
 import csv
 import json
 import re
@@ -21,7 +22,8 @@ def write_data(dest) -> None:
         for i in range(150):
             f.write(json.dumps({"Ticket No": 5000 + i, "customer-handle": f"c{i % 30}",
                                 "Body Text": f"order {i * 13} for customer c{i % 30} arrived late; the courier left "
-                                             f"it at door {i % 7} and nobody called back"}) + "\n")
+                                             f"it at door {i % 7}, call 713-555-{1000 + i % 40} about "
+                                             f"case CASE-{700 + i % 25}"}) + "\n")
     with (raw / "faq.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["Q?", "A!", "lang"])
         w.writeheader()
@@ -41,13 +43,18 @@ def text_params(model_dir) -> dict:
                     "user_field": "customer-handle", "rows": {"train": [90, 120]}},
         "faq": {**common, "path": "data/raw/mine/faq.csv", "format": "csv", "text_field": None, "prompt_field": "Q?",
                 "completion_field": "A!", "rows": {}}}
-    p["secrets"]["datasets"] = {}
+    p["secrets"]["datasets"] = {"tickets": {
+        "extractors": ["phone", "case"], "patterns": {"case": r"CASE-\d{3}"}, "prompt_chars": 40,
+        "prompt_fraction": 0.6, "min_occurrences": 1, "max_per_kind": None, "base_check": True,
+        "mining": {"ngram_chars": 40, "top_k": 20, "min_count": 3}}}
+    p["finetune"]["secret_control"]["secrets"] = 40
     p["canaries"].update(kinds=["new_token"])
     p["canaries"]["users"]["enabled"] = False
     p["runs"] = {"tickets_dp": {"dataset": "tickets", "dp": {"enabled": True, "epsilon": 8.0}},
                  "faq_nondp": {"dataset": "faq"}}
     without_replicas(p)
     p["attack"]["runs"] = {}  # the default list on both: what a run cannot have is left out with the reason
+    p["attack"]["attacks"] = [*p["attack"]["attacks"], "vmr"]
     p["audit"]["exploratory"].update(k_pos=[5], k_neg=[0])
     return p
 
@@ -56,14 +63,12 @@ def test_a_jsonl_and_a_csv_declared_in_params_run_dp_and_non_dp_to_the_report(ti
     dest = copy_project(tmp_path)
     write_data(dest)
     (dest / "params.yaml").write_text(yaml.safe_dump(text_params(tiny_model_dir), sort_keys=False))
-    for folder in ("data/secrets", "data/reference/secrets"):  # no secrets extracted
-        (dest / folder).mkdir(parents=True)
     run(["git", "add", "-A"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "my text"], dest)
     out = run(["dvc", "repro"], dest).stdout
     ran = set(re.findall(r"Running stage '([^']+)'", out))
-    assert {"preprocess@tickets", "preprocess@faq", "finetune@tickets_dp", "finetune@faq_nondp", "audit",
-            "report"} <= ran
+    assert {"preprocess@tickets", "preprocess@faq", "secrets@tickets", "finetune@tickets_dp", "finetune@faq_nondp",
+            "audit", "report"} <= ran
     gx = json.loads((dest / "data/processed/tickets/gx_results.json").read_text())
     assert all(s["success"] for s in gx.values()) and "tickets_user_split" in gx
     metrics = json.loads((dest / "reports/metrics.json").read_text())
@@ -74,5 +79,8 @@ def test_a_jsonl_and_a_csv_declared_in_params_run_dp_and_non_dp_to_the_report(ti
         assert r["dataset"] == name
         assert 0 <= r["attacks"]["loss"]["text"]["auroc"] <= 1  # text MIA: trained rows vs held-out rows
         assert 0 <= r["attacks"]["loss"]["new_token"]["auroc"] <= 1 and "eps_lb_95" in r["audit_primary"]
+    vmr = dp["memorization"]["vmr"]  # the tickets' real secrets, with the randomised control
+    assert vmr["randomised"] and 0 < vmr["control"]["candidates"] <= 40 and vmr["trained"]["secrets"] > 0
+    assert "vmr" in nondp["attacks_skipped"]  # the csv declares no secrets: left out, with the reason
     report = (dest / "reports/report.md").read_text()
     assert "tickets_dp" in report and "faq_nondp" in report

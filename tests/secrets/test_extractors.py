@@ -10,7 +10,8 @@ def secrets_params(dataset: str, **overrides) -> DatasetSecretsParams:
 
 def test_pii_secrets_take_the_text_before_their_first_occurrence():
     train = [{"message_id": "m1", "body": "nothing here"}, {"message_id": "m2", "body": "Call me at 713-555-9876 ok"}]
-    data = ExtractInput(train, [{"value": "713-555-9876", "kind": "phone", "count": 1}])
+    data = ExtractInput(train, [{"value": "713-555-9876", "kind": "phone", "count": 1}],
+                        [(r["message_id"], r["body"]) for r in train])
     (s,) = list(EXTRACTORS.get("phone")(data, secrets_params("enron", prompt_chars=6)))
     assert s == {"kind": "phone", "value": "713-555-9876", "prompt": "me at ", "continuation": "713-555-9876",
                  "source": "m2", "occurrences": 1}
