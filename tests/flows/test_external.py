@@ -147,3 +147,22 @@ def test_the_readmes_trained_elsewhere_steps_run_as_written(tiny_model_dir, tmp_
     no_dp = p["audit"]["primary"]["no_dp"]
     assert r["audit_primary"]["k_pos"] == min(no_dp["k_pos"], r["audit_primary"]["m"])
     assert f"{run_name} (trained elsewhere)" in (dest / "reports/report.md").read_text()
+
+
+def test_trl_sft_with_a_lora_adapter_goes_through_the_pipeline(trained_elsewhere, tmp_path):
+    """The TRL example (docs/examples/train_trl.py: SFTTrainer on prompt/completion rows, LoRA with the embedding
+    and head trainable through peft's modules_to_save) trains on the same export; its PEFT adapter is imported over
+    the base model, attacked, audited and reported with no other edit."""
+    d = clone_project(trained_elsewhere, tmp_path / "project")
+    shutil.rmtree(d / "external/model")
+    run([PYTHON, str(ROOT / "docs/examples/train_trl.py"), "--export", "export", "--base", "data/models/base",
+         "--out", "external/model", "--epochs", "3", "--lr", "3e-3"], d)
+    assert (d / "external/model/adapter_config.json").is_file()
+    res = run(["dvc", "repro"], d)
+    assert "Running stage 'finetune@ext'" in res.stdout and "Running stage 'report'" in res.stdout
+    info = json.loads((d / "data/models/ext/run.json").read_text())
+    assert info["external"]["model_kind"] == "peft" and "adapter_config.json" in info["external"]["files"]
+    metrics = json.loads((d / "reports/metrics.json").read_text())["runs"]["ext"]
+    assert metrics["audit_primary"]["m"] > 0 and metrics["audit_primary"]["eps_lb_95"] >= 0
+    assert metrics["attacks"]["loss"]["new_token"]["auroc"] > 0.5  # the adapter learned the member canaries
+    assert "ext (trained elsewhere)" in (d / "reports/report.md").read_text()
