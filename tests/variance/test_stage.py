@@ -16,6 +16,21 @@ from support import ROOT
 SWEEP_HEADING = "The hyperparameter sweep (`variance.sweep`, seed sections 3-4):"
 
 
+def no_study_models(p: dict, tmp_path) -> dict:
+    """``p`` with the registered study's table in tmp_path, holding no model yet (not the project's live table)."""
+    from dataclasses import asdict
+
+    from stages.core.params import build
+    from stages.variance.params import StudyParams
+    from stages.variance.schema import write_audit_points
+
+    p["variance"]["study"]["table"] = str(tmp_path / "audit_points.parquet")
+    study = build(StudyParams, p["variance"]["study"], "variance.study")
+    write_audit_points(tmp_path / "audit_points.parquet", [],
+                       {"study": json.loads(json.dumps(asdict(study))), "recipe": {}, "primary": {}})
+    return p
+
+
 def rows(seeds=2, rng_seed=0):
     rng = np.random.default_rng(rng_seed)
     out = []
@@ -45,7 +60,7 @@ def test_table_round_trip_keeps_the_sweep_metadata(tmp_path):
 def test_stage_writes_the_analysis_and_the_report_shows_it(tmp_path, monkeypatch):
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["variance"].update(table=str(tmp_path / "points.parquet"), out_dir=str(tmp_path / "analysis"))
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(no_study_models(p, tmp_path)))
     write_points(tmp_path / "points.parquet", rows(), {"sweep": "syn", "base_commit": "f" * 40})
     main(["--params", str(tmp_path / "params.yaml")])
     a = json.loads((tmp_path / "analysis/analysis.json").read_text())
@@ -79,7 +94,7 @@ def test_the_conclusion_follows_the_control_test(tmp_path, control_gap):
     sweep's case, and then the same spread is not evidence and no configuration is recommended."""
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["variance"].update(table=str(tmp_path / "points.parquet"), out_dir=str(tmp_path / "analysis"))
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(no_study_models(p, tmp_path)))
     pts = [r | {"control_mean": r["score_mean"] + control_gap} if r["status"] == "completed" else r for r in rows()]
     write_points(tmp_path / "points.parquet", pts, {"sweep": "syn", "base_commit": "f" * 40})
     main(["--params", str(tmp_path / "params.yaml")])
