@@ -150,7 +150,7 @@ class AttackContext:
             return (f"run {self.run} was fine-tuned on {self.dataset.name}, not on data with {want} secrets "
                     f"(needs finetune.dataset: {' or '.join(carriers)}{also})")
         f = secrets_path(self.where.secrets, self.dataset.secrets)
-        return None if f.is_file() else f"no secrets file {f} (run the secrets@{want} stage)"
+        return None if f.is_file() else f"no secrets file {f} (run the secrets@{self.dataset.secrets} stage)"
 
     def items(self, source: str, optional: bool = False) -> list[Item]:
         if source not in self._items:

@@ -158,4 +158,4 @@ def contract(processed: Processed, params: EnronUsersParams) -> list[Suite]:
 
 SPEC = register_dataset(DatasetSpec(
     name="enron_users", params=EnronUsersParams, schema=SCHEMA, build=build, contract=contract, pairs=enron.pairs,
-    splits=SPLITS, secrets="enron", trained_secrets=enron.trained_secrets, users=True))
+    splits=SPLITS, secrets="enron", trained_secrets=enron.trained_secrets, users=True, texts=enron.texts))

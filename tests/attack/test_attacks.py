@@ -153,6 +153,19 @@ def test_attacks_name_what_a_run_lacks(tmp_path, attack, dataset, canaries, need
         ATTACKS.get("lira", key="attack.attacks[0]")
 
 
+@pytest.mark.parametrize("dataset", ["enron", "enron_users"])
+def test_the_enron_datasets_carry_text_secrets(tmp_path, dataset):
+    """VMR and ACR need verbatim secrets of the run's own text: both Enron datasets carry them (the users run reads
+    Enron's secrets file), so only the file's absence is missing here."""
+    raw = project_raw()
+    raw["secrets"]["out_dir"] = str(tmp_path / "secrets")
+    record = {"params": {**raw["finetune"], "dataset": dataset}, "has_canaries": True, "has_formatted": False,
+              "num_new_tokens": 0}
+    ctx = AttackContext("r1", params(AttackParams, "attack"), locations(raw), record, device=torch.device("cpu"))
+    assert ctx.has("secrets:text") == f"no secrets file {tmp_path / 'secrets' / 'enron.parquet'} (run the " \
+        "secrets@enron stage)"
+
+
 def test_the_secret_control_arms_are_seeded_draws_not_the_files_frequency_order():
     """The secrets file is sorted by frequency: "the first 12 held-out secrets" made the control the most frequent
     ones. Each arm is now a seeded draw from its own secrets."""
