@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from stages.audit.params import AuditParams
 from stages.core.cli import run_cli, stage_args
 from stages.core.io import atomic_dir, write_json
 from stages.core.params import load
@@ -20,8 +19,7 @@ log = logging.getLogger("stages.variance")
 def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__)
     params = load(VarianceParams, "variance", args.params, raw)
-    primary = load(AuditParams, "audit", args.params, raw).primary
-    result, rows = analyse_table(params, primary.rule(params.study.run))
+    result, rows = analyse_table(params)
     with atomic_dir(Path(params.out_dir)) as tmp:  # analysis.json and plots/ replace the old ones together
         result["plots"] = draw(result, rows, params, tmp / "plots")
         write_json(tmp / "analysis.json", result)

@@ -12,9 +12,9 @@ from .study import study_result
 STATS = ("mean", "max")
 
 
-def analyse_table(params: VarianceParams, rule: tuple[int, int]) -> tuple[dict, list[dict]]:
-    """The analysis of every statistic (the primary first), the pre-registered study's account (``rule``: its
-    run's guessing rule, audit.primary) and the sweep table's rows."""
+def analyse_table(params: VarianceParams) -> tuple[dict, list[dict]]:
+    """The analysis of every statistic (the primary first), the pre-registered study's account and the sweep
+    table's rows."""
     rows, meta = read_points(params.table)
     stats = (params.primary, *[s for s in STATS if s != params.primary])
     per = {s: analyse(rows, f"score_{s}", params.min_points, params.control_alpha) for s in stats}
@@ -24,7 +24,7 @@ def analyse_table(params: VarianceParams, rule: tuple[int, int]) -> tuple[dict, 
             "completed": first["completed"],
             "failed": first["failed"], "table": [{k: r[k] for k in ("point", "rev", "status")} for r in rows],
             "statistics": {s: a["epsilons"] for s, a in per.items()},
-            "study": study_result(params.study, rule, Path(params.study.table))}, rows
+            "study": study_result(params.study, Path(params.study.table))}, rows
 
 
 def draw(result: dict, rows: list[dict], params: VarianceParams, out: Path) -> dict[str, str]:

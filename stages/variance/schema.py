@@ -96,6 +96,8 @@ AUDIT_POINTS = pa.schema([
     ("m", pa.int64()),              # the primary test: canaries, guesses, correct guesses
     ("r", pa.int64()),
     ("v", pa.int64()),
+    ("k_pos", pa.int64()),          # the primary guessing rule the model was audited with ("in" and "out" guesses)
+    ("k_neg", pa.int64()),
     ("seed_status", pa.string()),   # preregistered | development (audit.seeds)
     ("eps_lb_95", pa.float64()),    # Steinke et al.'s one-run bound at 95% (the primary test's)
     ("gdp_eps_lb_95", pa.float64()),  # the same counts under the Gaussian trade-off assumption

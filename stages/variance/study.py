@@ -163,10 +163,11 @@ def ideal_draws(summaries: Sequence[Mapping], m: int, rule: tuple[int, int], del
     return out
 
 
-def study_result(study, rule: tuple[int, int], path) -> dict:
+def study_result(study, path) -> dict:
     """The variance stage's account of the pre-registered study from its table: progress, per-configuration
     summaries and pooled tests (descriptive at any stage), and Q1 / Q2 (``analyse_study``) only once every
-    registered model has run: the test is of the registered design, never of the models that happen to be done."""
+    registered model has run: the test is of the registered design, never of the models that happen to be done.
+    The ideal's rule is the one the models were audited with (their rows), never today's params."""
     import json
     from dataclasses import asdict
 
@@ -174,6 +175,10 @@ def study_result(study, rule: tuple[int, int], path) -> dict:
     from .schema import read_audit_points
 
     rows, meta = read_audit_points(path)
+    rules = sorted({(r["k_pos"], r["k_neg"]) for r in rows if r["status"] == "completed"})
+    if len(rules) > 1:
+        raise DataError(f"{path}: models audited with different guessing rules {rules}: one study, one rule")
+    rule = list(rules[0]) if rules else None
     if meta.get("study") != json.loads(json.dumps(asdict(study))):
         raise DataError(f"{path}: written for another study design than variance.study (rerun "
                         "`leakaudit variance --study` or restore the registered params)")
@@ -182,7 +187,7 @@ def study_result(study, rule: tuple[int, int], path) -> dict:
     out = {"table": str(path), "run": study.run, "epsilon": study.epsilon, "delta": study.delta,
            "registered": registered, "completed": len(done),
            "failed": [{"point": r["point"], "error": r["error"]} for r in rows if r["status"] != "completed"],
-           "pending": registered - len(rows), "rule": list(rule), "measures": list(study.measures),
+           "pending": registered - len(rows), "rule": rule, "measures": list(study.measures),
            "q2_against": list(study.q2_against), "alpha": study.alpha,
            "models": [{k: r[k] for k in ("point", "config", "seed", "rev", "status", "eps_lb_95", "gdp_eps_lb_95",
                                          "member_shift", "ideal_eps_lb_95_median", "valid_perplexity", "exposure",
@@ -194,7 +199,7 @@ def study_result(study, rule: tuple[int, int], path) -> dict:
                            "computed once every registered model has run (the test is of the registered design)")
         return out
     m = int(np.median([r["m"] for r in done]))
-    draws = ideal_draws(out["configs"], m, rule, study.delta, study.power_trials, study.seed) \
+    draws = ideal_draws(out["configs"], m, tuple(rule), study.delta, study.power_trials, study.seed) \
         if study.power_trials else None
     out["analysis"] = analyse_study(done, study.measures, study.q2_against, study.alpha, study.bootstrap,
                                     study.seed, draws, study.power_trials)

@@ -101,7 +101,8 @@ def study_record(point: Mapping, run: Mapping | None, status: str, error: str | 
     shift = section_of(run, f"canary_response.attacks.{prim.get('attack')}.member_shift")
     row.update(accountant_epsilon=_num(priv.get("epsilon_spent")), sample_rate=_num(priv.get("sample_rate")),
                noise_multiplier=_num(priv.get("noise_multiplier")), delta=_num(priv.get("delta")),
-               m=prim.get("m"), r=prim.get("r"), v=prim.get("v"), seed_status=prim.get("seed_status"),
+               m=prim.get("m"), r=prim.get("r"), v=prim.get("v"), k_pos=prim.get("k_pos"), k_neg=prim.get("k_neg"),
+               seed_status=prim.get("seed_status"),
                eps_lb_95=_num(prim.get("eps_lb_95")), gdp_eps_lb_95=_num(prim.get("gdp_eps_lb_95")),
                member_shift=_num(shift), ideal_eps_lb_95_median=_num(prim.get("ideal_eps_lb_95_median")),
                valid_perplexity=_num(section_of(run, "utility.valid_perplexity")),

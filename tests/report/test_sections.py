@@ -154,12 +154,12 @@ def test_the_variance_section_states_q1_and_q2_with_the_seeds_numbers(tmp_path):
     from support import params
 
     study = dataclasses.replace(params(VarianceParams, "variance").study, bootstrap=200, power_trials=40)
-    part = study_result(study, (100, 0), study_table(tmp_path, study, synthetic_models(study, 3)))
+    part = study_result(study, study_table(tmp_path, study, synthetic_models(study, 3)))
     paras, tables, images = _study(part, tmp_path, {})
     text = " ".join(paras)
     assert "3 of 20 models" in text and "nothing is concluded" in text and "Kruskal" not in text
     assert "−0.71" in text and len(tables[1].rows) == 3 and images == []
-    full = study_result(study, (100, 0), study_table(tmp_path, study, synthetic_models(study)))
+    full = study_result(study, study_table(tmp_path, study, synthetic_models(study)))
     paras, tables, images = _study(full, tmp_path, {"study": "study.png"})
     text = " ".join(paras)
     assert "Q1" in text and "Kruskal–Wallis H = " in text and "ε²_H" in text and "power under the ideal" in text

@@ -109,6 +109,7 @@ def synthetic_models(study, done: int | None = None) -> list[dict]:
                          "base_commit": "cd" * 20, "epsilon": 8.0, "delta": 1e-5, "accountant_epsilon": 7.99,
                          "sample_rate": cfg.batch_size / 1402, "steps": cfg.steps, "batch_size": cfg.batch_size,
                          "lr": cfg.lr, "noise_multiplier": 0.8 + 0.1 * i, "m": 1000, "r": 100, "v": 70 + int(10 * eps),
+                         "k_pos": 100, "k_neg": 0,
                          "seed_status": "preregistered", "eps_lb_95": eps, "gdp_eps_lb_95": 1.4 * eps,
                          "member_shift": eps / 3, "ideal_eps_lb_95_median": CONFIGS[c],
                          "valid_perplexity": 80 - 5 * eps + float(rng.normal()), "exposure": float(rng.normal(1, .2)),
@@ -127,7 +128,7 @@ def test_the_study_is_tested_only_once_every_registered_model_has_run(tmp_path):
     from stages.variance.study import study_result
 
     study = dataclasses.replace(params(VarianceParams, "variance").study, bootstrap=200, power_trials=40)
-    part = study_result(study, (100, 0), study_table(tmp_path, study, synthetic_models(study, 3)))
+    part = study_result(study, study_table(tmp_path, study, synthetic_models(study, 3)))
     assert part["analysis"] is None and part["pending"] == 17 and "17 of 20" in part["withheld"]
     a = part["configs"][0]
     assert a["config"] == "A" and a["models"] == 3 and a["pooled"]["m"] == 3000 and a["pooled"]["r"] == 300
@@ -136,7 +137,7 @@ def test_the_study_is_tested_only_once_every_registered_model_has_run(tmp_path):
     v = sum(r["v"] for r in synthetic_models(study, 3))
     assert a["pooled"]["v"] == v and a["pooled"]["eps_lb_95"] == epsilon_lower_bound(3000, 300, v, 1e-5, 0.95) > 0
     assert part["configs"][1]["models"] == 0 and part["configs"][1]["pooled"]["eps_lb_95"] is None
-    full = study_result(study, (100, 0), study_table(tmp_path, study, synthetic_models(study)))
+    full = study_result(study, study_table(tmp_path, study, synthetic_models(study)))
     t = full["analysis"]["q1"]["eps_lb_95"]
     assert full["pending"] == 0 and t["role"] == "primary" and t["n"] == 20 and t["varies"] is True
     assert 0 <= t["power_under_ideal"]["power"] <= 1 and t["power_under_ideal"]["trials"] == 40
@@ -148,4 +149,4 @@ def test_the_study_is_tested_only_once_every_registered_model_has_run(tmp_path):
     assert (tmp_path / "study.png").read_bytes()[:4] == b"\x89PNG"
     other = dataclasses.replace(study, alpha=0.01)
     with pytest.raises(DataError, match="audit_points.parquet: written for another study design"):
-        study_result(other, (100, 0), tmp_path / "audit_points.parquet")
+        study_result(other, tmp_path / "audit_points.parquet")

@@ -182,13 +182,15 @@ def _study(st: dict, plots: Path, plot_files: dict) -> tuple[list[str], list[Tab
                 paras.append(f"Secondary ({m.replace('_', ' ')}, exploratory, no verdict): Kruskal–Wallis H = "
                              f"{fmt(res['H'])}, p = {fmt(res['p'], 3)}, ε²_H = {fmt(res['epsilon_squared'])}.")
     failed = "; ".join(f"{f['point']}: {f['error']}" for f in st["failed"]) or "none"
+    rule = (f"{st['rule'][0]} 'in' and {st['rule'][1]} 'out' guesses among the new-token canaries" if st["rule"]
+            else "the new-token canaries")
     paras.append(f"Assumptions: one model (SmolLM2-135M, LoRA with the canaries' own rows) and one dataset "
-                 f"(PersonaChat with {st['rule'][0]} 'in' guesses among the new-token canaries: the audit's "
-                 f"primary rule); δ fixed at {st['delta']:g}, never n^-1.1; each model its own fresh seed (canary "
-                 "draw, coins, text sample, sampler, noise), every seed registered before any model existed; the "
-                 "ideal is the linear last-iterate model at each configuration's q, T, σ (a heuristic, not these "
-                 "models' spread); the pooled bound adds the models' canaries of one configuration (parallel "
-                 "composition: each model its own canaries and noise). Failed models: " + failed + ".")
+                 f"(PersonaChat; {rule}: the audit's primary rule the models were audited with); δ fixed at "
+                 f"{st['delta']:g}, never n^-1.1; each model its own fresh seed (canary draw, coins, text sample, "
+                 "sampler, noise), every seed registered before any model existed; the ideal is the linear "
+                 "last-iterate model at each configuration's q, T, σ (a heuristic, not these models' spread); "
+                 "the pooled bound adds the models' canaries of one configuration (parallel composition: each "
+                 "model its own canaries and noise). Failed models: " + failed + ".")
     images = [("Pre-registered study: each model's one-run ε̂95 by configuration (dots), the ideal median "
                "(heuristic, bar), the pooled bound over the configuration's models (diamond) and the accountant's ε",
                plots / plot_files["study"])] if "study" in plot_files else []
