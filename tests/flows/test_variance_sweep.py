@@ -81,11 +81,13 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
     # table rewritten as each model completes; a rerun resumes (trains nothing), a changed design is refused
     from stages.variance.schema import read_audit_points
 
+    (project / "reports/variance/audit_points.parquet").unlink()  # the project's own study (another design)
     p = yaml.safe_load((project / "params.yaml").read_text())
     p["variance"]["study"].update(run="dp", seeds=[3201, 3202], configs={
         "X": {"batch_size": 4, "steps": 2, "lr": 0.01}, "Y": {"batch_size": 8, "steps": 2, "lr": 0.02}})
     (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "study params"], project)
+    assert (project / "reports/variance/audit_points.parquet").exists() is False
     study = [PYTHON, "-m", "flows.variance", "--repo", str(project), "--study"]
     t = time.time()
     out = run(study, empty, env={"PREFECT_HOME": str(tmp_path / "prefect")})
