@@ -1,7 +1,6 @@
 """Extract a dataset's real secrets and check whether the base model already reproduces each."""
 from __future__ import annotations
 
-import functools
 import re
 from pathlib import Path
 
@@ -22,7 +21,7 @@ def extract(dataset: str, params, processed_dir: Path) -> list[dict]:
     for i, name in enumerate(params.extractors):
         key = f"secrets.datasets.{dataset}.extractors[{i}]"
         if name in params.patterns:
-            fn = functools.partial(lambda d, p, kind: pattern_secrets(d, kind, p), kind=name)
+            fn = lambda d, p, kind=name: pattern_secrets(d, kind, p)  # noqa: E731
         else:
             fn = EXTRACTORS.get(name, key=f"{key} (or a name in secrets.datasets.{dataset}.patterns)")
             if DATASET_OF[name] not in (None, dataset):
