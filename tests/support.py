@@ -273,6 +273,7 @@ def text_project(tmp_path, entry: dict) -> tuple:
     p["preprocess"]["out_dir"] = str(tmp_path / "processed")
     p["preprocess"]["datasets"]["mine"] = {"kind": "text", "format": "jsonl", "text_field": None, "prompt_field": None,
                                            "completion_field": None, "id_field": None, "user_field": None,
+                                           "rows_per_user": None, "user_level": None,
                                            "split_field": None, "split": {"valid": 0.2, "test": 0.2},
                                            "min_chars": 1, "max_chars": None, "dedupe": True, "seed": 0,
                                            "rows": {}, **entry}

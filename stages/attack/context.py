@@ -197,7 +197,7 @@ class AttackContext:
 
     @functools.cached_property
     def canary_users(self) -> dict[str, dict]:
-        return load_canary_users(self.where.canaries) if self.dataset.users else {}
+        return load_canary_users(self.where.canaries, self.dataset.name) if self.dataset.users else {}
 
     def _build_text(self) -> list[Item]:
         """The run's trained pairs against as many never-trained ones (``params.text_items`` of each side at most),
@@ -226,10 +226,12 @@ class AttackContext:
     def _build_users(self) -> list[Item]:
         """The attacker's samples of every user (never trained on), canary users' substrings inserted."""
         cu, held_in = self.canary_users, self.membership("user")
-        rows = apply_canary_users(read_split(self.where.processed, self.dataset.name, "attacker"), cu)
+        key, text = self.dataset.user_columns
+        rows = apply_canary_users(read_split(self.where.processed, self.dataset.name, "attacker"), cu,
+                                  self.dataset.user_columns)
         exs = text_examples(self.dataset.pairs(rows), self.tokenizer, self.setup.max_length, self.setup.objective)
-        return [Item(r["message_id"], "canary_users" if r["user"] in cu else "users", held_in[r["user"]], e,
-                     r["body"], user=r["user"]) for r, e in zip(rows, exs)]
+        return [Item(r[key], "canary_users" if r["user"] in cu else "users", held_in[r["user"]], e,
+                     r[text], user=r["user"]) for r, e in zip(rows, exs)]
 
     # ------------------------------------------------------------------ log-probabilities
     def _score(self, which: str, items: list[Item]) -> list[np.ndarray]:

@@ -42,6 +42,7 @@ REFERENCE = pa.schema([
 ])
 
 CANARY_USERS = pa.schema([
+    pa.field("dataset", pa.string(), nullable=False),  # the user-level dataset they were drawn from (canaries.users)
     pa.field("user", pa.string(), nullable=False),
     pa.field("length", pa.int32(), nullable=False),  # substring length in tokens
     pa.field("user_set", pa.string(), nullable=False),  # held_in | held_out: the seeded coin's draw
@@ -85,9 +86,11 @@ def read_formatted(canary_dir: Path) -> list[dict] | None:
     return read_table(path, FORMATTED, PRODUCER).to_pylist() if path.is_file() else None
 
 
-def load_canary_users(canary_dir: Path) -> dict[str, dict]:
-    """user -> {length, user_set, substring}, or {} when the canaries stage made no canary users."""
+def load_canary_users(canary_dir: Path, dataset: str | None = None) -> dict[str, dict]:
+    """user -> {dataset, length, user_set, substring}: those drawn from ``dataset`` (a run's: another user-level
+    dataset's canary users are not its users), else all; {} when the canaries stage made no canary users."""
     path = Path(canary_dir) / CANARY_USERS_FILE
     if not path.is_file():
         return {}
-    return {r["user"]: r for r in read_table(path, CANARY_USERS, PRODUCER).to_pylist()}
+    return {r["user"]: r for r in read_table(path, CANARY_USERS, PRODUCER).to_pylist()
+            if dataset is None or r["dataset"] == dataset}

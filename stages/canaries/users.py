@@ -27,7 +27,9 @@ from .schema import CANARY_USERS, CANARY_USERS_FILE
 
 def build_canary_users(params, processed_dir: Path, tok, out_dir: Path) -> list[dict]:
     docs: dict[str, list[dict]] = {}
-    for split in get_dataset(params.dataset).splits:
+    spec = get_dataset(params.dataset)
+    text = spec.user_columns[1]
+    for split in spec.splits:
         for r in read_split(processed_dir, params.dataset, split):
             docs.setdefault(r["user"], []).append(r)
     pool = sorted(docs)
@@ -42,13 +44,14 @@ def build_canary_users(params, processed_dir: Path, tok, out_dir: Path) -> list[
             coins = rng.random(params.per_length) < 0.5
         for held_in in coins:
             user = pool.pop(int(rng.integers(len(pool))))
-            candidates = [d for d in docs[user] if len(tok(d["body"], add_special_tokens=False)["input_ids"]) >= length]
+            candidates = [d for d in docs[user] if len(tok(d[text], add_special_tokens=False)["input_ids"]) >= length]
             if not candidates:
                 raise DataError(f"canaries.users.lengths: user {user} has no document of {length} tokens")
             doc = candidates[int(rng.integers(len(candidates)))]
-            ids = tok(doc["body"], add_special_tokens=False)["input_ids"]
+            ids = tok(doc[text], add_special_tokens=False)["input_ids"]
             start = int(rng.integers(0, len(ids) - length + 1))
-            rows.append({"user": user, "length": length, "user_set": "held_in" if held_in else "held_out",
+            rows.append({"dataset": params.dataset, "user": user, "length": length,
+                         "user_set": "held_in" if held_in else "held_out",
                          "substring": (tok.decode(ids[start:start + length]).strip()
                                        or tok.decode(ids[start:start + length]))})
     write_table(pa.Table.from_pylist(rows, schema=CANARY_USERS), out_dir / CANARY_USERS_FILE, CANARY_USERS)

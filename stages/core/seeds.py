@@ -79,6 +79,9 @@ _add(
     # preprocess (stages/datasets)
     Stream("datasets.enron_users.rows", "each user's held-out/attacker rows (preprocess.datasets.enron_users.seed)"),
     Stream("datasets.enron_users.users", "held-in/held-out users: split_groups' shuffle, the same seed as .rows"),
+    Stream("datasets.text.user_rows", "a user-level text dataset's held-out/attacker rows per user "
+           "(preprocess.datasets.<name>.seed)", words=(1,)),
+    Stream("datasets.text.users", "a user-level text dataset's held-in/held-out users (its seed)", offset=2),
     # canaries
     Stream("canaries.kind", "one kind's canaries and membership coins (canaries.seed)", keyed="crc32"),
     Stream("canaries.formatted", "one format's candidates and inserted order (canaries.formatted.seed)",

@@ -20,7 +20,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import pyarrow as pa
 
 from ..core.gx import Expectation as E
@@ -29,10 +28,10 @@ from ..core.params import check
 from ..core.seeds import stream
 from . import enron
 from .enron import body_key, read_messages, unique_ids
-from .spec import DatasetSpec, Processed, register_dataset, require_path, row_count_suites, row_ranges, split_groups
+from .spec import DatasetSpec, Processed, register_dataset, require_path, row_count_suites, row_ranges
+from .users import USER_SPLITS, user_level_splits
 
-#: every split a user-level run reads: held-in training, valid/test, attacker knowledge, held-out users' rest
-SPLITS = ("train", "valid", "test", "attacker", "heldout")
+SPLITS = USER_SPLITS
 
 
 @dataclass(frozen=True)
@@ -79,15 +78,6 @@ def mailbox_users(rows: list[dict]) -> dict[str, str]:
     return users
 
 
-def _take(items: list, frac: float, rng: np.random.Generator) -> tuple[list, list]:
-    """A seeded random ``frac`` share (at least one if frac > 0 and len > 1) and the rest."""
-    k = int(round(len(items) * frac))
-    if frac > 0 and k == 0 and len(items) > 1:
-        k = 1
-    order = rng.permutation(len(items))
-    return [items[i] for i in order[:k]], [items[i] for i in order[k:]]
-
-
 def build(params: EnronUsersParams) -> Processed:
     path = require_path(params.path, "Enron data (maildir or emails.csv)", "preprocess.datasets.enron_users.path")
     rows = unique_ids(read_messages(path, params.format))
@@ -113,20 +103,10 @@ def build(params: EnronUsersParams) -> Processed:
               ("examples of those users", sum(len(v) for v in per_user.values()))]
     kept = {u: v for u, v in per_user.items() if len(v) >= params.min_samples}
     stats.append((f"users with >= {params.min_samples} examples", len(kept)))
-    rng = stream("datasets.enron_users.rows").numpy(params.seed)
-    sets = split_groups(sorted(kept), 0.0, 0.5, stream("datasets.enron_users.users").int_seed(params.seed))  # "test"
-    # half = held-out users
-    out: dict[str, list[dict]] = {s: [] for s in SPLITS}
-    for u in sorted(kept):
-        user_set = "held_out" if u in sets["test"] else "held_in"
-        ex = [{**r, "user": u, "user_set": user_set} for r in kept[u]]
-        held, rest = _take(ex, params.heldout_fraction, rng)
-        out["valid"] += held[: (len(held) + 1) // 2]
-        out["test"] += held[(len(held) + 1) // 2:]
-        attacker, rest = _take(rest, params.attacker_fraction, rng)
-        out["attacker"] += attacker
-        out["train" if user_set == "held_in" else "heldout"] += rest
-    stats += [("held-in users", len(sets["train"])), ("held-out users", len(sets["test"]))]
+    out, counts = user_level_splits(kept, params.heldout_fraction, params.attacker_fraction,
+                                    stream("datasets.enron_users.rows").numpy(params.seed),
+                                    stream("datasets.enron_users.users").int_seed(params.seed))
+    stats += counts
     stats += [(f"final {s}", len(v)) for s, v in out.items()]
     return Processed(SCHEMA, out, stats)
 

@@ -62,7 +62,9 @@ class DatasetSpec:
     secrets: str | None = None  # the secrets file (data/secrets/<name>.parquet) of this dataset's text
     #: (trained rows, secrets) -> did the trained rows contain each secret (VMR/AIR trained vs control)
     trained_secrets: Callable[[list[dict], list[dict]], list[bool]] | None = None
-    users: bool = False  # rows carry a user and user_set (user inference, canary users)
+    users: bool = False  # rows carry a user and user_set (user inference, canary users), splits users.USER_SPLITS
+    #: a user-level row's id and text columns (where a canary user's substring goes; the attacker's samples)
+    user_columns: tuple[str, str] = ("message_id", "body")
     #: rows -> (source id, text trained on): what the text secret extractors (sequences, PII, named regexes) read
     texts: Callable[[list[dict]], list[tuple[str, str]]] | None = None
 

@@ -66,7 +66,7 @@ def attacker_users(where: Locations, dataset, cusers: dict[str, dict]) -> dict[s
     """user -> held in, for every user of the attacker's samples (user-level datasets; else {})."""
     if not dataset.users:
         return {}
-    rows = apply_canary_users(read_split(where.processed, dataset.name, "attacker"), cusers)
+    rows = apply_canary_users(read_split(where.processed, dataset.name, "attacker"), cusers, dataset.user_columns)
     return {r["user"]: r["user_set"] == "held_in" for r in rows}
 
 
@@ -80,7 +80,7 @@ def run_secrets(where: Locations, spec, ft: FinetuneParams) -> list[dict] | None
 def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list[dict]], tok) -> Inputs:
     spec = get_dataset(ft.dataset)
     setup = TextSetup.of(ft)
-    cusers = load_canary_users(where.canaries) if spec.users else {}
+    cusers = load_canary_users(where.canaries, spec.name) if spec.users else {}
     secrets = run_secrets(where, spec, ft)
     pairs, control = training_pairs(where.processed, setup, cusers, secrets if ft.secret_control.secrets else None)
     text = text_examples(pairs, tok, setup.max_length, setup.objective)

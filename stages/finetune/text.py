@@ -32,8 +32,10 @@ def split_pairs(processed_dir: Path, dataset: str, split: str, n: int, seed: int
                 canary_users: dict[str, dict] | None = None) -> list[Pair]:
     """A seeded sample of n (prompt, target) pairs of a split (with ``canary_users``: each canary user's documents
     in the split of its drawn set, its substring inserted)."""
-    rows = apply_canary_users(split_rows(processed_dir, dataset, split, canary_users), canary_users or {})
-    return sample(get_dataset(dataset).pairs(rows), n, seed)
+    spec = get_dataset(dataset)
+    rows = apply_canary_users(split_rows(processed_dir, dataset, split, canary_users), canary_users or {},
+                              spec.user_columns)
+    return sample(spec.pairs(rows), n, seed)
 
 
 def text_examples_of(processed_dir: Path, split: str, tok, setup: TextSetup, n: int, seed: int,
@@ -75,7 +77,7 @@ def training_pairs(processed_dir: Path, setup: TextSetup, canary_users: dict[str
         return split_pairs(processed_dir, setup.dataset, "train", setup.max_text_rows, setup.seed, canary_users), None
     rows, control = secret_control(trained_rows(processed_dir, setup, canary_users), secrets, spec,
                                    setup.control_secrets, setup.control_seed)
-    return spec.pairs(apply_canary_users(rows, canary_users or {})), control
+    return spec.pairs(apply_canary_users(rows, canary_users or {}, spec.user_columns)), control
 
 
 def held_in_unseen_rows(processed: Path, dataset: str, canary_users: dict[str, dict]) -> list[dict]:
@@ -84,7 +86,8 @@ def held_in_unseen_rows(processed: Path, dataset: str, canary_users: dict[str, d
     seeded draw, so the two sides differ only by training. Rows of held-out users differ by who wrote them (on the
     Enron users run their blind baseline reached AUROC 0.84: a user-inference pool, not a text one), and rows of
     every user mix the two."""
-    rows = apply_canary_users(split_rows(processed, dataset, "test", canary_users), canary_users)
+    rows = apply_canary_users(split_rows(processed, dataset, "test", canary_users), canary_users,
+                              get_dataset(dataset).user_columns)
     return [r for r in rows if r["user_set"] == "held_in"]
 
 

@@ -12,6 +12,8 @@ from stages.core.seeds import STREAMS, stream
 LEGACY = {
     "datasets.enron_users.rows": lambda s, k: s,
     "datasets.enron_users.users": lambda s, k: s,
+    "datasets.text.user_rows": lambda s, k: [s, 1],  # new with user_level: distinct from the dataset's split seed
+    "datasets.text.users": lambda s, k: s + 2,
     "canaries.kind": lambda s, k: [s, zlib.crc32(k.encode())],
     "canaries.formatted": lambda s, k: [s, zlib.crc32(k.encode()), 7],
     "canaries.users": lambda s, k: s,

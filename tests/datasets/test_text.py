@@ -60,6 +60,69 @@ def test_a_csv_of_prompts_and_completions_and_a_parquet_with_a_split_column(tmp_
     assert [len(read_split(tmp_path / "processed", "mine", s)) for s in ("train", "valid", "test")] == [20, 5, 5]
 
 
+def test_user_level_text_gives_the_user_inference_layout_by_a_field_or_by_row_blocks(tmp_path):
+    """``user_level``: half the users held in, each user's rows split into valid/test, the attacker's samples and
+    the rest (trained for held-in users only); the spec is a user-level one (user inference, canary users), the
+    contract checks the sets, and ``rows_per_user`` makes users of consecutive row blocks (TOFU's layout)."""
+    from stages.datasets import get_dataset, read_split
+    from stages.datasets.users import USER_SPLITS
+
+    level = {"heldout_fraction": 0.2, "attacker_fraction": 0.25, "min_rows": 5}
+    data = write_jsonl(tmp_path / "t.jsonl", TICKETS)  # 12 customers x 5 tickets
+    params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text", "id_field": "Ticket No",
+                                          "user_field": "customer-handle", "user_level": level})
+    preprocess(params_path)
+    spec = get_dataset("mine")
+    assert spec.users and spec.splits == USER_SPLITS and spec.user_columns == ("id", "completion")
+    splits = {s: read_split(tmp_path / "processed", "mine", s) for s in spec.splits}
+    sets = {r["user"]: r["user_set"] for rows in splits.values() for r in rows}
+    held_in = {u for u, s in sets.items() if s == "held_in"}
+    assert len(sets) == 12 and len(held_in) == 6
+    assert {r["user"] for r in splits["train"]} == held_in and not {r["user"] for r in splits["heldout"]} & held_in
+    assert {r["user"] for r in splits["attacker"]} == set(sets)  # one attacker sample of every user
+    assert [len(splits[s]) for s in USER_SPLITS] == [18, 12, 0, 12, 18]  # per user: 1 valid, 1 attacker, 3 trained
+    ids = [r["id"] for rows in splits.values() for r in rows]
+    assert len(ids) == len(set(ids)) == 60
+    gx = json.loads((out / "gx_results.json").read_text())
+    assert all(s["success"] for s in gx.values()) and {"mine_user_sets", "mine_train_is_held_in"} <= set(gx)
+    blocks = write_jsonl(tmp_path / "qa.jsonl", [{"question": f"q{i}", "answer": f"a{i}"} for i in range(40)])
+    params_path, _ = project(tmp_path, {"path": str(blocks), "prompt_field": "question", "completion_field": "answer",
+                                        "rows_per_user": 8, "user_level": {**level, "min_rows": 8}})
+    preprocess(params_path)
+    rows = [r for s in USER_SPLITS for r in read_split(tmp_path / "processed", "mine", s)]
+    by_user = {}
+    for r in rows:
+        by_user.setdefault(r["user"], set()).add(int(r["id"].split("-")[1]) // 8)
+    assert sorted(by_user) == [f"user-{i}" for i in range(5)] and all(len(v) == 1 for v in by_user.values())
+
+
+@pytest.mark.parametrize("entry,says", [
+    ({"user_field": "customer-handle", "rows_per_user": 5}, "rows_per_user: set user_field or rows_per_user"),
+    ({"user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.2, "min_rows": 4}},
+     "user_level: needs a user (user_field or rows_per_user)"),
+    ({"rows_per_user": 5, "user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.0, "min_rows": 4}},
+     "user_level.attacker_fraction: must be in (0, 1)"),
+])
+def test_user_level_params_are_checked_naming_the_key(tmp_path, entry, says):
+    data = write_jsonl(tmp_path / "t.jsonl", TICKETS)
+    params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text", **entry})
+    with pytest.raises(ConfigError, match=f"preprocess.datasets.mine.{says}".replace("(", r"\(").replace(")", r"\)")):
+        preprocess(params_path)
+    assert not out.exists()
+
+
+def test_canary_users_are_loaded_for_the_dataset_they_were_drawn_from_only(tmp_path):
+    import pyarrow as pa
+
+    from stages.canaries.schema import CANARY_USERS, CANARY_USERS_FILE, load_canary_users
+    from stages.core.io import write_table
+
+    rows = [{"dataset": "enron_users", "user": "a@x", "length": 1, "user_set": "held_in", "substring": "zz"}]
+    write_table(pa.Table.from_pylist(rows, schema=CANARY_USERS), tmp_path / CANARY_USERS_FILE, CANARY_USERS)
+    assert set(load_canary_users(tmp_path, "enron_users")) == {"a@x"} and set(load_canary_users(tmp_path)) == {"a@x"}
+    assert load_canary_users(tmp_path, "mine") == {}  # another user-level dataset's runs: not their users
+
+
 @pytest.mark.parametrize("case", ["missing field", "empty file", "wrong type", "bad split value", "not json"])
 def test_a_bad_file_is_one_line_naming_file_and_field_and_writes_nothing(tmp_path, case):
     good = [{"Body Text": f"t{i}", "part": "train"} for i in range(3)]
@@ -116,4 +179,5 @@ def test_the_readmes_params_block_for_your_own_text_is_valid_params():
     raw = deep_merge(yaml.safe_load((ROOT / "params.yaml").read_text()), block)
     params = validate_params(raw, "README.md")
     assert params.runs["tickets_dp"].dataset == "tickets" and params.runs["tickets_dp"].dp.enabled
-    assert params.datasets["tickets"].user_field == "customer"
+    assert params.datasets["tickets"].user_field == "customer" and params.datasets["tickets"].user_level.min_rows == 4
+    assert "user_inference" in params.attack.runs["tickets_nondp"]
