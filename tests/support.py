@@ -129,6 +129,7 @@ def tiny_params(model_dir: Path) -> dict:
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["model"]["name_or_path"] = str(model_dir)
+    del p["preprocess"]["datasets"]["tofu_authors"]  # only tofu_users reads it (its layout: tests/datasets)
     p["canaries"].update(num_canaries=60, prefix_length=4)
     p["canaries"]["checks"] = {"member_share_alpha": 1.0e-6}
     p["finetune"].update(steps=3, batch_size=8, physical_batch_size=8, max_text_rows=16, eval_rows=8, max_length=32)
