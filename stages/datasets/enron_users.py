@@ -31,8 +31,6 @@ from .enron import body_key, read_messages, unique_ids
 from .spec import DatasetSpec, Processed, register_dataset, require_path, row_count_suites, row_ranges
 from .users import USER_SPLITS, user_level_splits
 
-SPLITS = USER_SPLITS
-
 
 @dataclass(frozen=True)
 class EnronUsersParams:
@@ -138,4 +136,4 @@ def contract(processed: Processed, params: EnronUsersParams) -> list[Suite]:
 
 SPEC = register_dataset(DatasetSpec(
     name="enron_users", params=EnronUsersParams, schema=SCHEMA, build=build, contract=contract, pairs=enron.pairs,
-    splits=SPLITS, secrets="enron", trained_secrets=enron.trained_secrets, users=True, texts=enron.texts))
+    splits=USER_SPLITS, secrets="enron", trained_secrets=enron.trained_secrets, users=True, texts=enron.texts))

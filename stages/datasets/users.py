@@ -74,8 +74,7 @@ def insert_substring(body: str, substring: str, key: str) -> str:
     return f"{body[:i]}{substring} {body[i:]}" if i < len(body) else f"{body} {substring}"
 
 
-def apply_canary_users(rows: list[dict], canary_users: dict[str, dict],
-                       columns: tuple[str, str] = ("message_id", "body")) -> list[dict]:
+def apply_canary_users(rows: list[dict], canary_users: dict[str, dict], columns: tuple[str, str]) -> list[dict]:
     """The rows with each canary user's substring inserted into all of that user's documents (``columns``: the
     rows' id and text, the dataset's ``user_columns``) and the user's drawn held-in / held-out set as
     ``user_set``."""

@@ -10,6 +10,8 @@ from stages.core.errors import ConfigError
 from stages.datasets.users import apply_canary_users, canary_user_split
 from support import SPLITS, params, users_dataset
 
+ENRON_COLUMNS = ("message_id", "body")  # enron_users' user_columns
+
 
 def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tokenizer):
     d = users_dataset(tmp_path)
@@ -19,12 +21,12 @@ def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tok
     mapping = {c["user"]: c for c in cu}
     for split in SPLITS:
         rows = pq.read_table(d / f"{split}.parquet").to_pylist()
-        for r in apply_canary_users(rows, mapping):
+        for r in apply_canary_users(rows, mapping, ENRON_COLUMNS):
             if r["user"] in mapping:
                 assert mapping[r["user"]]["substring"] in r["body"]
                 assert r["user_set"] == mapping[r["user"]]["user_set"]  # the coin's draw, not the preprocess's
-    again = apply_canary_users(rows, mapping)
-    assert again == apply_canary_users(rows, mapping)  # same insertion position every time
+    again = apply_canary_users(rows, mapping, ENRON_COLUMNS)
+    assert again == apply_canary_users(rows, mapping, ENRON_COLUMNS)  # same insertion position every time
 
 
 def test_membership_is_a_seeded_coin_per_length_with_both_sides(tmp_path, tiny_tokenizer):
