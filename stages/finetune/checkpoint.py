@@ -43,7 +43,12 @@ class Checkpointer:
         os.replace(tmp, self.path)
 
     def clear(self) -> None:
+        import shutil
+
+        from .sharding import dcp_dir
+
         self.path.unlink(missing_ok=True)
+        shutil.rmtree(dcp_dir(self.path), ignore_errors=True)
 
     def due(self, step: int, steps: int) -> bool:
         """Save after ``step`` (1-based) steps? Every ``every`` steps, never after the last one."""
@@ -52,21 +57,27 @@ class Checkpointer:
 
 def snapshot(step: int, log: list, model, opt, sampler: np.random.Generator, noise: torch.Generator | None,
              accountant) -> dict:
+    """The training state; ``model`` None: a sharded run, whose weights and optimizer state
+    torch.distributed.checkpoint saves (``sharding.save_checkpoint``)."""
     return {"step": step, "log": log,
-            "trainable": {k: v.detach().cpu().clone() for k, v in model.named_parameters() if v.requires_grad},
-            "optimizer": opt.state_dict(), "sampler": sampler.bit_generator.state, "torch_rng": torch.get_rng_state(),
+            "trainable": None if model is None else {k: v.detach().cpu().clone() for k, v in model.named_parameters()
+                                                     if v.requires_grad},
+            "optimizer": None if model is None else opt.state_dict(), "sampler": sampler.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
             "noise_rng": noise.get_state() if noise is not None else None,
             "accountant": list(accountant.history) if accountant is not None else None}
 
 
 def restore(state: dict, model, opt, sampler: np.random.Generator, noise: torch.Generator | None,
             accountant) -> tuple[list, int]:
-    """Put a snapshot back in place; returns (log so far, steps done)."""
-    named = dict(model.named_parameters())
-    with torch.no_grad():
-        for k, v in state["trainable"].items():
-            named[k].copy_(v)
-    opt.load_state_dict(state["optimizer"])
+    """Put a snapshot back in place; returns (log so far, steps done). ``model`` None: a sharded run's weights
+    and optimizer state are already loaded (``sharding.load_checkpoint``)."""
+    if model is not None:
+        named = dict(model.named_parameters())
+        with torch.no_grad():
+            for k, v in state["trainable"].items():
+                named[k].copy_(v)
+        opt.load_state_dict(state["optimizer"])
     sampler.bit_generator.state = state["sampler"]
     torch.set_rng_state(state["torch_rng"])
     if noise is not None:

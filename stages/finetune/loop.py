@@ -19,7 +19,9 @@ no second pass).
 Data-parallel (``world_size`` > 1, under torchrun): every rank draws the same Poisson batch from the same
 seeded generator and trains its share (every world_size-th sampled example), so the logical batch is the
 single-process one; gradients are summed over ranks (opacus' distributed optimizers under DP: noise added
-by rank 0 only).
+by rank 0 only). Sharded (``sharding`` "fsdp", ``sharding.py``): the model is split across the ranks by FSDP2 and
+clipped by opacus' ghost_fsdp; every rank runs the same number of chunks per step and adds its shard's part of
+the same noise draw; checkpoints are sharded (torch.distributed.checkpoint) and the weights are gathered at the end.
 
 Checkpoints (``checkpoint.py``) let a killed run resume bit-for-bit.
 """
@@ -38,6 +40,7 @@ from ..core.errors import ConfigError
 from ..lm.batching import chunks, collate
 from ..lm.examples import Example
 from ..lm.scoring import autocast, token_logprobs
+from . import sharding
 from .checkpoint import Checkpointer, restore, snapshot
 from .loss import per_sample_losses
 from .params import DPParams, FinetuneParams
@@ -58,6 +61,8 @@ class TrainResult:
     #: steps that sampled each example (the pool, then the scheduled ones), counted as the batches were drawn
     #: (a seeded run's equal ``sampling.inclusion_counts``' replay); an auditor-side record, never published
     inclusions: np.ndarray | None = None
+    #: a sharded run's trained weights, whole, on rank 0 (``sharding.gather``; the model itself stays sharded)
+    gathered: dict | None = None
 
 
 def dp_record(step: int) -> dict:
@@ -133,6 +138,8 @@ class TrainConfig:
     #: on top of the Poisson-sampled pool
     scheduled: tuple[Example, ...] = ()
     repetitions: int = 1
+    #: ddp (or a single process) | fsdp: the model sharded across the torch.distributed ranks (DP only)
+    sharding: str = "ddp"
     #: the candidate pool q (and the default delta) is computed from: every example that could have been drawn
     #: in, e.g. text rows plus all canaries, members or not, so that q, sigma and delta do not depend on the
     #: membership draw the audit randomises. None = the pool trained on
@@ -156,7 +163,8 @@ class TrainConfig:
         return cls(steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size, lr=ft.lr,
                    weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed, pad_id=pad_id, dp=ft.dp,
                    sample_rate=ft.sample_rate, optimizer=ft.optimizer, momentum=ft.momentum, scheduled=scheduled,
-                   repetitions=ft.canary_repetitions, population=population, checkpoint=checkpoint)
+                   repetitions=ft.canary_repetitions, population=population, checkpoint=checkpoint,
+                   sharding=ft.distributed.strategy)
 
 
 @dataclass
@@ -182,6 +190,11 @@ class Session:
     start: int = 0
     #: steps that drew each example so far (checkpointed with the sampler's state; no seed is kept)
     counts: np.ndarray | None = None
+
+    @property
+    def sharded(self) -> bool:
+        """The model is sharded across the ranks (FSDP): collectives in every chunk, sharded checkpoints."""
+        return self.private is not None and self.private.strategy.sharded
 
     @property
     def lengths(self) -> list[int]:
@@ -212,10 +225,15 @@ def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Se
     pool = list(examples) + list(config.scheduled)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, config.optimizer, config.lr, config.weight_decay, config.momentum)
+    if config.sharding == "fsdp" and not config.private:
+        raise ConfigError("finetune.distributed.strategy: fsdp is built for DP runs: needs dp.enabled: true")
+    sharded = config.sharding == "fsdp" and world_size > 1
     private = make_private(model, opt, config.dp, sample_rate=q, steps=config.steps, population=config.population or n,
                            seed=config.seed, optimizer_name=config.optimizer, device=device,
-                           world_size=world_size) if config.private else None
+                           world_size=world_size, sharded=sharded) if config.private else None
     net, opt = (private.net, private.optimizer) if private else (model, opt)
+    if sharded:  # the parameters are the shards now
+        params = [p for p in model.parameters() if p.requires_grad]
     if world_size > 1 and not private:  # under DP opacus' DPDDP does this
         for p in params:
             torch.distributed.broadcast(p.data, 0)
@@ -230,10 +248,29 @@ def noise_and_accountant(s: Session) -> tuple:
 
 def resume(s: Session) -> None:
     """Continue from the run's checkpoint, where there is one for these inputs."""
-    state = s.config.checkpoint.load() if s.config.checkpoint else None
+    ck = s.config.checkpoint
+    if ck is None:
+        return
+    if s.sharded:
+        state = sharding.load_checkpoint(ck.path, s.model, s.opt.original_optimizer, ck.fingerprint)
+        model = None  # the shards are in place
+    else:
+        state, model = ck.load(), s.model
     if state is not None:
-        s.log, s.start = restore(state, s.model, s.opt, s.rng, *noise_and_accountant(s))
+        s.log, s.start = restore(state, model, s.opt, s.rng, *noise_and_accountant(s))
         s.counts = np.asarray(state["inclusions"], dtype=np.int64).copy()
+
+
+def save(s: Session, step: int) -> None:
+    """Checkpoint after ``step`` steps: rank 0 alone (each rank holds the whole model), or every rank its shards."""
+    ck = s.config.checkpoint
+    if s.sharded:
+        meta = {**snapshot(step, s.log, None, s.opt, s.rng, *noise_and_accountant(s)), "inclusions": s.counts.copy(),
+                "fingerprint": ck.fingerprint}
+        sharding.save_checkpoint(ck.path, s.model, s.opt.original_optimizer, meta)
+    elif s.rank == 0:
+        ck.save({**snapshot(step, s.log, s.model, s.opt, s.rng, *noise_and_accountant(s)),
+                 "inclusions": s.counts.copy()})
 
 
 def run_step(s: Session, step: int, lengths: list[int]) -> dict:
@@ -246,7 +283,8 @@ def run_step(s: Session, step: int, lengths: list[int]) -> dict:
     s.counts[idx] += 1  # idx holds no repeats: a Poisson draw and this step's scheduled examples
     parts = chunks(idx[s.rank::s.world_size], lengths, c.physical_batch_size)
     if s.private:
-        dp_step(s.private, s.params, s.examples, parts, c.pad_id, s.device)
+        pad_to = sharding.chunk_count(len(parts)) if s.sharded else None
+        dp_step(s.private, s.params, s.examples, parts, c.pad_id, s.device, pad_to)
         return dp_record(step + 1)
     losses = plain_step(s.net, s.opt, s.params, s.examples, parts, c.pad_id, s.device, s.divisor, c.clip_norm,
                         s.world_size)
@@ -263,9 +301,8 @@ def run_steps(s: Session) -> None:
     for step in bar:
         rec = run_step(s, step, lengths)
         s.log.append(rec)
-        if c.checkpoint and s.rank == 0 and c.checkpoint.due(step + 1, c.steps):
-            c.checkpoint.save({**snapshot(step + 1, s.log, s.model, s.opt, s.rng, *noise_and_accountant(s)),
-                               "inclusions": s.counts.copy()})
+        if c.checkpoint and c.checkpoint.due(step + 1, c.steps):
+            save(s, step + 1)
         if c.on_step:
             c.on_step(rec)
         if not s.private:
@@ -284,11 +321,13 @@ def train(model, examples: Sequence[Example], config: TrainConfig) -> TrainResul
         run_steps(s)
     finally:
         model.keep_input = False
+    seconds = time.time() - t0
+    gathered = sharding.gather(model) if s.sharded else None
     if config.checkpoint and s.rank == 0:
         config.checkpoint.clear()
     return TrainResult(steps=config.steps, sample_rate=s.q, expected_batch_size=s.q * s.n, n_examples=s.n,
-                       seconds=time.time() - t0, privacy=spent(s.private) if s.private else {"dp": False},
-                       log=s.log, resumed_from=s.start, inclusions=s.counts)
+                       seconds=seconds, privacy=spent(s.private) if s.private else {"dp": False},
+                       log=s.log, resumed_from=s.start, inclusions=s.counts, gathered=gathered)
 
 
 def mean_nll(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64) -> dict:

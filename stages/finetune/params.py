@@ -67,12 +67,20 @@ class SecretControlParams:
         return check(self.secrets >= 0, "secrets", "must be >= 0", self.secrets)
 
 
+#: the grad-sample modes a sharded (fsdp) run accepts: both resolve to opacus' ghost_fsdp (privacy/strategies.py)
+FSDP_MODES = ("ghost", "auto")
+
+
 @dataclass(frozen=True)
 class DistributedParams:
     """Data-parallel training on one machine: the stage relaunches itself under torchrun."""
 
     #: processes (one per GPU on CUDA; gloo processes on CPU); 1 = a single process, no torch.distributed
     nproc_per_node: int
+    #: ddp: every process holds the whole model (opacus' distributed optimizers) | fsdp: parameters, gradients and
+    #: optimizer state sharded per module across the processes (FSDP2 through opacus' ghost_fsdp clipping), for a
+    #: model whose full fine-tuning does not fit one device; DP only
+    strategy: Literal["ddp", "fsdp"]
 
     def problems(self):
         return check(self.nproc_per_node >= 1, "nproc_per_node", "must be >= 1", self.nproc_per_node)
@@ -189,6 +197,15 @@ class FinetuneParams:
             + check(self.external is None or self.distributed.nproc_per_node == 1, "external",
                     "an external run is imported, not trained: needs distributed.nproc_per_node: 1",
                     self.distributed.nproc_per_node)
+            + check(self.distributed.strategy != "fsdp" or self.distributed.nproc_per_node >= 2, "distributed.strategy",
+                    "fsdp shards the model across processes: needs distributed.nproc_per_node >= 2",
+                    self.distributed.nproc_per_node)
+            + check(self.distributed.strategy != "fsdp" or self.dp.enabled, "distributed.strategy",
+                    "fsdp is built for DP runs (opacus' ghost_fsdp clipping): needs dp.enabled: true, or use ddp",
+                    self.dp.enabled)
+            + check(self.distributed.strategy != "fsdp" or self.dp.grad_sample_mode in FSDP_MODES,
+                    "distributed.strategy", "fsdp clips through opacus' ghost_fsdp: needs dp.grad_sample_mode "
+                    f"{' or '.join(FSDP_MODES)}", self.dp.grad_sample_mode)
             + check(self.external is None or self.canaries, "external",
                     "an external run audits the exported canaries: needs canaries: true", self.canaries)
             + check(self.dataset in dataset_names(), "dataset", f"must be a dataset ({', '.join(dataset_names())})",
@@ -239,7 +256,8 @@ def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = N
 class SelfcheckConfig:
     """One configuration of the DP engine self-check: the clipping mode, the probe model and the regime."""
 
-    mode: Literal["hooks", "ghost", "bk"]
+    #: ghost_fsdp: opacus' ghost clipping over an FSDP2-sharded probe (needs 2 processes)
+    mode: Literal["hooks", "ghost", "bk", "ghost_fsdp"]
     paradigm: Literal["rows", "lora", "full", "train_embeddings"]
     processes: int
     #: the probe model (stages/finetune/probe.py): linear (each paradigm) or transformer (rows behind a decoder)
@@ -262,6 +280,8 @@ class SelfcheckConfig:
                     "the lora probe is linear in its own rows at the first step only: use steps 1", self.steps)
             + check(not self.resume or (self.steps >= 2 and self.processes == 1), "resume",
                     "a resumed configuration needs steps >= 2 and 1 process", self.resume)
+            + check(self.mode != "ghost_fsdp" or self.processes == 2, "processes",
+                    "ghost_fsdp shards the probe across processes: use 2", self.processes)
         )
 
 

@@ -38,6 +38,21 @@ def checkpointer(run: str, ft: FinetuneParams, inputs: Inputs) -> Checkpointer |
     return Checkpointer(Path(ft.checkpoint_dir) / f"{run}.pt", ft.checkpoint_every, key)
 
 
+def unsharded(where: Locations, spec, gathered: dict, device):
+    """A sharded run's trained model as one process holds it: the model ``spec`` describes, freshly built, with the
+    gathered trainable weights (FSDP's modules keep answering ``state_dict`` with their shards, which the scoring
+    and peft's adapter save cannot use)."""
+    model, _ = build_model(where.base_model, spec, device, init="zero")
+    named = dict(model.named_parameters())
+    missing = sorted(set(gathered) ^ {n for n, p in named.items() if p.requires_grad})
+    if missing:
+        raise RuntimeError(f"the gathered weights do not match the model: {missing[0]}")
+    with torch.no_grad():
+        for name, value in gathered.items():
+            named[name].copy_(value.to(device))
+    return model
+
+
 def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path | None,
                  device=None) -> RunRecord | None:
     """Train run ``run`` and write it into ``out_dir`` (the caller makes that atomic and seeds torch).
@@ -60,6 +75,8 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
                                                       checkpoint=checkpointer(run, ft, inputs)))
     if out_dir is None:
         return None
+    if result.gathered is not None:
+        model = unsharded(where, model.spec, result.gathered, device)
     if result.resumed_from:
         log.info("run %s: resumed from the checkpoint at step %d", run, result.resumed_from)
     utility = mean_nll(model, inputs.evals, tok.pad_token_id)

@@ -53,10 +53,11 @@ class Private:
         return self.strategy.name
 
 
-def wrap_model(model, dp, distributed: bool):
+def wrap_model(model, dp, distributed: bool, device=None):
     """The module of the strategy ``dp.grad_sample_mode`` names (opacus' GradSampleModule for hooks, its
-    fast-gradient-clipping module for ghost and bk) around ``model`` (first wrapped in opacus' DPDDP, which
-    broadcasts rank 0's weights, when data-parallel); a model the strategy cannot clip is refused."""
+    fast-gradient-clipping module for ghost and bk, its FSDP one for ghost_fsdp) around ``model`` (first wrapped in
+    opacus' DPDDP, which broadcasts rank 0's weights, when data-parallel; sharded in place by FSDP2 for
+    ghost_fsdp, ``../sharding.py``); a model the strategy cannot clip is refused."""
     from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
     from opacus.validators import ModuleValidator
 
@@ -64,9 +65,15 @@ def wrap_model(model, dp, distributed: bool):
     errors = ModuleValidator.validate(model, strict=False)
     if errors:
         raise ValueError(f"model is not DP-compatible: {errors[0]}")
-    inner = DPDDP(model) if distributed else model
     strategy = get_strategy(dp.grad_sample_mode)
     strategy.check(model)
+    if strategy.sharded:
+        from ..sharding import shard
+
+        for p in model.parameters():  # every rank starts from rank 0's weights (FSDP shards, it does not sync)
+            torch.distributed.broadcast(p.data, 0)
+        return strategy.wrap(shard(model, device), dp)
+    inner = DPDDP(model) if distributed else model
     return strategy.wrap(inner, dp)
 
 
@@ -78,26 +85,43 @@ def public_divisor(sample_rate: float, population: int, world_size: int = 1) -> 
     return max(1, int(round(sample_rate * population))) / world_size
 
 
+def noise_seed(dp, seed: int, world_size: int) -> int:
+    """The noise generator's seed: from ``seed`` (``finetune.noise`` stream), or with ``dp.secure_rng`` from OS
+    entropy, rank 0's broadcast (a sharded run's ranks draw the same noise and each keeps its shard's part)."""
+    if not dp.secure_rng:
+        return stream("finetune.noise").int_seed(seed)
+    value = secure_seed() % 2 ** 63
+    if world_size > 1:
+        box = [value]
+        torch.distributed.broadcast_object_list(box, src=0)
+        value = box[0]
+    return value
+
+
 def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, population: int, seed: int,
-                 optimizer_name: str, device, world_size: int = 1) -> Private:
+                 optimizer_name: str, device, world_size: int = 1, sharded: bool = False) -> Private:
     """Wrap ``model``/``optimizer`` for DP-SGD (or DP-Adam) at (dp.epsilon, delta) with delta = dp.delta or
     population^-1.1; the noisy clipped sum is divided by ``public_divisor`` (q * population, never q * n).
 
     ``world_size`` > 1: data-parallel over torch.distributed (opacus' distributed optimizers): each rank
     clips its share of the Poisson batch, rank 0 alone adds the noise, the sum is all-reduced; the rate q,
-    sigma and the accountant are those of the single-process run."""
+    sigma and the accountant are those of the single-process run. ``sharded``: FSDP2 (``../sharding.py``):
+    ``model`` is sharded in place, ``optimizer`` then holds its shards; every rank adds its shard's part of the
+    same noise draw."""
     from opacus.accountants import create_accountant
 
     delta = dp.delta if dp.delta is not None else population ** -1.1
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
     requested = dp.grad_sample_mode
-    strategy, why = resolve(model, requested)
+    strategy, why = resolve(model, requested, sharded)
     dp = dataclasses.replace(dp, grad_sample_mode=strategy.name)
-    net = wrap_model(model, dp, world_size > 1)
+    net = wrap_model(model, dp, world_size > 1, device)
+    if strategy.sharded:  # fully_shard replaced the parameters: the optimizer steps their shards
+        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        optimizer.param_groups[0]["params"] = [dict(model.named_parameters())[n] for n in names]
     # secure_rng: OS entropy, never written anywhere; else seeded (reproducible, the guarantee then assumes the
     # seed is secret). opacus' secure_mode also draws each noise value as a sum of Gaussians (floating-point attacks)
-    noise = torch.Generator(device=device).manual_seed(secure_seed() % 2 ** 63 if dp.secure_rng
-                                                     else stream("finetune.noise").int_seed(seed))
+    noise = torch.Generator(device=device).manual_seed(noise_seed(dp, seed, world_size))
     cls = strategy.optimizer_class(world_size > 1)
     # the clipped sum is divided by the public expected batch: per rank, as opacus' distributed optimizers then
     # average the ranks' (sum / expected share) over the world
@@ -111,6 +135,7 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
                "steps": steps, "expected_batch_size": sample_rate * population,
                "divisor": divisor * world_size, "optimizer": f"DP-{optimizer_name}",
                "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size,
+               "sharding": ("fsdp" if strategy.sharded else "ddp") if world_size > 1 else None,
                "rng": "secure (OS entropy, opacus secure_mode)" if dp.secure_rng else "seeded (finetune.seed)"}
     if requested == "auto":  # what auto chose, and why where it is not bk
         privacy["grad_sample_mode_requested"] = requested
@@ -129,22 +154,29 @@ def spent(private: Private) -> dict:
             "profile": privacy_profile(acc)}
 
 
-def dp_step(private: Private, params, examples, parts, pad_id: int, device) -> list[torch.Tensor]:
+def dp_step(private: Private, params, examples, parts, pad_id: int, device, pad_to: int | None = None
+            ) -> list[torch.Tensor]:
     """One logical DP step over its physical chunks: per-example clipping by the run's clipping strategy, noise
-    once at the last chunk."""
+    once at the last chunk. ``pad_to``: run that many chunks (a sharded run's ranks all run the most any has, as
+    FSDP's gathers are collectives), the extra ones on one example weighted zero."""
     net, opt, strategy = private.net, private.optimizer, private.strategy
     losses = []
-    if not parts:  # empty Poisson batch: the step still adds noise
+    count = len(parts) if pad_to is None else pad_to
+    if not count:  # empty Poisson batch: the step still adds noise
         strategy.empty_grads(params)
         opt.step()
         opt.zero_grad()
-    for j, part in enumerate(parts):
-        batch = collate([examples[i] for i in part], pad_id, device)
+    for j in range(count):
+        padding = j >= len(parts)
+        batch = collate([examples[i] for i in (parts[j] if not padding else [0])], pad_id, device)
         with autocast(device):
             ls = per_sample_losses(net, batch)
+        if padding:  # contributes nothing: zero loss, zero output gradients, zero norm, zero clipped gradient
+            ls = ls * 0.0
         strategy.backward(private, ls)
-        opt.signal_skip_step(do_skip=j < len(parts) - 1)
+        opt.signal_skip_step(do_skip=j < count - 1)
         opt.step()
         opt.zero_grad()
-        losses.append(ls.detach())
+        if not padding:
+            losses.append(ls.detach())
     return losses

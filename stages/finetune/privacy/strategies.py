@@ -10,7 +10,9 @@ names the first module that lacks it, and the error says which mode to use inste
 * ``ghost``: opacus' ghost clipping (``ghost.py``): per-example norms from a first backward pass, then the loss
   weighted by the clipping factors is backpropagated;
 * ``bk``: book-keeping (``bookkeeping.py``): ghost's norm pass, then the clipped sum formed from the activations
-  and output gradients that pass already had (one backward pass; measured fastest, so auto's first choice).
+  and output gradients that pass already had (one backward pass; measured fastest, so auto's first choice);
+* ``ghost_fsdp``: opacus' ghost clipping over an FSDP2-sharded model (``finetune.distributed.strategy: fsdp``,
+  ``../sharding.py``): a run asking for ghost or auto gets it when sharded; never auto's choice otherwise.
 """
 from __future__ import annotations
 
@@ -60,6 +62,8 @@ class ClippingStrategy:
     requires: tuple[Requirement, ...] = ()
     #: clips through ghost clipping's norm pass (the model keeps its input embeddings per chunk)
     norm_pass = False
+    #: clips a model sharded by FSDP (``finetune.distributed.strategy: fsdp``)
+    sharded = False
 
     def __init__(self, name: str, auto_rank: int) -> None:
         self.name, self.auto_rank = name, auto_rank
@@ -159,6 +163,43 @@ class Bookkeeping(Ghost):
         return bookkeeping.Ledger(net)
 
 
+@register_strategy("ghost_fsdp", auto_rank=9)
+class GhostFSDP(ClippingStrategy):
+    """opacus' ghost clipping for FSDP2 (``GradSampleModuleFastGradientClippingFSDP``): each module's per-example
+    gradient norm from its (whole) activations and output gradients in a first backward pass, then the loss
+    weighted by the clipping factors backpropagated with hooks off. opacus' form: the first pass is a full backward
+    (its weight gradients are discarded), as autograd cannot stop early at FSDP's per-module reductions."""
+
+    sharded = True
+
+    def wrap(self, inner, dp):
+        from opacus.grad_sample import GradSampleModuleFastGradientClippingFSDP
+
+        return GradSampleModuleFastGradientClippingFSDP(inner, batch_first=True, loss_reduction="sum",
+                                                        max_grad_norm=dp.max_grad_norm, use_ghost_clipping=True)
+
+    def optimizer_class(self, distributed: bool):
+        from opacus.optimizers import FSDPOptimizerFastGradientClipping
+
+        return FSDPOptimizerFastGradientClipping
+
+    def empty_grads(self, params) -> None:
+        for p in params:
+            p.grad = torch.zeros_like(p)
+
+    def backward(self, private, losses: torch.Tensor) -> None:
+        net = private.net
+        losses.sum().backward(retain_graph=True)  # the norm pass: hooks record each module's per-example norms
+        for p in net.trainable_parameters:
+            p.grad = None
+        coef = net.get_clipping_coef().to(losses.device)
+        net.disable_hooks()
+        try:
+            (coef * losses).sum().backward()
+        finally:
+            net.enable_hooks()
+
+
 def reason(req: Requirement, module: str) -> str:
     """Why ``auto`` passed over the strategies that need ``req`` (the simplest named first)."""
     names = [STRATEGIES.get(n) for n in STRATEGIES.names()]
@@ -166,16 +207,25 @@ def reason(req: Requirement, module: str) -> str:
     return f"{' and '.join(needing)} {'have' if len(needing) > 1 else 'has'} no {req.what} for {module}"
 
 
-def resolve(model: torch.nn.Module, mode: str) -> tuple[ClippingStrategy, str | None]:
+def resolve(model: torch.nn.Module, mode: str, sharded: bool = False) -> tuple[ClippingStrategy, str | None]:
     """(strategy, why): an explicit mode is looked up as is; ``auto`` is the lowest-ranked strategy whose
     requirements every trainable module meets (bk, else ghost, else hooks), ``why`` naming what ruled out the
-    first choice (None where it was taken)."""
+    first choice (None where it was taken). A ``sharded`` model (FSDP) is clipped by ghost_fsdp, asked for as
+    ghost or auto; other modes are refused, as is ghost_fsdp without sharding."""
+    if sharded:
+        if mode not in ("ghost", "auto", "ghost_fsdp"):
+            raise ConfigError(f"{KEY}: a sharded run (finetune.distributed.strategy: fsdp) clips through opacus' "
+                              f"ghost_fsdp: use ghost or auto (got {mode!r})")
+        return get_strategy("ghost_fsdp"), ("sharded by fsdp" if mode == "auto" else None)
+    if mode == "ghost_fsdp":
+        raise ConfigError(f"{KEY}: ghost_fsdp clips a sharded model: needs finetune.distributed.strategy: fsdp")
     if mode != "auto":
         return get_strategy(mode), None
     # the layer types' samplers (RMSNorm's, Conv1D's, LayerNorm's), before asking which modules have one
     register_for(model)
     why = None
-    for strategy in sorted((STRATEGIES.get(n) for n in STRATEGIES.names()), key=lambda s: s.auto_rank):
+    for strategy in sorted((s for s in (STRATEGIES.get(n) for n in STRATEGIES.names()) if not s.sharded),
+                           key=lambda s: s.auto_rank):
         refused = strategy.refusal(model)
         if refused is None:
             return strategy, why

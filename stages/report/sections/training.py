@@ -11,7 +11,10 @@ def _clipping(pv: dict) -> str:
     if not pv.get("dp") or not pv.get("grad_sample_mode"):
         return "—"
     why = pv.get("grad_sample_mode_reason")
-    return f"{pv['grad_sample_mode']} (auto: {why})" if why else pv["grad_sample_mode"]
+    mode = f"{pv['grad_sample_mode']} (auto: {why})" if why else pv["grad_sample_mode"]
+    if (pv.get("world_size") or 1) > 1:  # data-parallel: each process a replica (ddp) or a shard (fsdp)
+        mode += f"; {pv.get('sharding') or 'ddp'} over {pv['world_size']} processes"
+    return mode
 
 
 def training_section(inp: Inputs) -> Section:
@@ -30,7 +33,8 @@ def training_section(inp: Inputs) -> Section:
     return Section("Training, privacy accounting and utility", tables=[tr], paragraphs=[
         "Poisson sampling at rate q per step; DP runs use opacus DP-SGD (per-example clipping at C, Gaussian "
         "noise σ·C, σ calibrated so the accountant spends the target ε at δ; clipping: how the per-example norms "
-        "were computed, `finetune.dp.grad_sample_mode`, with auto's reason where it did not pick bk). Validation "
+        "were computed, `finetune.dp.grad_sample_mode`, with auto's reason where it did not pick bk, and for a run "
+        "over several processes whether each held a replica (ddp) or a shard (fsdp) of the model). Validation "
         "perplexity is on "
         "held-out rows of each run's dataset, on the tokens it trains on (the reply under SFT). A seeded RNG makes a "
         "run reproducible, and its guarantee then assumes the seed is secret; `finetune.dp.secure_rng: true` draws "
