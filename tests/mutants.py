@@ -15,7 +15,8 @@ the real engine (opacus or the project's own code) for as long as it is entered.
   bk: the project's book-keeping ledger);
 * ``accountant_q``: the accountant is told q / 10 while the sampler draws at q (sigma unchanged);
 * ``rank_noise`` (2 processes; hooks' and ghost / bk's distributed optimizers): noise is added after the gradient
-  all-reduce, on rank 1 only, so rank 0 (whose model is written) steps on the noiseless sum.
+  all-reduce, on rank 1 only, so rank 0 (whose model is written) steps on the noiseless sum; in FSDP (ghost_fsdp's
+  optimizer, each rank holding a shard) rank 1 adds no noise to its shard.
 
 Run as ``python -m mutants <spec.json> <out.npz>`` (``tests/`` on the path, ``SELFCHECK_MUTANT`` naming the
 mutant), it is a torchrun worker of the self-check with the mutant in place.
@@ -196,6 +197,7 @@ def accountant_q(factor: float = 0.1):
 def rank_noise():
     from opacus.optimizers.ddpoptimizer import DistributedDPOptimizer
     from opacus.optimizers.ddpoptimizer_fast_gradient_clipping import DistributedDPOptimizerFastGradientClipping
+    from opacus.optimizers.fsdpoptimizer_fast_gradient_clipping import FSDPOptimizerFastGradientClipping
     from opacus.optimizers.optimizer import _generate_noise
 
     def add_noise(self):  # no noise before the reduction ...
@@ -210,10 +212,19 @@ def rank_noise():
                 p.grad += _generate_noise(self.noise_multiplier * self.max_grad_norm, p.grad, self.generator) \
                     / (self.expected_batch_size * self.world_size)
 
+    real_fsdp_noise = FSDPOptimizerFastGradientClipping.add_noise
+
+    def add_fsdp_noise(self):  # rank 1's shard keeps the clipped sum without noise
+        if self.rank != 1:
+            return real_fsdp_noise(self)
+        for p in self.params:
+            p.grad = self.grad_state[p]["summed_grad"].view_as(p)
+
     with contextlib.ExitStack() as stack:  # the hooks mode's distributed optimizer and ghost / bk's
         for cls in (DistributedDPOptimizer, DistributedDPOptimizerFastGradientClipping):
             stack.enter_context(patch.object(cls, "add_noise", add_noise))
             stack.enter_context(patch.object(cls, "reduce_gradients", reduce_gradients))
+        stack.enter_context(patch.object(FSDPOptimizerFastGradientClipping, "add_noise", add_fsdp_noise))
         yield
 
 

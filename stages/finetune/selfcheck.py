@@ -41,13 +41,14 @@ import torch
 from ..core.seeds import stream
 from .params import DPParams, SelfcheckParams
 from .probe import build_probe
+from .sharding import whole
 
-MODES = ("hooks", "ghost", "bk")
+MODES = ("hooks", "ghost", "bk", "ghost_fsdp")
 
 
 @dataclass(frozen=True)
 class Config:
-    mode: str  # hooks | ghost | bk
+    mode: str  # hooks | ghost | bk | ghost_fsdp (the probe sharded by FSDP2 across the processes)
     paradigm: str  # probe.PARADIGMS
     processes: int
     probe: str = "linear"  # probe.PROBES
@@ -118,11 +119,13 @@ class Recorder:
     gradient for the replay. ``twin``: a second probe (same seed, never wrapped) that the live own weights are
     copied into to read the directions of a probe whose gradient direction moves with the weights; None: the
     directions are constant (the linear probe), read once here, before opacus wraps ``model``. ``initial``: the
-    directions at the initial weights (the one-run test's score reads the movement along them)."""
+    directions at the initial weights (the one-run test's score reads the movement along them).
+
+    A sharded probe (ghost_fsdp) is recorded on every rank: its gradients and weights are gathered whole
+    (``sharding.whole``, a collective)."""
 
     def __init__(self, model, twin, clip: float, divisor: float):
         self.model, self.twin, self.clip, self.divisor = model, twin, clip, divisor
-        self.trainable = [p for p in model.parameters() if p.requires_grad]
         self.per_step: list[np.ndarray] = []
         self.grads: list[list[torch.Tensor]] = []
         self.clip_ratio = math.inf
@@ -134,7 +137,7 @@ class Recorder:
         with torch.no_grad():
             live = self.model.own_parameters()
             for n, p in self.twin.own_parameters().items():
-                p.copy_(live[n])
+                p.copy_(whole(live[n]))
         dirs = gradient_directions(self.twin)
         self.initial = dirs if self.initial is None else self.initial
         return dirs
@@ -143,14 +146,20 @@ class Recorder:
         if type(opt).__module__.startswith("opacus"):
             return
         params = [p for g in opt.param_groups for p in g["params"]]
-        if len(params) != len(self.trainable) or any(a is not b for a, b in zip(params, self.trainable)):
+        trainable = self.trainable
+        if len(params) != len(trainable) or any(a is not b for a, b in zip(params, trainable)):
             return  # another optimizer's step
         own = self.model.own_parameters()
         g = _flat(self.directions(), self.model.m)
         self.clip_ratio = min(self.clip_ratio, float(g.norm(dim=1).min()) / self.clip)
-        received = _flat({n: p.grad for n, p in own.items()}, self.model.m)
+        received = _flat({n: whole(p.grad) for n, p in own.items()}, self.model.m)
         self.per_step.append((along(received, g) / (self.clip / self.divisor)).numpy())
-        self.grads.append([p.grad.detach().clone() for p in params])
+        self.grads.append([whole(p.grad).detach().clone() for p in params])
+
+    @property
+    def trainable(self) -> list:
+        """The model's trainable tensors as they are now (the shards, once FSDP has sharded it)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
 
     def __enter__(self) -> "Recorder":
         from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -204,9 +213,11 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
     pool = [e for e, y in zip(model.examples(), members) if y]
     rank = world()[0]
     divisor = public_divisor(config.sample_rate, m)
-    # rank 0 records (its model is the one scored); the other ranks only train their share
+    sharded = config.mode == "ghost_fsdp"
+    # rank 0 records (its model is the one scored); the other ranks only train their share, or, sharded, take part
+    # in gathering the shards
     recorder = Recorder(model, None if config.probe == "linear" else probe(), sc.max_grad_norm,
-                        divisor) if rank == 0 else None
+                        divisor) if rank == 0 or sharded else None
     initial = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     stop = config.steps // 2 if config.resume else None
 
@@ -220,19 +231,21 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
             steps=config.steps, batch_size=1, physical_batch_size=sc.physical_batch_size, lr=sc.lr,
             weight_decay=0.0, clip_norm=sc.max_grad_norm, seed=seed, pad_id=0, dp=dp_config(sc, config.mode),
             sample_rate=config.sample_rate, optimizer=config.optimizer, population=m, progress=False,
-            checkpoint=ck, on_step=stop_at if stop else None)
+            checkpoint=ck, on_step=stop_at if stop else None, sharding="fsdp" if sharded else "ddp")
         try:
             result = train(model, pool, cfg)
         except _Stopped:  # the run is killed after its checkpoint; a new probe resumes it
             model = probe()
             if recorder:
-                recorder.model, recorder.trainable = model, [p for p in model.parameters() if p.requires_grad]
+                recorder.model = model
             result = train(model, pool, dataclasses.replace(cfg, on_step=None))
             assert result.resumed_from == stop, "the resumed run did not start from its checkpoint"
     if recorder is None:
         return None
-    own = model.own_parameters()
-    final = [p.detach() for p in recorder.trainable]
+    own = {n: whole(p) for n, p in model.own_parameters().items()}
+    final = [whole(p).detach() for p in recorder.trainable]
+    if rank != 0:  # a sharded run's other ranks took part in the gathers
+        return None
     replayed = replay(list(initial.values()), recorder.grads, config.optimizer, sc.lr)
     moved = max(float((f - i).abs().max()) for f, i in zip(final, initial.values()))
     error = max(float((f - r).abs().max()) for f, r in zip(final, replayed)) / max(moved, 1e-30)

@@ -155,10 +155,11 @@ def test_the_default_family_has_the_power_the_issue_asks_for():
     assert judge.noise_power(rows, 0.95, sc.alpha)["family_flag_rate"] > 0.9
 
 
-@pytest.mark.slow  # three seeded self-check configurations (~60 s)
+@pytest.mark.slow  # four seeded self-check configurations (~2 min; ghost_fsdp in 2 torchrun processes)
 @pytest.mark.parametrize("match", [dict(probe="linear", mode="bk", paradigm="lora", processes=1),
                                    dict(probe="linear", mode="bk", resume=True),
-                                   dict(probe="transformer", mode="ghost")])
+                                   dict(probe="transformer", mode="ghost"),
+                                   dict(probe="linear", mode="ghost_fsdp", paradigm="lora")])
 def test_a_correct_engine_passes_with_a_bound_that_means_something(match):
     sc = design()
     config = default_config(**match)
@@ -184,6 +185,7 @@ MUTANT_SETUPS = [
     ("clip_off", dict(mode="bk", paradigm="lora", processes=1), "clipped sensitivity"),
     ("accountant_q", dict(mode="ghost", probe="transformer"), "sampler vs accountant (q, T)"),
     ("rank_noise", dict(mode="bk", paradigm="lora", processes=2), "noise scale"),
+    ("rank_noise", dict(mode="ghost_fsdp", paradigm="lora", processes=2), "noise scale"),
 ]
 
 
