@@ -17,10 +17,10 @@ def under_torchrun() -> bool:
     return "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
-def launch(argv: Sequence[str], nproc: int, module: str = "stages.finetune") -> None:
-    """Run ``python -m <module> argv`` in ``nproc`` processes, as ``torchrun --standalone`` does (through
-    its launcher API: the torchrun command line would read the stage's ``--run`` as its own ``--run-path``).
-    Raises torch's ChildFailedError naming the failed rank."""
+def launch(argv: Sequence[str], nproc: int, module: str = "stages.finetune", script: str | None = None) -> None:
+    """Run ``python -m <module> argv`` (or ``python <script> argv``) in ``nproc`` processes, as ``torchrun
+    --standalone`` does (through its launcher API: the torchrun command line would read the stage's ``--run`` as its
+    own ``--run-path``). Raises torch's ChildFailedError naming the failed rank."""
     import uuid
 
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -32,7 +32,8 @@ def launch(argv: Sequence[str], nproc: int, module: str = "stages.finetune") -> 
     before = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc))
     try:
-        elastic_launch(config, sys.executable)("-m", module, *argv)
+        entry = [script] if script else ["-m", module]
+        elastic_launch(config, sys.executable)(*entry, *argv)
     finally:
         if before is None:
             os.environ.pop("OMP_NUM_THREADS", None)

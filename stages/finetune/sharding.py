@@ -71,10 +71,13 @@ def chunk_count(parts: int) -> int:
     return int(n.item())
 
 
-def _options(full: bool = False):
+def _options(full: bool = False, strict: bool = True):
+    """The trainable tensors only (frozen ones are the base model's); ``full``: gathered whole to rank 0's CPU.
+    ``strict`` False when loading them back: the frozen tensors are absent by design, and ``dcp.load`` already
+    refuses a checkpoint that lacks any trainable one."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
-    return StateDictOptions(ignore_frozen_params=True, full_state_dict=full, cpu_offload=full)
+    return StateDictOptions(ignore_frozen_params=True, full_state_dict=full, cpu_offload=full, strict=strict)
 
 
 def gather(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -131,5 +134,5 @@ def load_checkpoint(path: Path, model, optimizer, fingerprint: str) -> dict | No
     state = {"model": msd, "optim": osd}
     dcp.load(state, checkpoint_id=str(final))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
-                   options=_options())
+                   options=_options(strict=False))
     return meta

@@ -117,3 +117,22 @@ def test_study_power_under_the_ideal_runs_on_the_committed_study():
     assert set(med) == {"A", "B", "C", "D"} and med["A"] > med["B"] > med["C"] and med["D"] == med["B"]
     (power,) = doc["power"].values()
     assert 0 <= power <= 1
+
+
+def test_sharding_memory_counts_each_configuration_on_a_tiny_model(tiny_base, tmp_path):
+    """benchmarks/sharding_memory.py on the tiny Llama: one process, DDP and FSDP at 2 processes, 2 steps each."""
+    out = tmp_path / "memory.json"
+    res = run([PYTHON, str(ROOT / "benchmarks/sharding_memory.py"), "--model", str(tiny_base), "--steps", "2",
+               "--examples", "4", "--seq", "16", "--chunk", "2", "--out", str(out)], ROOT)
+    one, ddp, fsdp = json.loads(out.read_text())
+    assert (one["config"], ddp["config"], fsdp["config"]) == ("one process", "DDP", "FSDP")
+    assert ddp["total_mb"] == pytest.approx(one["total_mb"])  # every DDP process a whole replica
+    assert fsdp["total_mb"] < 0.75 * one["total_mb"] and fsdp["optimizer"] == pytest.approx(one["optimizer"] / 2)
+    assert "FSDP / one process, per process:" in res.stdout
+
+
+def test_sharding_memory_model_prints_the_modelled_models():
+    """benchmarks/sharding_memory.py --memory-model: the per-GPU model docs/results.md cites."""
+    out = run([PYTHON, str(ROOT / "benchmarks/sharding_memory.py"), "--memory-model"], ROOT).stdout
+    assert "| SmolLM2-135M | 0.135 B | 0.106 B | 2.2 GB | 1.2 / 0.6 / 0.3 GB |" in out
+    assert "| Llama-3.1-8B | 8.03 B | 6.98 B | 143.8 GB | 73.6 / 37.7 / 19.7 GB |" in out

@@ -151,14 +151,17 @@ def test_with_noise_fsdp_adds_the_specified_noise_once(tiny_base, tmp_path, monk
     assert abs(squares / dof - 1) < 5 * se, (squares / dof, se, dof)
 
 
-@pytest.mark.slow  # 3 torchrun launches (~1 min)
+@pytest.mark.slow  # 3 torchrun launches per paradigm (~1 min)
+@pytest.mark.parametrize("paradigm,embeddings", [("lora", False), ("full", True)])
 def test_a_sharded_run_stopped_after_its_checkpoint_resumes_to_the_uninterrupted_run(tiny_base, tmp_path,
-                                                                                     monkeypatch):
+                                                                                     monkeypatch, paradigm,
+                                                                                     embeddings):
     """DP-Adam with noise, 3 steps, a sharded checkpoint (torch.distributed.checkpoint) after every step: a run
-    killed after step 1 and restarted resumes from step 1 and ends where the uninterrupted run ends."""
+    killed after step 1 and restarted resumes from step 1 and ends where the uninterrupted run ends. LoRA (the frozen
+    base is in no checkpoint) and full fine-tuning with the embeddings."""
     ck = tmp_path / "ck" / "run.pt"
-    spec = dict(base=str(tiny_base), paradigm="full", embeddings=True, clip=1e-3, steps=3, optimizer="adamw",
-                lr=1e-3, noise=True, sharding="fsdp", q=0.5)
+    spec = dict(base=str(tiny_base), paradigm=paradigm, embeddings=embeddings, clip=1e-3, steps=3,
+                optimizer="adamw", lr=1e-3, noise=True, sharding="fsdp", q=0.5)
     (whole,) = _launch([spec], tmp_path, monkeypatch, "whole")
     (stopped,) = _launch([dict(spec, checkpoint=str(ck), stop_after=1)], tmp_path, monkeypatch, "stopped")
     assert stopped["stopped"] and (ck.parent / "run.dcp" / "meta.pt").is_file()
