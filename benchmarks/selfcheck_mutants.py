@@ -3,7 +3,7 @@ correct engine (false flags), each on a configuration of the default set, judged
 (alpha / (configurations x tests)), as ``leakaudit selfcheck`` judges it. Most run on the transformer probe: its
 m is the default set's smallest (the weakest noise test) and it is the fastest.
 
-    python benchmarks/selfcheck_mutants.py --seeds 20          # about 45 min on 2 cores
+    python benchmarks/selfcheck_mutants.py --seeds 20          # about 45 min on 2 cores (+ ~25 min: FSDP setups)
 
 Seeds 2000.. were fixed (this file, committed) before any run of this design at them, and are used nowhere
 else (the tests use 4, 11 and 21, the default self-check 0, the development looks 7). Prints a table and writes
@@ -44,6 +44,9 @@ SETUPS = [
     ("clip_off", dict(mode="bk", paradigm="lora", processes=1)),
     ("accountant_q", dict(mode="ghost", probe="transformer")),
     ("rank_noise", dict(mode="bk", paradigm="lora", processes=2)),
+    # issue 40 (added after reports/selfcheck_mutants.json was written; not yet run at these seeds)
+    (None, dict(mode="ghost_fsdp", paradigm="lora")),
+    ("rank_noise", dict(mode="ghost_fsdp", paradigm="lora")),
 ]
 
 

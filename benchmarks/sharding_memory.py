@@ -149,7 +149,7 @@ def measure(args) -> list[dict]:
             else:
                 launch(argv, nproc, script=__file__)
             rows.append({"config": name, "processes": nproc, **json.loads(out.read_text())})
-            print(f"{name}: {rows[-1]['total_mb']:.1f} MB per process (params {rows[-1]['params']:.1f}, grads "
+            print(f"{name}: {rows[-1]['total_mb']:.1f} MiB per process (params {rows[-1]['params']:.1f}, grads "
                   f"{rows[-1]['grads']:.1f}, optimizer {rows[-1]['optimizer']:.1f})", flush=True)
     return rows
 
@@ -199,8 +199,8 @@ def main(argv=None) -> None:
     else:
         rows = measure(args)
         one = rows[0]["total_mb"]
-        print("| config | processes | params + grads + optimizer per process (MB) | params | grads | optimizer | "
-              "peak RSS (MB) | step (s) |\n|---|---|---|---|---|---|---|---|")
+        print("| config | processes | params + grads + optimizer per process (MiB) | params | grads | optimizer | "
+              "peak RSS (MiB) | step (s) |\n|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['config']} | {r['processes']} | {r['total_mb']:.1f} | {r['params']:.1f} | {r['grads']:.1f} | "
                   f"{r['optimizer']:.1f} | {r['peak_rss_mb']:.0f} | {r['step_s']:.1f} |")

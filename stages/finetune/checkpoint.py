@@ -48,7 +48,9 @@ class Checkpointer:
         from .sharding import dcp_dir
 
         self.path.unlink(missing_ok=True)
-        shutil.rmtree(dcp_dir(self.path), ignore_errors=True)
+        sharded = dcp_dir(self.path)  # and what a save killed midway left beside it
+        for d in (sharded, sharded.with_name(sharded.name + ".tmp"), sharded.with_name(sharded.name + ".old")):
+            shutil.rmtree(d, ignore_errors=True)
 
     def due(self, step: int, steps: int) -> bool:
         """Save after ``step`` (1-based) steps? Every ``every`` steps, never after the last one."""
