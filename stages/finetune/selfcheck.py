@@ -246,13 +246,20 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
     final = [whole(p).detach() for p in recorder.trainable]
     if rank != 0:  # a sharded run's other ranks took part in the gathers
         return None
+    return _trial(sc, config, recorder, initial, own, final, members, result, divisor)
+
+
+def _trial(sc: SelfcheckParams, config: Config, recorder: Recorder, initial: dict, own: dict, final: list,
+           members: np.ndarray, result, divisor: float) -> Trial:
+    """What the probe's training left (rank 0): the optimizer replayed against the final weights, the privacy
+    record as booked, the inclusion counts and the one-run test's scores."""
     replayed = replay(list(initial.values()), recorder.grads, config.optimizer, sc.lr)
     moved = max(float((f - i).abs().max()) for f, i in zip(final, initial.values()))
     error = max(float((f - r).abs().max()) for f, r in zip(final, replayed)) / max(moved, 1e-30)
     keys = ("epsilon_spent", "delta", "noise_multiplier", "sample_rate", "steps", "grad_sample_mode", "world_size",
             "accountant", "max_grad_norm", "optimizer", "accountant_history")
     privacy = {k: result.privacy[k] for k in keys}
-    counts = np.zeros(m, dtype=np.int64)
+    counts = np.zeros(len(members), dtype=np.int64)
     counts[members] = result.inclusions
     score = project({n: initial[n] for n in own}, {n: p.detach() for n, p in own.items()}, recorder.initial)
     return Trial(score, members, privacy, np.array(recorder.per_step), counts, error, recorder.clip_ratio, divisor)

@@ -62,13 +62,14 @@ def test_ghost_refuses_a_module_without_norm_sampler_and_auto_falls_back_to_hook
 
 
 def test_strategies_are_registered_once_and_a_miss_lists_them():
-    assert STRATEGIES.names() == ["bk", "ghost", "hooks"]
+    assert STRATEGIES.names() == ["bk", "ghost", "ghost_fsdp", "hooks"]
     assert [get_strategy(n).name for n in STRATEGIES.names()] == STRATEGIES.names()
     assert get_strategy("bk").norm_pass and get_strategy("ghost").norm_pass and not get_strategy("hooks").norm_pass
+    assert get_strategy("ghost_fsdp").sharded and not any(get_strategy(n).sharded for n in ("bk", "ghost", "hooks"))
     with pytest.raises(ValueError, match="already registered"):
         STRATEGIES.register("ghost")(get_strategy("hooks"))
     with pytest.raises(ConfigError, match=r"finetune.dp.grad_sample_mode: unknown grad-sample mode 'fast' "
-                                          r"\(known: bk, ghost, hooks\)"):
+                                          r"\(known: bk, ghost, ghost_fsdp, hooks\)"):
         get_strategy("fast")
 
 
