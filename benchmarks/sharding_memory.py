@@ -47,6 +47,7 @@ class Counter:
 
     def __init__(self, model):
         self.model, self.peak, self.times = model, {}, []
+        self.dp_optimizer = None  # opacus' optimizer (the FSDP one keeps its clipped sums in grad_state)
 
     def hook(self, opt, args, kwargs) -> None:
         if type(opt).__module__.startswith("opacus"):
@@ -59,8 +60,7 @@ class Counter:
                 grads += local_bytes(p.grad)
             if getattr(p, "summed_grad", None) is not None:  # opacus' accumulated clipped sum
                 grads += local_bytes(p.summed_grad)
-        holder = getattr(self, "dp_optimizer", None)
-        for state in getattr(holder, "grad_state", {}).values():  # the FSDP optimizer keeps it here
+        for state in getattr(self.dp_optimizer, "grad_state", {}).values():  # the FSDP optimizer keeps it here
             if state.get("summed_grad") is not None:
                 grads += local_bytes(state["summed_grad"])
         optim = sum(local_bytes(v) for s in opt.state.values() for v in s.values() if hasattr(v, "element_size")

@@ -43,13 +43,7 @@ def unsharded(where: Locations, spec, gathered: dict, device):
     gathered trainable weights (FSDP's modules keep answering ``state_dict`` with their shards, which the scoring
     and peft's adapter save cannot use)."""
     model, _ = build_model(where.base_model, spec, device, init="zero")
-    named = dict(model.named_parameters())
-    missing = sorted(set(gathered) ^ {n for n, p in named.items() if p.requires_grad})
-    if missing:
-        raise RuntimeError(f"the gathered weights do not match the model: {missing[0]}")
-    with torch.no_grad():
-        for name, value in gathered.items():
-            named[name].copy_(value.to(device))
+    model.load_tensors(gathered, "the gathered weights")
     return model
 
 

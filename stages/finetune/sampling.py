@@ -15,11 +15,17 @@ from ..core.errors import ConfigError
 from ..core.seeds import stream
 
 
-def secure_seed() -> int:
-    """128 bits of OS entropy (``finetune.dp.secure_rng``): a seed nobody can reproduce, for real deployments."""
+def secure_seed(world_size: int = 1) -> int:
+    """128 bits of OS entropy (``finetune.dp.secure_rng``): a seed nobody can reproduce, for real deployments.
+    Data-parallel (``world_size`` > 1): rank 0's, broadcast, so every rank holds the same one."""
     import secrets
 
-    return secrets.randbits(128)
+    value = secrets.randbits(128)
+    if world_size > 1:
+        box = [value]
+        torch.distributed.broadcast_object_list(box, src=0)
+        value = box[0]
+    return value
 
 
 def poisson_rate(n: int, batch_size: int, sample_rate: float | None) -> float:
@@ -33,12 +39,7 @@ def poisson_rate(n: int, batch_size: int, sample_rate: float | None) -> float:
 def sampler_seed(secure: bool, seed: int, world_size: int) -> int:
     """The sampler's seed: from ``seed`` (``finetune.sampler`` stream), or with ``secure`` from OS entropy (rank 0's,
     broadcast, so every rank draws the same batches). A secure seed is never written anywhere."""
-    value = secure_seed() if secure else stream("finetune.sampler").int_seed(seed)
-    if secure and world_size > 1:
-        box = [value]
-        torch.distributed.broadcast_object_list(box, src=0)
-        value = box[0]
-    return value
+    return secure_seed(world_size) if secure else stream("finetune.sampler").int_seed(seed)
 
 
 def poisson_draw(rng: np.random.Generator, n: int, q: float) -> np.ndarray:

@@ -231,14 +231,17 @@ class CanaryLM(nn.Module):
 
         save_file(self.trainable_state(), str(path))
 
-    @torch.no_grad()
     def load_trainable(self, path: str | Path) -> None:
         from safetensors.torch import load_file
 
-        state = load_file(str(path))
+        self.load_tensors(load_file(str(path)), str(path))
+
+    @torch.no_grad()
+    def load_tensors(self, state: dict[str, torch.Tensor], source: str) -> None:
+        """Copy ``state`` (name -> tensor, e.g. ``trainable_state``'s) into this model's parameters."""
         params = dict(self.named_parameters())
         missing = [k for k in state if k not in params]
         if missing:
-            raise KeyError(f"{path}: tensors {missing[:3]} do not exist in this model")
+            raise KeyError(f"{source}: tensors {missing[:3]} do not exist in this model")
         for k, v in state.items():
-            params[k].copy_(v.to(params[k].dtype))
+            params[k].copy_(v.to(device=params[k].device, dtype=params[k].dtype))

@@ -85,19 +85,6 @@ def public_divisor(sample_rate: float, population: int, world_size: int = 1) -> 
     return max(1, int(round(sample_rate * population))) / world_size
 
 
-def noise_seed(dp, seed: int, world_size: int) -> int:
-    """The noise generator's seed: from ``seed`` (``finetune.noise`` stream), or with ``dp.secure_rng`` from OS
-    entropy, rank 0's broadcast (a sharded run's ranks draw the same noise and each keeps its shard's part)."""
-    if not dp.secure_rng:
-        return stream("finetune.noise").int_seed(seed)
-    value = secure_seed() % 2 ** 63
-    if world_size > 1:
-        box = [value]
-        torch.distributed.broadcast_object_list(box, src=0)
-        value = box[0]
-    return value
-
-
 def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, population: int, seed: int,
                  optimizer_name: str, device, world_size: int = 1, sharded: bool = False) -> Private:
     """Wrap ``model``/``optimizer`` for DP-SGD (or DP-Adam) at (dp.epsilon, delta) with delta = dp.delta or
@@ -116,12 +103,13 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
     strategy, why = resolve(model, requested, sharded)
     dp = dataclasses.replace(dp, grad_sample_mode=strategy.name)
     net = wrap_model(model, dp, world_size > 1, device)
-    if strategy.sharded:  # fully_shard replaced the parameters: the optimizer steps their shards
-        names = [n for n, p in model.named_parameters() if p.requires_grad]
-        optimizer.param_groups[0]["params"] = [dict(model.named_parameters())[n] for n in names]
-    # secure_rng: OS entropy, never written anywhere; else seeded (reproducible, the guarantee then assumes the
-    # seed is secret). opacus' secure_mode also draws each noise value as a sum of Gaussians (floating-point attacks)
-    noise = torch.Generator(device=device).manual_seed(noise_seed(dp, seed, world_size))
+    if strategy.sharded:  # fully_shard replaced the parameters (same order): the optimizer steps their shards
+        optimizer.param_groups[0]["params"] = [p for p in model.parameters() if p.requires_grad]
+    # secure_rng: OS entropy, never written anywhere (rank 0's, broadcast: a sharded run's ranks draw the same noise
+    # and each keeps its shard's part); else seeded (reproducible, the guarantee then assumes the seed is secret).
+    # opacus' secure_mode also draws each noise value as a sum of Gaussians (floating-point attacks)
+    noise = torch.Generator(device=device).manual_seed(secure_seed(world_size) % 2 ** 63 if dp.secure_rng
+                                                     else stream("finetune.noise").int_seed(seed))
     cls = strategy.optimizer_class(world_size > 1)
     # the clipped sum is divided by the public expected batch: per rank, as opacus' distributed optimizers then
     # average the ranks' (sum / expected share) over the world
