@@ -25,8 +25,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from flows import selfcheck as flow  # noqa: E402
 from stages.core.params import load  # noqa: E402
-from stages.finetune import selfcheck as S  # noqa: E402
-from stages.finetune.params import SelfcheckParams  # noqa: E402
+from stages.selfcheck import trials as S  # noqa: E402
+from stages.selfcheck.params import SelfcheckParams  # noqa: E402
 
 FIRST_SEED = 2000
 #: (mutant or None, fields picking one configuration of the default set)
@@ -76,7 +76,7 @@ def main() -> None:
         t0, flags, named = time.time(), 0, collections.Counter()
         for s in range(FIRST_SEED, FIRST_SEED + args.seeds):
             os.environ["SELFCHECK_MUTANT"] = name or ""
-            module = "mutants" if name and config.processes > 1 else "stages.finetune.selfcheck"
+            module = "mutants" if name and config.processes > 1 else "stages.selfcheck.trials"
             ctx = mutants.mutant(name) if name and config.processes == 1 else contextlib.nullcontext()
             with ctx:
                 (row,) = flow.check(sc, [config], seed=s, module=module, mutant=name, log=lambda _: None,

@@ -9,7 +9,7 @@ for every design (score x guessing rule, ``study``), rows appended to reports/au
 A seed s sets ``canaries.seed`` and ``finetune.seed`` (canary draw, membership coins, text sample, training noise).
 Each experiment drops the other runs, runs only the study's attacks and reproduces up to ``audit``; DVC's cache
 keeps what points share (upstream stages, and the canaries of a seed across profiles). The flow only orchestrates:
-the rows come from ``stages.audit.study``. Confirmation refuses to run while params.yaml differs from the commit
+the rows come from ``stages.studies.study``. Confirmation refuses to run while params.yaml differs from the commit
 (the design must be committed first) and never rewrites an existing confirmation row.
 """
 from __future__ import annotations
@@ -29,11 +29,11 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.sweep import _dvc, check_points, committed_metrics, queue_status
 from stages.attack.api import threat_model
-from stages.audit.api import FIELDS, study_rows, summarise
 from stages.audit.params import AuditParams, StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
 from stages.finetune.params import load_finetune
+from stages.studies.study import FIELDS, study_rows, summarise
 
 STUDY_FILE = "study.json"
 

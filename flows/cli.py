@@ -132,9 +132,11 @@ def cmd_run(args) -> int:
         from flows.settings import apply_offline_defaults
 
         apply_offline_defaults()
-        from flows.pipeline import pipeline
+        from flows.pipeline import pipeline, time_table
 
         state = pipeline(repo=args.repo, stages=args.stages, force=args.force, return_state=True)
+        if state.is_completed():
+            print(time_table(state.result()))
         return 0 if state.is_completed() else 1
 
 
@@ -192,7 +194,11 @@ def render_trace(t: dict) -> str:
     git = t["git"]
     lines.append(f"\ngit commit {git.get('commit') or 'unknown'}"
                  + (" (working tree DIRTY: code or params differ from the commit)" if git.get("dirty") else " (clean)")
-                 + ("; dvc status: every stage of the chain matches dvc.lock" if t.get("checked") else ""))
+                 + ("; dvc status: no code, params or data dep of the chain changed since dvc.lock" if t.get("checked")
+                    else ""))
+    if t.get("not_in_workspace"):
+        lines.append("not in this workspace (a clean clone: `dvc repro` or `dvc pull` brings them; dvc.lock's md5 "
+                     "above identify them): " + ", ".join(t["not_in_workspace"]))
     return "\n".join(lines)
 
 
@@ -212,8 +218,8 @@ def cmd_selfcheck(args) -> int:
 def cmd_export_canaries(args) -> int:
     from stages.core.params import read_params
     from stages.datasets import get_dataset
-    from stages.finetune.api import export_for
     from stages.finetune.params import load_finetune
+    from stages.handoff.export import export_for
 
     repo = Path(args.repo)
     params = repo / args.params
@@ -235,7 +241,7 @@ def cmd_export_canaries(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from stages.finetune.api import release_for
+    from stages.handoff.release import release_for
 
     manifest = release_for(args.run, Path(args.repo) / args.params, Path(args.out))
     print(f"released run {args.run}: {len(manifest['files'])} files to {args.out}; left out: "

@@ -33,14 +33,29 @@ EXIT_DEADLINE_S = 7.0
 EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
 
-def stage_order(repo: str | Path) -> list[str]:
-    """Every stage of dvc.yaml (foreach items expanded), dependencies before dependents."""
+def stage_graph(repo: str | Path) -> tuple[list[str], dict[str, set[str]]]:
+    """Every stage in dependency order, and each stage's upstream stages (transitively), from DVC's own graph."""
     import networkx as nx
     from dvc.repo import Repo
 
     with Repo(str(repo)) as r:
         graph = r.index.graph  # edges: stage -> the stage it depends on
-        return [s.addressing for s in reversed(list(nx.topological_sort(graph)))]
+        order = [s.addressing for s in reversed(list(nx.topological_sort(graph)))]
+        upstream = {s.addressing: {u.addressing for u in nx.descendants(graph, s)} for s in graph.nodes}
+    return order, upstream
+
+
+def changed_stages(repo: str | Path) -> set[str]:
+    """The stages ``dvc status`` finds not matching dvc.lock (any reason: a dep or param changed, an output missing,
+    never run): one DVC call for the whole graph."""
+    import json
+
+    with dvc_process(["dvc", "status", "--json"], repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     text=True) as proc:
+        out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"dvc status failed (exit {proc.returncode}): {(err.strip().splitlines() or [''])[-1]}")
+    return set(json.loads(out or "{}") or {})
 
 
 def repro(stage: str, repo: str | Path, force: bool = False, echo: Callable[[str], None] = print) -> dict:

@@ -14,6 +14,7 @@ ends the run within seconds (``flows.dvc_adapter.exit_on_signal``); the next run
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
@@ -25,18 +26,43 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.dvc_adapter import artifact_key, exit_on_signal, headline_artifact, lock_markdown, repro, stage_order
+from flows.dvc_adapter import (
+    artifact_key,
+    changed_stages,
+    exit_on_signal,
+    headline_artifact,
+    lock_markdown,
+    repro,
+    stage_graph,
+)
 
 
 @task(name="dvc-stage", task_run_name="{stage}", retries=1, retry_delay_seconds=5,
       cache_policy=NO_CACHE, persist_result=False)
 def run_stage(stage: str, repo: str, force: bool = False) -> dict:
     logger = get_run_logger()
+    start = time.perf_counter()
     result = repro(stage, repo, force=force, echo=logger.info)
+    result["seconds"] = round(time.perf_counter() - start, 1)
     create_markdown_artifact(key=artifact_key(stage), markdown=lock_markdown(repo, stage),
                              description=f"dvc.lock entry of stage {stage}")
-    logger.info("stage %s %s", stage, "ran" if result["ran"] else "was up to date")
+    logger.info("stage %s %s in %.1f s", stage, "ran" if result["ran"] else "was up to date", result["seconds"])
     return result
+
+
+def to_run(order: list[str], upstream: dict[str, set[str]], changed: set[str], force: bool) -> list[str]:
+    """The stages that may need DVC: those ``dvc status`` found changed and everything downstream of them (an
+    upstream rerun may change their inputs; DVC then decides). The others are up to date without asking DVC again."""
+    return [s for s in order if force or s in changed or upstream.get(s, set()) & changed]
+
+
+def time_table(results: list[dict]) -> str:
+    """Per stage: ran or cached (up to date), and the wall seconds it took here (DVC's own check included)."""
+    rows = [f"{'stage':<34} {'what':<7} {'seconds':>8}"]
+    rows += [f"{r['stage']:<34} {'ran' if r['ran'] else 'cached':<7} {r['seconds']:>8.1f}" for r in results]
+    total = sum(r["seconds"] for r in results)
+    rows.append(f"{'total':<34} {sum(r['ran'] for r in results):>3} ran {total:>8.1f}")
+    return "\n".join(rows)
 
 
 def select(order: list[str], stages: list[str] | None) -> list[str]:
@@ -52,10 +78,16 @@ def select(order: list[str], stages: list[str] | None) -> list[str]:
 def pipeline(repo: str = ".", stages: list[str] | None = None, force: bool = False) -> list[dict]:
     """Run the DVC stages (all, or those named; ``finetune`` selects every ``finetune@run``)."""
     repo = str(Path(repo).resolve())
-    order = select(stage_order(repo), stages)
-    get_run_logger().info("stages in DVC order: %s", ", ".join(order))
-    results = [run_stage(s, repo, force) for s in order]  # sequential: DVC holds a repo-wide lock
-    create_table_artifact(key="pipeline-stages", table=results, description="which stages DVC reran")
+    logger = get_run_logger()
+    full, upstream = stage_graph(repo)
+    order = select(full, stages)
+    logger.info("stages in DVC order: %s", ", ".join(order))
+    stale = set(to_run(full, upstream, changed_stages(repo), force))
+    results = []
+    for s in order:  # sequential: DVC holds a repo-wide lock
+        results.append(run_stage(s, repo, force) if s in stale else {"stage": s, "ran": False, "seconds": 0.0})
+    create_table_artifact(key="pipeline-stages", table=results, description="which stages ran, and their seconds")
+    logger.info("per-stage times:\n%s", time_table(results))
     if (headline := headline_artifact(repo)) is not None:
         create_markdown_artifact(key="headline", markdown=headline,
                                  description="what each run leaked, and how sure we are (links to the report)")

@@ -7,7 +7,7 @@ dvc.lock (reports/audit_study/locks/).
 
 Refuses while params.yaml or dvc.lock differ from the commit, or while `dvc status` finds the audit stale; never
 rewrites a recorded (recipe, seeds) row. A row whose seeds are all preregistered is a confirmation set; otherwise a
-development look. The flow only orchestrates: rows come from ``stages.audit.api``.
+development look. The flow only orchestrates: rows come from ``stages.studies.study``.
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from pathlib import Path
 import yaml
 
 from flows.sweep import _dvc
-from stages.audit.api import pooled_row, pooled_summary
 from stages.audit.params import StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
+from stages.studies.study import pooled_row, pooled_summary
 
 POOLED_FILE = "pooled.json"
 

@@ -1,5 +1,5 @@
 """``leakaudit selfcheck`` (``python -m flows.selfcheck``): the DP engine audits itself. Orchestration only: each
-configuration is trained by stages/finetune/selfcheck.py and judged by stages/audit/selfcheck.py; the table is
+configuration is trained by stages/selfcheck/trials.py and judged by stages/selfcheck/verdict.py; the table is
 printed and reports/selfcheck.json written (exit 1 when a configuration is flagged)."""
 from __future__ import annotations
 
@@ -7,23 +7,23 @@ import argparse
 from pathlib import Path
 from typing import Callable, Sequence
 
-from stages.audit.api import selfcheck as judge
-from stages.finetune.api import selfcheck as probe
-from stages.finetune.params import SelfcheckParams
+from stages.selfcheck import trials
+from stages.selfcheck import verdict as judge
+from stages.selfcheck.params import SelfcheckParams
 
 
-def check(sc: SelfcheckParams, configs: Sequence[probe.Config] | None = None, seed: int | None = None,
-          module: str = "stages.finetune.selfcheck", mutant: str | None = None,
+def check(sc: SelfcheckParams, configs: Sequence[trials.Config] | None = None, seed: int | None = None,
+          module: str = "stages.selfcheck.trials", mutant: str | None = None,
           log: Callable[[str], None] = print, family: int | None = None) -> list[dict]:
     """Train and judge every configuration; rows as reports/selfcheck.json holds them. ``family``: the number of
     configurations the tests are corrected for (default: those checked here; a test checking one configuration at
     the default set's level passes the default set's size). ``module``/``mutant``: a test's broken engine
     (tests/mutants.py) for the torchrun workers, and its name."""
-    configs = list(configs or probe.configs_of(sc))
+    configs = list(configs or trials.configs_of(sc))
     base = sc.seed if seed is None else seed
     rows = []
     for k, config in enumerate(configs):
-        trial = probe.run_trial(sc, config, base * 1000 + k, module)
+        trial = trials.run_trial(sc, config, base * 1000 + k, module)
         rows.append({"config": config.name, "mode": config.mode, "paradigm": config.paradigm,
                      "processes": config.processes, "mutant": mutant, "seed": base * 1000 + k,
                      **judge.verdict(trial, config, sc.guesses_in, sc.guesses_out, sc.alpha, family or len(configs))})
@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="default: selfcheck.out, relative to the params file's folder")
     args = ap.parse_args(argv)
     configure_process()
-    probe.quiet_q1()
+    trials.quiet_q1()
     sc = load(SelfcheckParams, "selfcheck", args.params)
     print(f"DP engine self-check: {sc.canaries} gradient canaries ({sc.transformer_canaries} in the transformer "
           f"probe), claimed ({sc.epsilon}, {sc.delta})-DP, {len(sc.configs)} configurations x "

@@ -18,7 +18,7 @@ the chosen metrics (reports/sweeps/<name>.{json,md}) in which every row names it
 A point with several params separates them with ';' (--set 'finetune.lr=0.002;finetune.steps=50').
 ``--collect-only COMMIT`` re-tabulates a finished (or interrupted) sweep without running anything.
 Every point's params (params.yaml with its overrides, applied by DVC's own parser) are validated before any point is
-queued; the tables come from ``stages.audit.api``.
+queued; the tables come from ``stages.studies.compare``.
 """
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from stages.audit.api import sweep_markdown
 from stages.core.errors import ConfigError
 from stages.core.formatting import flatten
 from stages.core.params import read_params
 from stages.params import validate_params
+from stages.studies.compare import sweep_markdown
 
 
 def _dvc(args: list[str], repo: str) -> str:

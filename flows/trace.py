@@ -1,17 +1,19 @@
 """One number's chain for `leakaudit lineage`: ``FILE:dotted.path`` -> the value, the stage that wrote FILE, each
 stage up the chain with its params and its inputs' md5 as dvc.lock records them (raw data and code marked), and
-the git commit — refused when DVC's own `dvc status` finds any stage of the chain out of date.
+the git commit — refused when DVC's own `dvc status` finds a code, params or raw-data dep of a stage of the chain
+changed since dvc.lock; outputs absent from the workspace (a clean clone without the DVC cache) are listed, not
+refused: the hashes in dvc.lock are the lineage.
 
 The lineage itself (which stages, in what order, their records) is stages.core.lineage's, the same the report's
 lineage.json uses; this module adds only what the CLI needs: the number's lookup and DVC's own staleness check
-(a `dvc status` subprocess, which no stage runs).
+(``flows.deps.dvc_changes``: `dvc status`, which no stage runs).
 """
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from flows.deps import dvc_changes
 from stages.core.formatting import flatten
 from stages.core.lineage import chain_records, git_state, load_lock, number_chain, producer_of
 
@@ -29,35 +31,11 @@ def lookup(numbers: dict[str, float], dotted: str, where: str) -> float:
     raise ConfigError(f"{where}: no number at {dotted!r}" + (f"; near matches: {', '.join(near)}" if near else ""))
 
 
-def stale_stages(root: Path, stages: list[str]) -> dict[str, list[str]]:
-    """DVC's own verdict (``dvc status --json``): stage -> what changed, for the stages that no longer match
-    dvc.lock (an input edited, an output altered or deleted, params changed without ``dvc repro``)."""
-    import json
-
-    proc = subprocess.run(["dvc", "status", "--json", *stages], cwd=root, capture_output=True, text=True,
-                          check=False)
-    if proc.returncode != 0:
-        from stages.core.errors import DataError
-
-        raise DataError(f"dvc status failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
-    out: dict[str, list[str]] = {}
-    for stage, changes in (json.loads(proc.stdout or "{}") or {}).items():
-        what = []
-        for change in changes if isinstance(changes, list) else [changes]:
-            if isinstance(change, dict):
-                for kind, entries in change.items():
-                    what += [f"{path} ({state})" for path, state in (entries or {}).items()] if isinstance(
-                        entries, dict) else [f"{kind}: {entries}"]
-            else:
-                what.append(str(change))
-        out[stage] = what
-    return out
-
-
 def trace(target: str, root: Path = Path("."), check: bool = True) -> dict[str, Any]:
     """``FILE:dotted.path`` -> the number, the stage that wrote FILE, each stage up the chain with its params and
     its inputs' md5 from dvc.lock (marking raw data and code), and the git commit. With ``check``, refuses (one
-    line) when DVC finds any stage of the chain out of date with dvc.lock."""
+    line) when DVC finds a dep of a stage of the chain changed since dvc.lock, and lists the chain's outputs that
+    are not in the workspace."""
     import json
 
     from stages.core.errors import ConfigError, DataError
@@ -75,10 +53,20 @@ def trace(target: str, root: Path = Path("."), check: bool = True) -> dict[str, 
     if stage is None:
         raise DataError(f"{file}: no stage in dvc.lock writes it, so it has no recorded lineage")
     chain = number_chain(lock, stage, dotted)
-    if check and (stale := stale_stages(root, chain)):
-        what = "; ".join(f"{s}: {', '.join(c) or 'changed'}" for s, c in stale.items())
-        raise DataError(f"workspace no longer matches dvc.lock ({what}); run `dvc repro` before tracing {dotted}")
+    missing: list[str] = []
+    if check:
+        try:
+            changes = dvc_changes(root, chain)
+        except RuntimeError as exc:
+            raise DataError(str(exc)) from None
+        stale = {s: c["stale"] for s, c in changes.items() if c["stale"]}
+        if stale:
+            what = "; ".join(f"{s}: {', '.join(c)}" for s, c in stale.items())
+            raise DataError(f"dvc.lock no longer matches the code or params ({what}); run `dvc repro` before "
+                            f"tracing {dotted}")
+        missing = sorted({p for c in changes.values() for p in c["missing"] if producer_of(lock, p) in chain})
     stages = chain_records(lock, chain)
     raw = sorted({(d["path"], d["md5"]) for s in stages for d in s["deps"] if d["from"] == "raw data"})
     return {"target": target, "file": file, "path": dotted, "value": value, "stage": stage, "chain": stages,
-            "raw": [{"path": p, "md5": m} for p, m in raw], "git": git_state(root), "checked": check}
+            "raw": [{"path": p, "md5": m} for p, m in raw], "git": git_state(root), "checked": check,
+            "not_in_workspace": missing}

@@ -28,10 +28,11 @@ from stages.core.errors import ConfigError
 from stages.core.params import PARAMS_FILE, load, params_in_use, read_params, run_names
 from stages.core.replicas import ReplicaParams
 from stages.datasets import get_dataset
-from stages.finetune.params import FinetuneParams, SelfcheckParams, load_finetune
+from stages.finetune.params import FinetuneParams, load_finetune
 from stages.preprocess.params import PreprocessSection
 from stages.report.params import ReportParams
 from stages.secrets.params import SecretsParams
+from stages.selfcheck.params import SelfcheckParams
 from stages.variance.params import VarianceParams
 
 #: every top-level section of params.yaml (besides ``runs``) and the dataclass that reads it, in pipeline order

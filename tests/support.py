@@ -142,7 +142,7 @@ def tiny_params(model_dir: Path) -> dict:
     p["canaries"]["users"].update(lengths=[1, 3], per_length=2)
     p["secrets"]["datasets"]["enron"]["max_per_kind"] = 20
     p["attack"]["batch_size"] = 32
-    p["attack"]["runs"] = {"nondp": ["loss", "ref_ratio", "zlib", "min_k", "exposure", "eia", "blind"],
+    p["attack"]["runs"] = {"nondp": ["loss", "ref_ratio", "zlib", "min_k", "exposure", "eia", "blind"], "dp": None,
                            "users": ["loss", "user_inference", "vmr", "blind"], "tofu": ["loss", "air", "blind"]}
     p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
     p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)

@@ -82,10 +82,11 @@ class BlindParams:
 @dataclass(frozen=True)
 class AttackParams:
     out_dir: str
-    #: attacks run on every run ...
+    #: the default list of attacks ...
     attacks: tuple[str, ...]
-    #: ... unless the run has its own list here (run name -> attacks)
-    runs: dict[str, tuple[str, ...]]
+    #: ... and every run's own entry here (run name -> its attacks, or null: the default list). Every run has one, so
+    #: each attack@<run> stage depends on its own entry only (dvc.yaml): adding a run reruns no other run's attacks
+    runs: dict[str, Optional[tuple[str, ...]]]
     batch_size: int
     #: min-k%: the fraction of least likely tokens averaged
     min_k: float
@@ -104,8 +105,12 @@ class AttackParams:
                         self.text_items))
 
     def relations(self, raw: dict) -> list[tuple[str, str]]:
-        """Each per-run attack list names a configured run (a misspelt one would silently run the defaults)."""
-        return missing_keys(self.runs, run_names(raw), "attack.runs", "run in runs")
+        """Each per-run attack list names a configured run (a misspelt one would silently run the defaults), and
+        every run has its entry (attack@<run> depends on attack.runs.<run>: DVC needs the key)."""
+        names = run_names(raw)
+        return missing_keys(self.runs, names, "attack.runs", "run in runs") + [
+            (f"attack.runs.{r}", "missing: every run names its attacks here (null: the default list attack.attacks)")
+            for r in names if r not in self.runs]
 
     def for_run(self, run: str) -> tuple[str, ...]:
-        return self.runs.get(run, self.attacks)
+        return self.runs.get(run) or self.attacks

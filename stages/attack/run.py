@@ -22,7 +22,7 @@ log = logging.getLogger("stages.attack")
 def resolve_attacks(run: str, params, key_prefix: str = "") -> list[Attack]:
     """The run's attacks (attack.runs.<run>, else attack.attacks); an unknown name names its key."""
     names = params.for_run(run)
-    key = f"attack.runs.{run}" if run in params.runs else "attack.attacks"
+    key = f"attack.runs.{run}" if params.runs.get(run) else "attack.attacks"
     return [ATTACKS.get(a, key=f"{key_prefix}{key}[{i}]") for i, a in enumerate(names)]
 
 
@@ -32,7 +32,7 @@ def plan_attacks(run: str, params, has: Callable[[str], str | None]) -> tuple[li
     lacks is left out with the reason, which the report shows (an external run has no frozen rows for whitebox, a
     run without canaries nothing for contrast). A list the run names itself (``attack.runs.<run>``) was asked for:
     a lacking requirement there is a one-line error naming the key."""
-    explicit = run in params.runs
+    explicit = bool(params.runs.get(run))
     keep, skipped = [], {}
     for a in resolve_attacks(run, params):  # every requirement checked before any work
         why = next((w for need in a.needs if (w := has(need))), None)

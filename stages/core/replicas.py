@@ -112,7 +112,8 @@ def replica_raw(raw: dict, name: str, path: str | Path = PARAMS_FILE) -> dict:
     can["users"] = {**can["users"], "enabled": False}  # canary users go to enron_users runs only
     out["finetune"] = {**out["finetune"], "out_dir": f"{root}/models"}  # checkpoints and timings: by run name
     out["runs"] = {name: {**copy.deepcopy(raw["runs"][rep.run] or {}), "seed": rep.seed}}
-    out["attack"] = {**out["attack"], "out_dir": f"{root}/scores", "attacks": list(params.attacks), "runs": {}}
+    out["attack"] = {**out["attack"], "out_dir": f"{root}/scores", "attacks": list(params.attacks),
+                     "runs": {name: None}}
     primary = out.get("audit", {}).get("primary", {})
     if primary.get("runs"):
         primary["runs"] = {}  # the rules of other runs name runs this point does not have

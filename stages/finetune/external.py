@@ -18,7 +18,6 @@ from ..core.errors import DataError
 from ..core.io import file_digest
 from ..lm.external import load_external, model_kind
 from ..lm.loading import load_tokenizer
-from .export import canaries_digest, canary_token, read_membership
 from .inputs import gather_inputs
 from .loop import mean_nll
 from .manifest import write_run_manifest
@@ -26,6 +25,7 @@ from .params import FinetuneParams
 from .privacy.engine import privacy_profile
 from .record import auditor_record, external_record, write_timing
 from .schema import AUDITOR_FILE, EXTERNAL_DIR, RunRecord, TextSetup, write_auditor, write_run
+from .sealed import canaries_digest, canary_token, read_membership
 
 log = logging.getLogger("stages.finetune")
 

@@ -1,6 +1,6 @@
 """What a run trains on and evaluates with (``Inputs``, ``gather_inputs``): the dataset's training rows, its held-out
 pairs and evaluation rows, the member canaries, the inserted secret-sharer canaries and the secrets' arms. The
-fine-tune trains on them, ``leakaudit export-canaries`` exports them (``export.py``) and an imported run
+fine-tune trains on them, ``leakaudit export-canaries`` exports them (stages/handoff/export.py) and an imported run
 (``external.py``) is checked against them."""
 from __future__ import annotations
 

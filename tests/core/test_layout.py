@@ -1,7 +1,7 @@
 """The layout's promises, checked from the code itself.
 
-* every file a stage's command imports (lazy imports inside functions included) is covered by that
-  stage's ``deps:`` in dvc.yaml, so a code change reruns exactly the stages it touches;
+* a stage's code ``deps:`` in dvc.yaml are exactly the files its command imports (lazy imports inside functions
+  included; ``flows/deps.py``), so a code change reruns exactly the stages it touches;
 * a stage package imports only the shared packages, its own modules and upstream public schema modules;
 * a flow imports only the public surface of the stages (``flow_internal_imports``);
 * no module imports itself through others (``import_cycles``), lazy imports inside functions included;
@@ -18,6 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from flows.deps import (
+    closure_files,
+    differences,
+    discovered,
+    import_statements,
+    imported_modules,
+    module_file,
+    sources,
+    write,
+)
 from support import ROOT
 
 #: what each shared package may import (besides itself); stage packages may import all of them
@@ -28,69 +38,6 @@ MAX_LINES = 60
 ROOT_MODULES = {"__init__.py", "params.py"}
 
 
-def module_file(module: str, root: Path = ROOT) -> Path | None:
-    p = root.joinpath(*module.split("."))
-    if (p / "__init__.py").is_file():
-        return p / "__init__.py"
-    return p.with_suffix(".py") if p.with_suffix(".py").is_file() else None
-
-
-def import_statements(path: Path, root: Path = ROOT) -> list[tuple[str, list[str] | None]]:
-    """(module, names) of every import statement anywhere in the file, relative ones resolved: ``import a.b`` is
-    ("a.b", None), ``from a import x, y`` is ("a", ["x", "y"])."""
-    package = list(path.relative_to(root).parts[:-1])  # the package a relative import starts from
-    out: list[tuple[str, list[str] | None]] = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out += [(a.name, None) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            out.append((target, [a.name for a in node.names]))
-    return out
-
-
-def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
-    """Every module (and ``module.name``) an import statement anywhere in the file names, relative ones resolved."""
-    out: set[str] = set()
-    for target, names in import_statements(path, root):
-        out.add(target)
-        out.update(f"{target}.{n}" for n in names or ())
-    return out | discovered(path, root)
-
-
-def discovers_submodules(path: Path) -> bool:
-    """A package ``__init__`` that imports every module of its directory (``pkgutil.iter_modules(__path__)``)."""
-    return path.name == "__init__.py" and "pkgutil.iter_modules(__path__)" in path.read_text()
-
-
-def discovered(path: Path, root: Path = ROOT) -> set[str]:
-    """The modules a discovering package ``__init__`` imports: every module file of its directory."""
-    if not discovers_submodules(path):
-        return set()
-    package = ".".join(path.parent.relative_to(root).parts)
-    return {f"{package}.{p.stem}" for p in path.parent.glob("*.py") if p.name != "__init__.py"}
-
-
-def import_closure(module: str, root: Path = ROOT) -> set[Path]:
-    """The project files executed by importing ``module`` (packages' __init__ included), transitively."""
-    seen: set[Path] = set()
-    todo = [module]
-    while todo:
-        parts = todo.pop().split(".")
-        if parts[0] != "stages":
-            continue
-        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__, then a/b/c
-            f = module_file(".".join(parts[:i]), root)
-            if f is not None and f not in seen:
-                seen.add(f)
-                todo += sorted(imported_modules(f, root))
-    return seen
-
-
 def dvc_stages(root: Path = ROOT) -> dict[str, tuple[str, list[str]]]:
     """stage address -> (cmd, dep paths as written), foreach stages expanded, read through DVC itself."""
     from dvc.repo import Repo
@@ -99,17 +46,13 @@ def dvc_stages(root: Path = ROOT) -> dict[str, tuple[str, list[str]]]:
         return {s.name: (s.cmd, [d.def_path for d in s.deps]) for s in repo.index.stages}
 
 
-def uncovered(root: Path = ROOT) -> dict[str, list[str]]:
-    """stage -> imported project files none of its deps covers."""
+def code_deps(root: Path = ROOT) -> dict[str, tuple[set[str], set[str]]]:
+    """stage address (as DVC expands it) -> (the project files its command imports, the files its code deps name)."""
     out = {}
     for name, (cmd, deps) in dvc_stages(root).items():
-        m = re.match(r"python -m (stages\.\w+)", cmd)
-        assert m, f"{name}: command {cmd!r} is not `python -m stages.<stage>`"
-        files = import_closure(f"{m.group(1)}.__main__", root)
-        rel = sorted(str(f.relative_to(root)) for f in files)
-        missing = [f for f in rel if not any(f == d or f.startswith(d.rstrip("/") + "/") for d in deps)]
-        if missing:
-            out[name] = missing
+        want = closure_files(cmd, root)
+        got = set().union(*(sources(d, root) for d in deps if d == "stages" or d.startswith("stages/")))
+        out[name] = (want, got)
     return out
 
 
@@ -196,12 +139,18 @@ def test_every_stage_runs_as_a_package_with_a_main():
         assert (ROOT / module.replace(".", "/") / "__main__.py").is_file(), name
 
 
-def test_dvc_deps_cover_each_stage_import_closure():
-    assert uncovered() == {}
+def test_dvc_code_deps_are_exactly_each_stage_import_closure():
+    """Nothing missing (an edit would not rerun the stage) and nothing extra (an edit would rerun it for nothing), for
+    every stage as DVC itself expands dvc.yaml; `python -m flows.deps --write` regenerates the lists."""
+    bad = {name: {"missing": sorted(want - got), "extra": sorted(got - want)}
+           for name, (want, got) in code_deps().items() if want != got}
+    assert bad == {}
+    assert differences() == {}
 
 
-def test_a_missing_dep_is_caught(tmp_path):
-    """The check above can fail: drop one code dep from a copy of dvc.yaml and it names the stage and file."""
+def test_a_missing_or_extra_dep_is_caught(tmp_path):
+    """The check above can fail both ways: drop one code dep from a copy of dvc.yaml, or add one the stage does not
+    import, and it names the stage and file; --write restores the equality."""
     import shutil
 
     for item in ("stages", "dvc.yaml", "params.yaml", ".dvcignore"):
@@ -213,35 +162,70 @@ def test_a_missing_dep_is_caught(tmp_path):
     dvc_yaml = tmp_path / "dvc.yaml"
     text = dvc_yaml.read_text()
     dropped = "      - stages/attack/schema.py\n"  # the audit stage reads the attack's schema module
-    assert text.count(dropped) == 3  # audit, variance, report (in this order)
-    dvc_yaml.write_text(text.replace(dropped, "", 1))
-    assert uncovered(tmp_path) == {"audit": ["stages/attack/schema.py"]}
+    at = text.index("\n  audit:\n")
+    assert dropped in text[at:]
+    dvc_yaml.write_text(text[:at] + text[at:].replace(dropped, "      - stages/report/render.py\n", 1))
+    got = code_deps(tmp_path)["audit"]
+    assert got[0] - got[1] == {"stages/attack/schema.py"} and got[1] - got[0] == {"stages/report/render.py"}
+    assert differences(tmp_path) == {"audit": {"missing": ["stages/attack/schema.py"],
+                                               "extra": ["stages/report/render.py"]}}
+    write(tmp_path)
+    assert differences(tmp_path) == {} and dvc_yaml.read_text() == text
 
 
-def test_stage_packages_import_only_shared_code_and_upstream_schemas():
-    stages = sorted(p.name for p in (ROOT / "stages").iterdir() if (p / "__main__.py").is_file())
+#: the tools beside the pipeline, packages without a ``__main__`` that no DVC stage runs: the DP engine self-check
+#: (``leakaudit selfcheck``), a run's export and release (``leakaudit export-canaries``, ``leakaudit release``) and
+#: the flows' studies over several experiments (the design study's rows, the sweep's tables). A tool may import any
+#: stage module; no stage package nor shared package imports a tool, so no stage's deps hold one and editing a tool
+#: reruns no stage
+TOOL_PACKAGES = {"selfcheck", "handoff", "studies"}
+
+
+def test_stage_packages_import_only_shared_code_and_upstream_schemas(tmp_path):
+    """Each package of stages/ is a stage (a ``__main__``), shared code or a tool; a stage imports only shared code,
+    its own modules and upstream stages' public modules, shared code only the shared code it may, and neither a tool.
+    The check can fail: a copy of the tree whose audit stage imports a tool's params (lazily) is named."""
+    import shutil
+
+    packages = {p.name for p in (ROOT / "stages").iterdir() if (p / "__init__.py").is_file()}
+    stages = sorted(p for p in packages if (ROOT / "stages" / p / "__main__.py").is_file())
     assert stages == ["attack", "audit", "base_model", "canaries", "finetune", "preprocess", "report", "secrets",
                       "variance"]
-    problems = []
-    for path in sorted((ROOT / "stages").rglob("*.py")):
-        owner = path.relative_to(ROOT / "stages").parts[0]
-        for mod in imported_modules(path):
-            parts = mod.split(".")
-            if parts[0] != "stages" or len(parts) < 2 or parts[1] == owner or owner in ROOT_MODULES:
-                continue
-            if owner in SHARED:
-                ok = parts[1] in SHARED[owner]
-            else:  # shared code, or an upstream stage's public surface: its schema, params or api module
-                ok = parts[1] in SHARED or parts[2:3] in (["schema"], ["params"], ["api"])
-            if not ok:
-                problems.append(f"{path.relative_to(ROOT)} imports {mod}")
-    assert problems == []
+    assert packages - set(stages) == set(SHARED) | TOOL_PACKAGES
+
+    def problems(root: Path) -> list[str]:
+        out = []
+        for path in sorted((root / "stages").rglob("*.py")):
+            owner = path.relative_to(root / "stages").parts[0]
+            if owner in ROOT_MODULES or owner in TOOL_PACKAGES:
+                continue  # the root params reads every section; a tool may import any stage module
+            for mod in sorted(imported_modules(path, root)):
+                parts = mod.split(".")
+                if parts[0] != "stages" or len(parts) < 2 or parts[1] == owner:
+                    continue
+                if parts[1] in TOOL_PACKAGES:
+                    ok = False  # no stage nor shared package imports a tool, not even its params
+                elif owner in SHARED:
+                    ok = parts[1] in SHARED[owner]
+                else:  # shared code, or an upstream stage's public surface: its schema, params or api module
+                    ok = parts[1] in SHARED or parts[2:3] in (["schema"], ["params"], ["api"])
+                if not ok:
+                    out.append(f"{path.relative_to(root)} imports {mod}")
+        return out
+
+    assert problems(ROOT) == []
+    shutil.copytree(ROOT / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    planted = tmp_path / "stages" / "audit" / "run.py"
+    planted.write_text(planted.read_text() + "\n\ndef planted():\n"
+                       "    from stages.selfcheck.params import SelfcheckParams\n    return SelfcheckParams\n")
+    assert problems(tmp_path) == ["stages/audit/run.py imports stages.selfcheck.params",
+                                  "stages/audit/run.py imports stages.selfcheck.params.SelfcheckParams"]
 
 
-#: the public surface of the stages for the flows: the shared packages and the root params (any module of them), a
-#: stage's package itself, and its ``schema`` (contract), ``params`` (its section) and ``api`` (the functions flows
-#: call) modules; every other module of a stage is internal to it
-PUBLIC_PACKAGES = {"core", "lm", "datasets", "params"}
+#: the public surface of the stages for the flows: the shared packages, the root params and the tools (any module of
+#: them), a stage's package itself, and its ``schema`` (contract), ``params`` (its section) and ``api`` (the
+#: functions flows call) modules; every other module of a stage is internal to it
+PUBLIC_PACKAGES = {"core", "lm", "datasets", "params", *TOOL_PACKAGES}
 PUBLIC_MODULES = {"schema", "params", "api"}
 
 
@@ -267,21 +251,23 @@ def test_flows_import_only_the_public_surface_of_the_stages():
 
 def test_a_flow_importing_a_stage_internal_is_caught(tmp_path):
     """The check above can fail: a copy of the tree whose flow imports a stage internal (eagerly, lazily or as a
-    submodule of the package) is named, and the public forms are not."""
+    submodule of the package) is named, and the public forms are not, nor any module of a tool."""
     import shutil
 
     shutil.copytree(ROOT / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "flows").mkdir()
     (tmp_path / "flows" / "bad.py").write_text(
-        "from stages.audit.study import study_rows\nfrom stages.finetune import export\n"
+        "from stages.audit.pooled import design_look\nfrom stages.finetune import sealed\n"
         "def f():\n    import stages.base_model.convert\n")
     (tmp_path / "flows" / "good.py").write_text(
-        "from stages.audit.api import study_rows\nfrom stages.audit.schema import confidence_key\n"
+        "from stages.audit.api import design_look\nfrom stages.audit.schema import confidence_key\n"
         "from stages.core.formatting import fmt\nfrom stages.params import load_params\n"
-        "from stages.datasets import get_dataset\nfrom stages.finetune.params import load_finetune\n")
+        "from stages.datasets import get_dataset\nfrom stages.finetune.params import load_finetune\n"
+        "from stages.studies.study import study_rows\nfrom stages.selfcheck import verdict\n"
+        "def g():\n    import stages.handoff.export\n")
     assert flow_internal_imports(tmp_path) == [
-        "flows/bad.py imports stages.audit.study", "flows/bad.py imports stages.audit.study.study_rows",
-        "flows/bad.py imports stages.base_model.convert", "flows/bad.py imports stages.finetune.export"]
+        "flows/bad.py imports stages.audit.pooled", "flows/bad.py imports stages.audit.pooled.design_look",
+        "flows/bad.py imports stages.base_model.convert", "flows/bad.py imports stages.finetune.sealed"]
 
 
 def _functions(path: Path):

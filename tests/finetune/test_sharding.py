@@ -25,6 +25,7 @@ def _params(tmp_path, **distributed_and_dp):
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     dp = distributed_and_dp.pop("dp", {})
     raw["runs"]["probe"] = {"distributed": distributed_and_dp, "dp": dp}
+    raw["attack"]["runs"]["probe"] = None
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

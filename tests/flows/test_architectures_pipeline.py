@@ -37,7 +37,7 @@ def arch_params(model_dir, runs: list[str]) -> dict:
     p["finetune"]["lora"]["targets"] = "auto"
     p["runs"] = {name: RUNS[name] for name in runs}
     without_replicas(p)
-    p["attack"].update(attacks=["loss"], runs={})
+    p["attack"].update(attacks=["loss"], runs={name: None for name in runs})
     p["audit"]["exploratory"].update(k_pos=[5], k_neg=[0])
     return p
 

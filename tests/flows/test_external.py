@@ -26,7 +26,7 @@ def trained_elsewhere(tmp_path_factory, tiny_model_dir):
     p["runs"] = {"ext": {"external": ext, "max_text_rows": 24}}
     # the default list holds whitebox, which an external run cannot have: left out with the reason, not a failure
     p["attack"]["attacks"] = ["loss", "zlib", "contrast", "whitebox", "exposure"]
-    p["attack"]["runs"] = {}
+    p["attack"]["runs"] = {"ext": None}
     without_replicas(p)
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "external run"], dest)
@@ -131,7 +131,7 @@ def test_the_readmes_trained_elsewhere_steps_run_as_written(tiny_model_dir, tmp_
     dest = copy_project(tmp_path / "fresh")
     p = tiny_params(tiny_model_dir)
     p["runs"] = block["runs"]  # the README's block: the only run
-    p["attack"]["runs"] = {}
+    p["attack"]["runs"] = {run_name: None}
     p["audit"]["primary"]["no_dp"] = yaml.safe_load((ROOT / "params.yaml").read_text())["audit"]["primary"]["no_dp"]
     without_replicas(p)
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))

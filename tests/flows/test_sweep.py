@@ -7,12 +7,12 @@ import pytest
 
 from flows.audit_study import plan
 from flows.sweep import check_points, collect
-from stages.audit.api import canary_table, sweep_markdown
 from stages.audit.params import AuditParams, StudyParams
 from stages.audit.primary import primary_test
 from stages.audit.schema import METRICS_VERSION, confidence_key
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params
+from stages.studies.compare import canary_table, sweep_markdown
 from stages.variance.api import RUN, markdown, points, tabulate
 from stages.variance.params import VarianceParams
 from stages.variance.schema import read_points, write_points

@@ -1,5 +1,5 @@
 """The report's ``selfcheck`` section: the DP engine's own audit (reports/selfcheck.json, ``leakaudit selfcheck``,
-stages/finetune/selfcheck.py), with what it checked, what it did not, its power and the mutants' flag rates."""
+stages/selfcheck/), with what it checked, what it did not, its power and the mutants' flag rates."""
 from __future__ import annotations
 
 import json

@@ -24,7 +24,7 @@ self-check reads it at every step.
 Every trainable tensor but lora_A has the canaries along its first axis, so canary i's coordinates are
 ``p[i]`` for each of them (``own_parameters``). The per-example gradient is then a constant vector (``scale``
 times a fixed direction) in those coordinates: each step moves them by the clipped gradient when i is in the
-batch, plus noise. This is the linear model the self-check's statistic reads (``selfcheck.py``). The modules are
+batch, plus noise. This is the linear model the self-check's statistic reads (``trials.py``). The modules are
 the layer types the fine-tune trains, wrapped and clipped by the same opacus code (and, for RMSNorm, the
 project's own grad and norm samplers).
 """

@@ -1,4 +1,4 @@
-"""``leakaudit release`` (stages/finetune/release.py): a run's model as a plain transformers model that computes the
+"""``leakaudit release`` (stages/handoff/release.py): a run's model as a plain transformers model that computes the
 run's own logits, written alone: no membership file, no auditor record, a manifest of what was left out."""
 import json
 
@@ -7,8 +7,8 @@ import torch
 
 from stages.core.errors import ConfigError
 from stages.core.io import write_json
-from stages.finetune.release import LEFT_OUT, RELEASE_MANIFEST, causal_lm, release
 from stages.finetune.schema import AUDITOR_FILE, MANIFEST_FILE, RUN_VERSION
+from stages.handoff.release import LEFT_OUT, RELEASE_MANIFEST, causal_lm, release
 from stages.lm.trainable import save_model
 from support import NUM_NEW, SECRET_ROWS
 from support import tiny_canary_lm as tiny_model

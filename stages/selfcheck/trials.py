@@ -2,12 +2,13 @@
 DP path, then tested against the specification of the mechanism the accountant accounted.
 
 For each configuration (clipping mode x probe x regime x processes) a probe model (``probe.py``) with m canaries
-is trained by ``loop.train``, the function every DP run goes through: its Poisson sampler,
-``privacy.engine.make_private`` (opacus wrapping, the mode's clipping, the noise generator, the accountant), the
-optimizer (DP-SGD, DP-Adam, DP-AdamW), checkpoint and resume and, with 2 processes, torchrun data parallelism with
-opacus' distributed optimizer. A seeded coin makes each canary a member (in the training pool) or not. Canary i's
-gradient lies in coordinates only it touches, far above the clip norm C, so the specification says exactly what
-the optimizer must receive at every step: along each canary's own gradient direction, the privatized gradient is
+is trained by ``finetune.loop.train``, the function every DP run goes through: its Poisson sampler,
+``finetune.privacy.engine.make_private`` (opacus wrapping, the mode's clipping, the noise generator, the
+accountant), the optimizer (DP-SGD, DP-Adam, DP-AdamW), checkpoint and resume and, with 2 processes, torchrun data
+parallelism with opacus' distributed optimizer. A seeded coin makes each canary a member (in the training pool) or
+not. Canary i's gradient lies in coordinates only it touches, far above the clip norm C, so the specification says
+exactly what the optimizer must receive at every step: along each canary's own gradient direction, the privatized
+gradient is
 
     C / B x [i drawn at this step]  +  N(0, (sigma C / B)^2)
 
@@ -16,7 +17,7 @@ member and the noise independent across steps. ``Recorder`` observes that gradie
 wraps receives it (a step pre-hook: after clipping, noise, scaling and, with 2 processes, the all-reduce), reads
 each canary's own gradient direction at the same weights (from a twin of the probe: opacus' hooks are never
 disturbed), and keeps every step's whole gradient so the optimizer's update can be replayed from it (DP-Adam(W) is
-post-processing of those gradients, nothing more). stages/audit/selfcheck.py judges the trials; flows/selfcheck.py
+post-processing of those gradients, nothing more). ``verdict.py`` judges the trials; flows/selfcheck.py
 (``leakaudit selfcheck``) runs both.
 
 Beside the specification tests, the one-run f-DP test (Mahloujifar et al.) reads the final model: each canary's
@@ -39,9 +40,10 @@ import numpy as np
 import torch
 
 from ..core.seeds import stream
-from .params import DPParams, SelfcheckParams
+from ..finetune.params import DPParams
+from ..finetune.sharding import whole
+from .params import SelfcheckParams
 from .probe import build_probe
-from .sharding import whole
 
 MODES = ("hooks", "ghost", "bk", "ghost_fsdp")
 
@@ -174,7 +176,7 @@ class Recorder:
 def replay(initial: list[torch.Tensor], grads: list[list[torch.Tensor]], optimizer: str, lr: float) -> list:
     """The optimizer (torch's, as ``loop.make_optimizer`` builds it) run from ``initial`` on the recorded
     privatized gradients: what a DP-SGD / DP-Adam(W) update is, given them."""
-    from .loop import make_optimizer
+    from ..finetune.loop import make_optimizer
 
     params = [torch.nn.Parameter(t.clone()) for t in initial]
     opt = make_optimizer(params, optimizer, lr, 0.0)
@@ -195,12 +197,12 @@ def canaries_of(sc: SelfcheckParams, config: Config) -> int:
 
 
 def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
-    """Train the probe once through ``loop.train`` (in this process; under torchrun, this rank's share) and
+    """Train the probe once through ``finetune.loop.train`` (in this process; under torchrun, this rank's share) and
     record it (rank 0 only; other ranks return None). A resumed configuration is stopped after its checkpoint at
     half the steps and continued in a new probe from that checkpoint."""
-    from .checkpoint import Checkpointer
-    from .loop import TrainConfig, train, world
-    from .privacy.engine import public_divisor
+    from ..finetune.checkpoint import Checkpointer
+    from ..finetune.loop import TrainConfig, train, world
+    from ..finetune.privacy.engine import public_divisor
 
     m = canaries_of(sc, config)
 
@@ -271,9 +273,9 @@ class _Stopped(Exception):
 
 # ---------------------------------------------------------------------------------------------- processes
 def worker(argv: Sequence[str]) -> None:
-    """One torchrun rank: ``python -m stages.finetune.selfcheck <spec.json> <out.npz>`` (rank 0 writes)."""
+    """One torchrun rank: ``python -m stages.selfcheck.trials <spec.json> <out.npz>`` (rank 0 writes)."""
     from ..core.cli import configure_process
-    from .distributed import finish, init
+    from ..finetune.distributed import finish, init
 
     configure_process()
     quiet_q1()
@@ -292,12 +294,12 @@ def worker(argv: Sequence[str]) -> None:
                                    "divisor": trial.divisor}))
 
 
-def run_trial(sc: SelfcheckParams, config: Config, seed: int, module: str = "stages.finetune.selfcheck") -> Trial:
+def run_trial(sc: SelfcheckParams, config: Config, seed: int, module: str = "stages.selfcheck.trials") -> Trial:
     """``train_probe`` in this process, or in ``config.processes`` torchrun processes running ``module``
     (a test passes a module that breaks the engine first, then calls ``worker``)."""
     if config.processes == 1:
         return train_probe(sc, config, seed)
-    from .distributed import launch
+    from ..finetune.distributed import launch
 
     with tempfile.TemporaryDirectory() as tmp:
         spec, out = Path(tmp) / "spec.json", Path(tmp) / "trial.npz"

@@ -1,15 +1,15 @@
 """Tables comparing the audit metrics of several experiments (the sweep flow's reports/sweeps/<name>.md), built from
 each experiment's flattened reports/metrics.json ({"runs.<run>.attacks.<attack>.<group>.auroc": ..., ...}).
 
-The one-run bounds are found through the key helpers of ``schema`` (``confidence_key``/``confidence_of``) at the
+The one-run bounds are found through the key helpers of ``audit.schema`` (``confidence_key``/``confidence_of``) at the
 confidences each experiment's audit ran with, so a change of ``audit.primary.confidences`` changes the columns
 instead of emptying them."""
 from __future__ import annotations
 
 import re
 
+from ..audit.schema import NON_CANARY_GROUPS, confidence_key, confidence_of, confidence_tag
 from ..core.formatting import Table, ci, fmt, md_table
-from .schema import NON_CANARY_GROUPS, confidence_key, confidence_of, confidence_tag
 
 #: where the flattened metrics record the confidences the audit ran with
 CONFIDENCES = "audit_params.primary.confidences"

@@ -6,7 +6,7 @@ import pytest
 from stages.audit.ceiling import ideal_audit
 from stages.audit.one_run import epsilon_lower_bound
 from stages.audit.params import StudyParams
-from stages.audit.study import study_rows, summarise
+from stages.studies.study import study_rows, summarise
 from support import params
 
 

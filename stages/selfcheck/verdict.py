@@ -1,4 +1,4 @@
-"""The DP engine self-check's judgement (stages/finetune/selfcheck.py trains; flows/selfcheck.py runs both): the
+"""The DP engine self-check's judgement (``trials.py`` trains; flows/selfcheck.py runs both): the
 specification tests of one trial, the one-run f-DP test beside them, the verdict naming what broke, the power,
 and reports/selfcheck.json.
 
@@ -32,11 +32,11 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
+from ..audit.ceiling import ideal_counts
+from ..audit.curve import curve_rejects
+from ..audit.gdp import gdp_epsilon_lower_bound, gdp_mu_lower_bound, rejects
+from ..audit.one_run import epsilon_lower_bound, guesses
 from ..core.seeds import stream
-from .ceiling import ideal_counts
-from .curve import curve_rejects
-from .gdp import gdp_epsilon_lower_bound, gdp_mu_lower_bound, rejects
-from .one_run import epsilon_lower_bound, guesses
 
 SELFCHECK_VERSION = 2
 IDEAL_TRIALS = 201  # odd: the median count is one trial's
@@ -56,7 +56,7 @@ def level(alpha: float, configurations: int) -> float:
 
 @lru_cache(maxsize=64)
 def _ideal(sample_rate: float, steps: int, sigma: float, m: int, k_in: int, k_out: int, delta: float) -> float:
-    """GDP epsilon-hat95 at the median count of ``ceiling.ideal_counts`` (exact Gaussian last-iterate scores of a
+    """GDP epsilon-hat95 at the median count of ``audit.ceiling.ideal_counts`` (exact Gaussian last-iterate scores of a
     correct SGD engine; the bound is monotone in the count, so this is the median bound)."""
     counts = ideal_counts(sample_rate, steps, sigma, m=m, k_pos=k_in, k_neg=k_out, trials=IDEAL_TRIALS,
                           seed=stream("audit.selfcheck.ideal").int_seed())

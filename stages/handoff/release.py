@@ -18,7 +18,7 @@ import torch
 
 from ..core.errors import ConfigError
 from ..core.io import write_json
-from .schema import AUDITOR_FILE, MANIFEST_FILE, RUN_FILE, read_run
+from ..finetune.schema import AUDITOR_FILE, MANIFEST_FILE, RUN_FILE, read_run
 
 RELEASE_MANIFEST = "release_manifest.json"
 RELEASE_VERSION = 1

@@ -1,4 +1,4 @@
-"""The DP engine self-check (stages/finetune/selfcheck.py trains, stages/audit/selfcheck.py judges): the statistic
+"""The DP engine self-check (stages/selfcheck/trials.py trains, stages/selfcheck/verdict.py judges): the statistic
 is the specification's, each specification test has the level and power it claims, a correct engine passes in
 every regime, and every deliberately broken mechanism (tests/mutants.py) is flagged for what it broke."""
 import dataclasses
@@ -10,13 +10,13 @@ import torch
 
 import mutants
 from flows import selfcheck as flow
-from stages.audit import selfcheck as judge
 from stages.core.params import load
-from stages.finetune import selfcheck as S
 from stages.finetune.loop import TrainConfig, train
-from stages.finetune.params import SelfcheckParams
 from stages.finetune.privacy.engine import public_divisor
-from stages.finetune.probe import ProbeLM, TransformerProbe
+from stages.selfcheck import trials as S
+from stages.selfcheck import verdict as judge
+from stages.selfcheck.params import SelfcheckParams
+from stages.selfcheck.probe import ProbeLM, TransformerProbe
 from support import ROOT
 
 

@@ -5,8 +5,8 @@ A design is an auditor's choice that needs no new fine-tune: a canary score (an 
 (m, r, v) counts the audit stage wrote for it (``runs.<run>.audit_exploratory.tests``), each bound *uncorrected*:
 a development row is one of many looks (it informs the choice, it is no claim), and a confirmation row is the
 committed design on a fresh seed, the one test that seed's run makes. Next to each: the ideal audit of the same
-rule at the run's own q, T, sigma (a heuristic simulation, ``ceiling.ideal_audit``), the percentile of the measured
-bound among the ideal's trials, and efficiency = measured / ideal median.
+rule at the run's own q, T, sigma (a heuristic simulation, ``audit.ceiling.ideal_audit``), the percentile of the
+measured bound among the ideal's trials, and efficiency = measured / ideal median.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import functools
 
 import numpy as np
 
-from .ceiling import ideal_counts, trial_bounds
-from .gdp import gdp_epsilon_lower_bound
-from .one_run import epsilon_lower_bound
+from ..audit.ceiling import ideal_counts, trial_bounds
+from ..audit.gdp import gdp_epsilon_lower_bound
+from ..audit.one_run import epsilon_lower_bound
 
 #: study.json row fields, in order
 FIELDS = ("design", "score", "threat_model", "k_pos", "k_neg", "seed", "phase", "profile", "experiment", "rev",

@@ -1,5 +1,5 @@
 """The training set of a run, exported for training elsewhere (``leakaudit export-canaries``), and the sealed
-membership file that lets the pipeline audit the model trained on it (``finetune.external``).
+membership file that lets the pipeline audit the model trained on it (``stages.finetune.external``).
 
 The export is what ``finetune@<run>`` would train on: the run's text rows, its member canaries and the inserted
 secret-sharer canaries (each repeated its number of times), shuffled by the run's seed, each with a stable opaque
@@ -12,7 +12,9 @@ audit will test as members. Next to it:
   the membership was fixed before the model existed).
 
 The membership file (auditor side) maps every opaque id back to its source and records the canary set it was
-drawn from and the text setup, so the import refuses a model trained on another export.
+drawn from and the text setup, so the import refuses a model trained on another export. The format (versions, file
+names, canary tokens, the canary set's digest, the membership reader) is the fine-tune stage's
+(stages/finetune/sealed.py), which imports it; this module only writes it, beside the CLI.
 """
 from __future__ import annotations
 
@@ -24,41 +26,28 @@ from pathlib import Path
 
 import numpy as np
 
-from ..canaries.schema import META, read_canaries
+from ..canaries.schema import read_canaries
 from ..core.artifacts import Locations
 from ..core.errors import DataError
-from ..core.io import atomic_dir, atomic_file, file_digest, missing, read_json
+from ..core.io import atomic_dir, atomic_file, read_json
 from ..core.seeds import stream
+from ..finetune.inputs import gather_inputs
+from ..finetune.params import FinetuneParams
+from ..finetune.schema import TextSetup
+from ..finetune.sealed import (
+    DATASET_DIR,
+    EXPORT_FILE,
+    EXPORT_VERSION,
+    MEMBERSHIP_VERSION,
+    TOKENIZER_DIR,
+    TRAIN_FILE,
+    canaries_digest,
+    canary_token,
+)
 from ..lm.examples import Example, bos_id
 from ..lm.loading import load_tokenizer
-from .inputs import gather_inputs
-from .params import FinetuneParams
-from .schema import TextSetup
 
-log = logging.getLogger("stages.finetune")
-
-EXPORT_VERSION = 1
-MEMBERSHIP_VERSION = 1
-TRAIN_FILE = "train.jsonl"
-DATASET_DIR = "dataset"
-TOKENIZER_DIR = "tokenizer"
-EXPORT_FILE = "export.json"
-
-
-def canary_token(j: int) -> str:
-    """The text of new canary token j (id = base vocabulary size + j) in the exported tokenizer."""
-    return f"<|canary_{j}|>"
-
-
-def canaries_digest(canary_dir: Path) -> str:
-    """sha-256 over the canary set's files (meta and every kind's table): which canaries, which members."""
-    canary_dir = Path(canary_dir)
-    if not (canary_dir / META).is_file():
-        raise missing(canary_dir / META, "canaries")
-    h = hashlib.sha256()
-    for name in [META] + sorted(p.name for p in canary_dir.glob("*.parquet")):
-        h.update(name.encode() + file_digest(canary_dir / name, "sha256").encode())
-    return h.hexdigest()
+log = logging.getLogger("stages.handoff")
 
 
 def export_tokenizer(base_dir: Path, num_new: int):
@@ -137,30 +126,13 @@ def export_run(run: str, ft: FinetuneParams, where: Locations, out: Path, member
     return manifest
 
 
-def read_membership(path: Path) -> dict:
-    """The sealed membership file of an export; its sha-256 is returned under ``sha256``."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no membership file (written by `leakaudit export-canaries`)")
-    blob = path.read_bytes()
-    try:
-        record = json.loads(blob)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not a membership file ({exc.msg})") from None
-    if not isinstance(record, dict) or record.get("version") != MEMBERSHIP_VERSION:
-        raise DataError(f"{path}: membership file version "
-                        f"{record.get('version') if isinstance(record, dict) else None!r}"
-                        f", expected {MEMBERSHIP_VERSION}")
-    return {**record, "sha256": hashlib.sha256(blob).hexdigest()}
-
-
 def export_for(run: str, params_path: Path, out: Path, membership: Path | None) -> dict:
     """``leakaudit export-canaries``: run ``run``'s params from ``params_path``; the membership file goes to
     ``membership``, or to the run's ``external.membership`` when it is already declared external."""
     from ..core.artifacts import locations
     from ..core.errors import ConfigError
     from ..core.params import read_params
-    from .params import load_finetune
+    from ..finetune.params import load_finetune
 
     raw = read_params(params_path)
     ft = load_finetune(run, params_path, raw)

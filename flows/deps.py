@@ -1,0 +1,255 @@
+"""Each DVC stage's code deps are exactly the project modules its command imports (``leakaudit deps``).
+
+A stage's command is ``python -m stages.<stage>``; the files Python runs for it are the import closure of
+``stages.<stage>.__main__``: every import statement anywhere in a file (lazy imports inside functions included), a
+package's ``__init__`` before its modules, and every module of a package whose ``__init__`` discovers its directory
+(``pkgutil.iter_modules(__path__)``). dvc.yaml lists that closure for each stage, a folder standing for all of its
+modules where every one of them is in the closure, so editing a module reruns exactly the stages that import it.
+
+``python -m flows.deps --check`` exits 1 naming each stage whose listed code deps differ from its closure;
+``--write`` rewrites the ``stages/`` lines of each stage's ``deps:`` in dvc.yaml (comments and data deps kept);
+``--lock`` exits 1 naming each stage whose code, params or raw-data deps no longer match dvc.lock (outputs absent
+from a clean clone's cache are fine): CI runs it, so main's dvc.lock is main's code's.
+tests/core/test_layout.py checks the equality."""
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+from typing import Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+#: a code dep line of dvc.yaml (inside a stage's deps:)
+CODE_DEP = re.compile(r"^(\s+)- (stages(?:/[\w./]*)?)\s*(#.*)?$")
+
+
+def module_file(module: str, root: Path = ROOT) -> Path | None:
+    p = root.joinpath(*module.split("."))
+    if (p / "__init__.py").is_file():
+        return p / "__init__.py"
+    return p.with_suffix(".py") if p.with_suffix(".py").is_file() else None
+
+
+def import_statements(path: Path, root: Path = ROOT) -> list[tuple[str, list[str] | None]]:
+    """(module, names) of every import statement anywhere in the file, relative ones resolved: ``import a.b`` is
+    ("a.b", None), ``from a import x, y`` is ("a", ["x", "y"])."""
+    package = list(path.relative_to(root).parts[:-1])  # the package a relative import starts from
+    out: list[tuple[str, list[str] | None]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.append((target, [a.name for a in node.names]))
+    return out
+
+
+def discovers_submodules(path: Path) -> bool:
+    """A package ``__init__`` that imports every module of its directory (``pkgutil.iter_modules(__path__)``)."""
+    return path.name == "__init__.py" and "pkgutil.iter_modules(__path__)" in path.read_text()
+
+
+def discovered(path: Path, root: Path = ROOT) -> set[str]:
+    """The modules a discovering package ``__init__`` imports: every module file of its directory."""
+    if not discovers_submodules(path):
+        return set()
+    package = ".".join(path.parent.relative_to(root).parts)
+    return {f"{package}.{p.stem}" for p in path.parent.glob("*.py") if p.name != "__init__.py"}
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module (and ``module.name``) an import statement anywhere in the file names, relative ones resolved."""
+    out: set[str] = set()
+    for target, names in import_statements(path, root):
+        out.add(target)
+        out.update(f"{target}.{n}" for n in names or ())
+    return out | discovered(path, root)
+
+
+def import_closure(module: str, root: Path = ROOT) -> set[Path]:
+    """The project files executed by importing ``module`` (packages' __init__ included), transitively."""
+    seen: set[Path] = set()
+    todo = [module]
+    while todo:
+        parts = todo.pop().split(".")
+        if parts[0] != "stages":
+            continue
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__, then a/b/c
+            f = module_file(".".join(parts[:i]), root)
+            if f is not None and f not in seen:
+                seen.add(f)
+                todo += sorted(imported_modules(f, root))
+    return seen
+
+
+def stage_module(cmd: str) -> str:
+    m = re.match(r"python -m (stages\.\w+)", cmd)
+    if not m:
+        raise ValueError(f"command {cmd!r} is not `python -m stages.<stage>`")
+    return m.group(1)
+
+
+def closure_files(cmd: str, root: Path = ROOT) -> set[str]:
+    """The project files (relative paths) the stage command ``cmd`` runs."""
+    return {str(f.relative_to(root)) for f in import_closure(f"{stage_module(cmd)}.__main__", root)}
+
+
+def sources(path: str, root: Path = ROOT) -> set[str]:
+    """The Python files a code dep names: the file, or every module under the folder."""
+    p = root / path
+    if p.is_dir():
+        return {str(f.relative_to(root)) for f in p.rglob("*.py") if "__pycache__" not in f.parts}
+    return {path}
+
+
+def compact(files: set[str], root: Path = ROOT) -> list[str]:
+    """``files`` as dvc.yaml lists them: a folder where every module under it is in ``files``, else the file."""
+    out: set[str] = set()
+    for f in files:
+        parts = Path(f).parts
+        best = f
+        for i in range(len(parts) - 1, 1, -1):  # the largest folder below stages/ all of whose modules are in
+            folder = "/".join(parts[:i])
+            if sources(folder, root) <= files:
+                best = folder
+        out.add(best)
+    return sorted(out)
+
+
+def stages_of(root: Path = ROOT) -> dict[str, str]:
+    """dvc.yaml's top-level stage name -> its command (one command shape per stage; foreach items share it)."""
+    import yaml
+
+    spec = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    return {name: (s.get("do", s))["cmd"] for name, s in spec.items()}
+
+
+def listed(root: Path = ROOT) -> dict[str, list[str]]:
+    """Stage name -> the code deps (``stages/...`` lines) dvc.yaml lists in its deps."""
+    out: dict[str, list[str]] = {}
+    for stage, lines in _blocks((root / "dvc.yaml").read_text().splitlines()):
+        out[stage] = [m.group(2) for line in lines if (m := CODE_DEP.match(line))]
+    return out
+
+
+def _blocks(lines: list[str]):
+    """(stage name, the lines of its deps: block) of dvc.yaml's stages."""
+    stage, in_deps, block = None, False, []
+    for line in lines + ["end:"]:
+        top = re.match(r"^  (\w+):\s*$", line)
+        if top or not line.startswith("  "):
+            if stage is not None:
+                yield stage, block
+            stage, in_deps, block = (top.group(1) if top else None), False, []
+            continue
+        key = re.match(r"^\s+(\w+):", line)
+        if key and not line.lstrip().startswith("-"):
+            in_deps = key.group(1) == "deps"
+            continue
+        if in_deps:
+            block.append(line)
+
+
+def differences(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
+    """Stage -> {"missing": imported but not listed, "extra": listed but not imported}; empty when they agree."""
+    have = listed(root)
+    out = {}
+    for stage, cmd in stages_of(root).items():
+        want = closure_files(cmd, root)
+        got = set().union(*(sources(d, root) for d in have.get(stage, []))) if have.get(stage) else set()
+        if want != got:
+            out[stage] = {"missing": sorted(want - got), "extra": sorted(got - want)}
+    return out
+
+
+def write(root: Path = ROOT) -> list[str]:
+    """Rewrite each stage's code deps in dvc.yaml to its closure; returns the stages changed."""
+    cmds = stages_of(root)
+    lines = (root / "dvc.yaml").read_text().splitlines()
+    out, changed, stage, in_deps, done = [], [], None, False, False
+    for line in lines:
+        top = re.match(r"^  (\w+):\s*$", line)
+        if top or not line.startswith("  "):
+            stage, in_deps, done = (top.group(1) if top else None), False, False
+        elif (key := re.match(r"^\s+(\w+):", line)) and not line.lstrip().startswith("-"):
+            in_deps = key.group(1) == "deps"
+        elif in_deps and stage in cmds and (m := CODE_DEP.match(line)):
+            if not done:
+                new = compact(closure_files(cmds[stage], root), root)
+                if new != listed(root).get(stage):
+                    changed.append(stage)
+                out += [f"{m.group(1)}- {d}" for d in new]
+                done = True
+            continue
+        out.append(line)
+    (root / "dvc.yaml").write_text("\n".join(out) + "\n")
+    return changed
+
+
+def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict[str, list[str]]]:
+    """DVC's own verdict (``dvc status --json``), sorted: stage -> {"stale": code, params or raw-data deps that
+    differ from dvc.lock, "missing": outputs and upstream outputs absent from the workspace (a clean clone without
+    the DVC cache), "other": anything else DVC says}. Only "stale" means the lock no longer describes the code."""
+    import json
+    import subprocess
+
+    proc = subprocess.run(["dvc", "status", "--json", *stages], cwd=root, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"dvc status failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+    out: dict[str, dict[str, list[str]]] = {}
+    for stage, changes in (json.loads(proc.stdout or "{}") or {}).items():
+        got: dict[str, list[str]] = {"stale": [], "missing": [], "other": []}
+        for change in changes if isinstance(changes, list) else [changes]:
+            if not isinstance(change, dict):
+                got["other"].append(str(change))
+                continue
+            for kind, entries in change.items():
+                for path, state in (entries or {}).items() if isinstance(entries, dict) else [(kind, entries)]:
+                    if isinstance(state, dict):  # params: {file: {key: state}}
+                        got["stale"] += [f"{path}:{k} ({v})" for k, v in state.items()]
+                    elif state == "deleted" and not (kind == "changed deps" and path.startswith("stages")):
+                        got["missing"].append(path)
+                    elif kind == "changed deps":
+                        got["stale"].append(f"{path} ({state})")
+                    else:
+                        got["other"].append(f"{path} ({state})")
+        out[stage] = got
+    return out
+
+
+def stale(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Stage -> its deps (code, params, data) that no longer match dvc.lock; empty when main's lock is main's."""
+    return {s: c["stale"] for s, c in dvc_changes(root, stages).items() if c["stale"]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="leakaudit deps", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="rewrite dvc.yaml's code deps to each stage's closure")
+    ap.add_argument("--lock", action="store_true",
+                    help="check that dvc.lock matches the code and params (exit 1 naming each stale stage)")
+    args = ap.parse_args(argv)
+    if args.lock:
+        bad = stale()
+        for stage, what in bad.items():
+            print(f"dvc.lock is stale for {stage}: {', '.join(what)} (rerun `dvc repro {stage}` and commit dvc.lock)")
+        print(f"dvc.lock: {'%d stale stages' % len(bad) if bad else 'matches the code and params of every stage'}")
+        return 1 if bad else 0
+    if args.write:
+        changed = write()
+        print(f"dvc.yaml: code deps rewritten for {', '.join(changed) or 'no stage'}")
+        return 0
+    diff = differences()
+    for stage, d in diff.items():
+        print(f"dvc.yaml stage {stage}: missing {d['missing'] or '-'}; not imported {d['extra'] or '-'}")
+    return 1 if diff else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
