@@ -124,15 +124,20 @@ def cmd_run(args) -> int:
     """Exit 0 when every stage is done; 1 when one failed (--no-prefect: DVC's code); 143 after SIGTERM, 130 after
     SIGINT, within seconds (flows.dvc_adapter.exit_on_signal): the running stage's process group is stopped, DVC
     leaves no lock held, and the next run skips the finished stages and resumes a fine-tune from its checkpoint."""
-    from flows.dvc_adapter import exit_on_signal, run_dvc
+    from flows.dvc_adapter import changed_stages, exit_on_signal, run_dvc, stage_graph, time_table
 
     with exit_on_signal():
         if args.no_prefect:
             return run_dvc(["dvc", "repro"] + (["--force"] if args.force else []) + list(args.stages or []), args.repo)
+        if not args.force and not changed_stages(args.repo):  # one `dvc status`: nothing to run, no flow to start
+            order, _ = stage_graph(args.repo)
+            print("every stage matches dvc.lock (dvc status): nothing ran")
+            print(time_table([{"stage": s, "ran": False, "seconds": 0.0} for s in order]))
+            return 0
         from flows.settings import apply_offline_defaults
 
         apply_offline_defaults()
-        from flows.pipeline import pipeline, time_table
+        from flows.pipeline import pipeline
 
         state = pipeline(repo=args.repo, stages=args.stages, force=args.force, return_state=True)
         if state.is_completed():

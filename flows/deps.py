@@ -194,8 +194,9 @@ def write(root: Path = ROOT) -> list[str]:
 
 def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict[str, list[str]]]:
     """DVC's own verdict (``dvc status --json``), sorted: stage -> {"stale": code, params or raw-data deps that
-    differ from dvc.lock, "missing": outputs and upstream outputs absent from the workspace (a clean clone without
-    the DVC cache), "other": anything else DVC says}. Only "stale" means the lock no longer describes the code."""
+    differ from dvc.lock, "missing": its outputs and the upstream outputs it reads, absent from the workspace (a
+    clean clone without the DVC cache), "altered": its outputs changed on disk since dvc.lock, "other": anything else
+    DVC says}. Only "stale" means the lock no longer describes the code, params and raw data."""
     import json
     import subprocess
 
@@ -203,9 +204,10 @@ def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict
                           check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"dvc status failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+    outs = produced(root)
     out: dict[str, dict[str, list[str]]] = {}
     for stage, changes in (json.loads(proc.stdout or "{}") or {}).items():
-        got: dict[str, list[str]] = {"stale": [], "missing": [], "other": []}
+        got: dict[str, list[str]] = {"stale": [], "missing": [], "altered": [], "other": []}
         for change in changes if isinstance(changes, list) else [changes]:
             if not isinstance(change, dict):
                 got["other"].append(str(change))
@@ -214,8 +216,10 @@ def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict
                 for path, state in (entries or {}).items() if isinstance(entries, dict) else [(kind, entries)]:
                     if isinstance(state, dict):  # params: {file: {key: state}}
                         got["stale"] += [f"{path}:{k} ({v})" for k, v in state.items()]
-                    elif state == "deleted" and not (kind == "changed deps" and path.startswith("stages")):
-                        got["missing"].append(path)
+                    elif kind == "changed outs":  # absent from a clean clone; altered by hand
+                        got["altered" if state == "modified" else "missing"].append(path)
+                    elif kind == "changed deps" and upstream_output(path, outs):  # the upstream stage's own status
+                        got["missing"].append(path)  # says whether it is absent or altered
                     elif kind == "changed deps":
                         got["stale"].append(f"{path} ({state})")
                     else:
@@ -224,9 +228,56 @@ def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict
     return out
 
 
+def produced(root: Path = ROOT) -> set[str]:
+    """Every output path dvc.lock records (what some stage writes)."""
+    import yaml
+
+    lock = (yaml.safe_load((root / "dvc.lock").read_text()) or {}).get("stages", {}) if (root / "dvc.lock").is_file() \
+        else {}
+    return {o["path"] for st in lock.values() for o in st.get("outs") or []}
+
+
+def upstream_output(path: str, outs: set[str]) -> bool:
+    """``path`` is (in, or holds) another stage's output: its change is that stage's, not a change of code or data."""
+    p = path.rstrip("/")
+    return any(p == o or p.startswith(o + "/") or o.startswith(p + "/") for o in outs)
+
+
+def orphans(root: Path = ROOT) -> list[str]:
+    """Stages dvc.lock records that dvc.yaml no longer has (``dvc repro`` keeps their entries): their records would
+    enter a lineage chain as producers of outputs nothing writes any more."""
+    import yaml
+    from dvc.repo import Repo
+
+    lock = (yaml.safe_load((root / "dvc.lock").read_text()) or {}).get("stages", {}) if (root / "dvc.lock").is_file() \
+        else {}
+    with Repo(str(root)) as repo:
+        names = {s.name for s in repo.index.stages}
+    return sorted(k for k in lock if k not in names)
+
+
+def prune(root: Path = ROOT) -> list[str]:
+    """Drop the orphans' entries from dvc.lock (text kept as DVC wrote it otherwise); returns them."""
+    gone = set(orphans(root))
+    lines, out, skip = (root / "dvc.lock").read_text().splitlines(), [], False
+    for line in lines:
+        m = re.match(r"^  (\S+):\s*$", line)
+        if m or not line.startswith("    "):
+            skip = bool(m) and m.group(1) in gone
+        if not skip:
+            out.append(line)
+    (root / "dvc.lock").write_text("\n".join(out) + "\n")
+    return sorted(gone)
+
+
 def stale(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, list[str]]:
-    """Stage -> its deps (code, params, data) that no longer match dvc.lock; empty when main's lock is main's."""
-    return {s: c["stale"] for s, c in dvc_changes(root, stages).items() if c["stale"]}
+    """Stage -> its deps (code, params, data) that no longer match dvc.lock, and every dvc.lock entry of a stage
+    dvc.yaml no longer has; empty when main's lock is main's."""
+    out = {s: c["stale"] for s, c in dvc_changes(root, stages).items() if c["stale"]}
+    if not stages:
+        out.update({s: ["not in dvc.yaml (python -m flows.deps --prune drops its dvc.lock entry)"]
+                    for s in orphans(root)})
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -234,11 +285,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="rewrite dvc.yaml's code deps to each stage's closure")
     ap.add_argument("--lock", action="store_true",
                     help="check that dvc.lock matches the code and params (exit 1 naming each stale stage)")
+    ap.add_argument("--prune", action="store_true", help="drop dvc.lock entries of stages dvc.yaml no longer has")
     args = ap.parse_args(argv)
+    if args.prune:
+        print(f"dvc.lock: dropped {', '.join(prune()) or 'nothing'}")
+        return 0
     if args.lock:
         bad = stale()
         for stage, what in bad.items():
-            print(f"dvc.lock is stale for {stage}: {', '.join(what)} (rerun `dvc repro {stage}` and commit dvc.lock)")
+            hint = "" if what[0].startswith("not in dvc.yaml") else f" (rerun `dvc repro {stage}` and commit dvc.lock)"
+            print(f"dvc.lock is stale for {stage}: {', '.join(what)}{hint}")
         print(f"dvc.lock: {'%d stale stages' % len(bad) if bad else 'matches the code and params of every stage'}")
         return 1 if bad else 0
     if args.write:

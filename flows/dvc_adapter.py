@@ -40,8 +40,8 @@ def stage_graph(repo: str | Path) -> tuple[list[str], dict[str, set[str]]]:
 
     with Repo(str(repo)) as r:
         graph = r.index.graph  # edges: stage -> the stage it depends on
-        order = [s.addressing for s in reversed(list(nx.topological_sort(graph)))]
-        upstream = {s.addressing: {u.addressing for u in nx.descendants(graph, s)} for s in graph.nodes}
+        order = [s.name for s in reversed(list(nx.topological_sort(graph)))]
+        upstream = {s.name: {u.name for u in nx.descendants(graph, s)} for s in graph.nodes}
     return order, upstream
 
 
@@ -56,6 +56,21 @@ def changed_stages(repo: str | Path) -> set[str]:
     if proc.returncode != 0:
         raise RuntimeError(f"dvc status failed (exit {proc.returncode}): {(err.strip().splitlines() or [''])[-1]}")
     return set(json.loads(out or "{}") or {})
+
+
+def to_run(order: list[str], upstream: dict[str, set[str]], changed: set[str], force: bool) -> list[str]:
+    """The stages that may need DVC: those ``dvc status`` found changed and everything downstream of them (an
+    upstream rerun may change their inputs; DVC then decides). The others are up to date without asking DVC again."""
+    return [s for s in order if force or s in changed or upstream.get(s, set()) & changed]
+
+
+def time_table(results: list[dict]) -> str:
+    """Per stage: ran or cached (up to date), and the wall seconds it took here (DVC's own check included)."""
+    rows = [f"{'stage':<34} {'what':<7} {'seconds':>8}"]
+    rows += [f"{r['stage']:<34} {'ran' if r['ran'] else 'cached':<7} {r['seconds']:>8.1f}" for r in results]
+    total = sum(r["seconds"] for r in results)
+    rows.append(f"{'total':<34} {sum(r['ran'] for r in results):>3} ran {total:>8.1f}")
+    return "\n".join(rows)
 
 
 def repro(stage: str, repo: str | Path, force: bool = False, echo: Callable[[str], None] = print) -> dict:

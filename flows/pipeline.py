@@ -1,7 +1,9 @@
 """Prefect flow running the DVC pipeline: one task per DVC stage, in DVC's dependency order.
 
 Each task runs its stage through DVC (``dvc repro --single-item``), so DVC decides whether the
-stage is stale and records what ran in dvc.lock; Prefect adds retries, logs, scheduling and the UI.
+stage is stale and records what ran in dvc.lock; Prefect adds retries, logs, scheduling and the UI. One
+``dvc status`` first finds the changed stages: a stage neither changed nor downstream of a changed one is
+recorded as up to date without another DVC call. The flow ends with a per-stage time table (ran or cached).
 After each stage the flow publishes that stage's dvc.lock entry (dep/out md5s, params, git commit)
 as a Prefect markdown artifact, so lineage is visible in the UI; at the end, the report's headline block
 with links to the report files (artifact ``headline``). No Prefect result caching: DVC's
@@ -34,35 +36,24 @@ from flows.dvc_adapter import (
     lock_markdown,
     repro,
     stage_graph,
+    time_table,
+    to_run,
 )
 
 
 @task(name="dvc-stage", task_run_name="{stage}", retries=1, retry_delay_seconds=5,
       cache_policy=NO_CACHE, persist_result=False)
-def run_stage(stage: str, repo: str, force: bool = False) -> dict:
+def run_stage(stage: str, repo: str, force: bool = False, needed: bool = True) -> dict:
+    """The stage through DVC when ``needed`` (``dvc status`` found it or an upstream stage changed), else recorded as
+    up to date without another DVC call; either way its dvc.lock entry is published."""
     logger = get_run_logger()
     start = time.perf_counter()
-    result = repro(stage, repo, force=force, echo=logger.info)
+    result = repro(stage, repo, force=force, echo=logger.info) if needed else {"stage": stage, "ran": False}
     result["seconds"] = round(time.perf_counter() - start, 1)
     create_markdown_artifact(key=artifact_key(stage), markdown=lock_markdown(repo, stage),
                              description=f"dvc.lock entry of stage {stage}")
     logger.info("stage %s %s in %.1f s", stage, "ran" if result["ran"] else "was up to date", result["seconds"])
     return result
-
-
-def to_run(order: list[str], upstream: dict[str, set[str]], changed: set[str], force: bool) -> list[str]:
-    """The stages that may need DVC: those ``dvc status`` found changed and everything downstream of them (an
-    upstream rerun may change their inputs; DVC then decides). The others are up to date without asking DVC again."""
-    return [s for s in order if force or s in changed or upstream.get(s, set()) & changed]
-
-
-def time_table(results: list[dict]) -> str:
-    """Per stage: ran or cached (up to date), and the wall seconds it took here (DVC's own check included)."""
-    rows = [f"{'stage':<34} {'what':<7} {'seconds':>8}"]
-    rows += [f"{r['stage']:<34} {'ran' if r['ran'] else 'cached':<7} {r['seconds']:>8.1f}" for r in results]
-    total = sum(r["seconds"] for r in results)
-    rows.append(f"{'total':<34} {sum(r['ran'] for r in results):>3} ran {total:>8.1f}")
-    return "\n".join(rows)
 
 
 def select(order: list[str], stages: list[str] | None) -> list[str]:
@@ -83,9 +74,7 @@ def pipeline(repo: str = ".", stages: list[str] | None = None, force: bool = Fal
     order = select(full, stages)
     logger.info("stages in DVC order: %s", ", ".join(order))
     stale = set(to_run(full, upstream, changed_stages(repo), force))
-    results = []
-    for s in order:  # sequential: DVC holds a repo-wide lock
-        results.append(run_stage(s, repo, force) if s in stale else {"stage": s, "ran": False, "seconds": 0.0})
+    results = [run_stage(s, repo, force, s in stale) for s in order]  # sequential: DVC holds a repo-wide lock
     create_table_artifact(key="pipeline-stages", table=results, description="which stages ran, and their seconds")
     logger.info("per-stage times:\n%s", time_table(results))
     if (headline := headline_artifact(repo)) is not None:

@@ -59,11 +59,10 @@ def trace(target: str, root: Path = Path("."), check: bool = True) -> dict[str, 
             changes = dvc_changes(root, chain)
         except RuntimeError as exc:
             raise DataError(str(exc)) from None
-        stale = {s: c["stale"] for s, c in changes.items() if c["stale"]}
+        stale = {s: c["stale"] + c["altered"] for s, c in changes.items() if c["stale"] or c["altered"]}
         if stale:
             what = "; ".join(f"{s}: {', '.join(c)}" for s, c in stale.items())
-            raise DataError(f"dvc.lock no longer matches the code or params ({what}); run `dvc repro` before "
-                            f"tracing {dotted}")
+            raise DataError(f"workspace no longer matches dvc.lock ({what}); run `dvc repro` before tracing {dotted}")
         missing = sorted({p for c in changes.values() for p in c["missing"] if producer_of(lock, p) in chain})
     stages = chain_records(lock, chain)
     raw = sorted({(d["path"], d["md5"]) for s in stages for d in s["deps"] if d["from"] == "raw data"})

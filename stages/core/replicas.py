@@ -110,7 +110,10 @@ def replica_raw(raw: dict, name: str, path: str | Path = PARAMS_FILE) -> dict:
     can.update(seed=rep.seed, out_dir=f"{root}/canaries", reference_out=f"{root}/reference_canaries.parquet")
     can["formatted"] = {**can["formatted"], "seed": rep.seed}
     can["users"] = {**can["users"], "enabled": False}  # canary users go to enron_users runs only
-    out["finetune"] = {**out["finetune"], "out_dir": f"{root}/models"}  # checkpoints and timings: by run name
+    # checkpoints and timings: by run name; no gradient diagnostics (auditor-side records the pooled test never
+    # reads; they run on a forked RNG, so the training is the run's own either way)
+    out["finetune"] = {**out["finetune"], "out_dir": f"{root}/models",
+                       "diagnostics": {**out["finetune"]["diagnostics"], "gradient_canaries": 0}}
     out["runs"] = {name: {**copy.deepcopy(raw["runs"][rep.run] or {}), "seed": rep.seed}}
     out["attack"] = {**out["attack"], "out_dir": f"{root}/scores", "attacks": list(params.attacks),
                      "runs": {name: None}}

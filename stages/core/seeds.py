@@ -82,6 +82,8 @@ _add(
     Stream("datasets.text.user_rows", "a user-level text dataset's held-out/attacker rows per user "
            "(preprocess.datasets.<name>.seed)", words=(1,)),
     Stream("datasets.text.users", "a user-level text dataset's held-in/held-out users (its seed)", offset=2),
+    Stream("datasets.text.max_users", "a user-level text dataset's kept users (user_level.max_users; its seed)",
+           words=(3,)),
     # canaries
     Stream("canaries.kind", "one kind's canaries and membership coins (canaries.seed)", keyed="crc32"),
     Stream("canaries.formatted", "one format's candidates and inserted order (canaries.formatted.seed)",

@@ -12,7 +12,7 @@
           rows_per_user: null          # optional, instead of user_field: each block of this many consecutive rows
                                        #   is one user (TOFU's layout: 20 questions per author)
           user_level: null             # optional (needs a user): the user-inference layout, half the users held in:
-                                       #   {heldout_fraction: 0.2, attacker_fraction: 0.25, min_rows: 4}
+                                       #   {heldout_fraction: 0.2, attacker_fraction: 0.25, min_rows: 4, max_users: null}
           split_field: null            # optional: a column holding train | valid | test (else a seeded split)
           split: {valid: 0.1, test: 0.1}
           min_chars: 1                 # rows whose trained text is shorter (stripped) are dropped; max_chars likewise
@@ -73,6 +73,9 @@ class UserLevelParams:
     attacker_fraction: float
     #: users with fewer rows (after the filters) are dropped
     min_rows: int
+    #: at most this many of the remaining users (a seeded draw, before the layout), or null: all (a smaller pool of
+    #: users trains in less time; each kept user keeps all of its rows)
+    max_users: int | None
 
     def problems(self):
         return (check(0 < self.heldout_fraction < 1, "heldout_fraction",
@@ -80,7 +83,9 @@ class UserLevelParams:
                 + check(0 < self.attacker_fraction < 1, "attacker_fraction", "must be in (0, 1)",
                         self.attacker_fraction)
                 + check(self.min_rows >= 2, "min_rows", "must be >= 2 (a user needs an attacker row and a trained one)",
-                        self.min_rows))
+                        self.min_rows)
+                + check(self.max_users is None or self.max_users >= 2, "max_users", "must be >= 2 or null",
+                        self.max_users))
 
 
 @dataclass(frozen=True)
@@ -254,10 +259,16 @@ def user_splits(rows: list[dict], params: UserLevelParams, seed: int, path: Path
     if len(kept) < 2:
         raise DataError(f"{path}: {len(kept)} users with >= {params.min_rows} rows; user_level needs at least 2 "
                         f"({key}.user_level.min_rows)")
-    splits, counts = user_level_splits(kept, params.heldout_fraction, params.attacker_fraction,
-                                       stream("datasets.text.user_rows").numpy(seed),
-                                       stream("datasets.text.users").int_seed(seed))
-    return splits, [(f"users with >= {params.min_rows} rows", len(kept))] + counts
+    counts = [(f"users with >= {params.min_rows} rows", len(kept))]
+    if params.max_users is not None and len(kept) > params.max_users:
+        names = sorted(kept)
+        chosen = stream("datasets.text.max_users").numpy(seed).choice(len(names), params.max_users, replace=False)
+        kept = {names[i]: kept[names[i]] for i in sorted(chosen)}
+        counts.append((f"users drawn (max_users {params.max_users})", len(kept)))
+    splits, more = user_level_splits(kept, params.heldout_fraction, params.attacker_fraction,
+                                     stream("datasets.text.user_rows").numpy(seed),
+                                     stream("datasets.text.users").int_seed(seed))
+    return splits, counts + more
 
 
 def assign_splits(rows: list[dict], params: TextParams) -> dict[str, list[dict]]:

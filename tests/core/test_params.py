@@ -57,7 +57,7 @@ def test_project_params_load_to_the_values_in_the_file():
     raw = read_params(ROOT / "params.yaml")
     for section, cls in SECTIONS.items():
         assert _plain(load(cls, section, raw=raw)) == _yaml(section_of(raw, section)), section
-    assert run_names(raw) == ["nondp", "dp_eps8", "users", "tofu_users"]
+    assert run_names(raw) == ["nondp", "dp_eps8", "users"]
     for run in run_names(raw):
         merged = deep_merge(raw["finetune"], raw["runs"][run] or {})
         assert _plain(load_finetune(run, raw=raw)) == _yaml(merged), run
@@ -93,7 +93,9 @@ def test_locations_are_declared_once_with_their_params_keys():
     (lambda r: r["audit"]["primary"].update(kind="unigram"),
      "params.yaml: audit.primary.kind: must be one of canaries.kinds (new_token) (got 'unigram')"),
     (lambda r: r["attack"]["runs"].update(nodp=["loss"]),
-     "params.yaml: attack.runs.nodp: no such run in runs (known: nondp, dp_eps8, users, tofu_users)"),
+     "params.yaml: attack.runs.nodp: no such run in runs (known: nondp, dp_eps8, users)"),
+    (lambda r: r["attack"]["runs"].pop("dp_eps8"),
+     "params.yaml: attack.runs.dp_eps8: missing: every run names its attacks here (null: the default list"),
     (lambda r: r["audit"]["primary"]["runs"].update(dp={"k_pos": 1, "k_neg": 1}),
      "params.yaml: audit.primary.runs.dp: no such run in runs"),
     (lambda r: r["audit"]["ceiling"]["planned"]["gpu_dp_audit"].update(accountant="gdp"),
@@ -103,7 +105,7 @@ def test_locations_are_declared_once_with_their_params_keys():
     (lambda r: r["study"].update(recipe_seed=999),
      "params.yaml: audit.seeds.development: must list every seed the design study used (missing [999])"),
 ], ids=["unknown-section", "missing-section", "variance", "selfcheck", "primary-kind", "attack-runs",
-        "primary-runs", "planned-accountant", "run-override", "dataset", "study-seed"])
+        "attack-runs-entry", "primary-runs", "planned-accountant", "run-override", "dataset", "study-seed"])
 def test_whole_params_validation_names_the_bad_key(edit, needle):
     raw = read_params(ROOT / "params.yaml")
     edit(raw)

@@ -14,6 +14,7 @@ LEGACY = {
     "datasets.enron_users.users": lambda s, k: s,
     "datasets.text.user_rows": lambda s, k: [s, 1],  # new with user_level: distinct from the dataset's split seed
     "datasets.text.users": lambda s, k: s + 2,
+    "datasets.text.max_users": lambda s, k: [s, 3],  # new with user_level.max_users
     "canaries.kind": lambda s, k: [s, zlib.crc32(k.encode())],
     "canaries.formatted": lambda s, k: [s, zlib.crc32(k.encode()), 7],
     "canaries.users": lambda s, k: s,

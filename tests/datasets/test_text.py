@@ -67,7 +67,7 @@ def test_user_level_text_gives_the_user_inference_layout_by_a_field_or_by_row_bl
     from stages.datasets import get_dataset, read_split
     from stages.datasets.users import USER_SPLITS
 
-    level = {"heldout_fraction": 0.2, "attacker_fraction": 0.25, "min_rows": 5}
+    level = {"heldout_fraction": 0.2, "attacker_fraction": 0.25, "min_rows": 5, "max_users": None}
     data = write_jsonl(tmp_path / "t.jsonl", TICKETS)  # 12 customers x 5 tickets
     params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text", "id_field": "Ticket No",
                                           "user_field": "customer-handle", "user_level": level})
@@ -98,9 +98,9 @@ def test_user_level_text_gives_the_user_inference_layout_by_a_field_or_by_row_bl
 
 @pytest.mark.parametrize("entry,says", [
     ({"user_field": "customer-handle", "rows_per_user": 5}, "rows_per_user: set user_field or rows_per_user"),
-    ({"user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.2, "min_rows": 4}},
+    ({"user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.2, "min_rows": 4, "max_users": None}},
      "user_level: needs a user (user_field or rows_per_user)"),
-    ({"rows_per_user": 5, "user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.0, "min_rows": 4}},
+    ({"rows_per_user": 5, "user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.0, "min_rows": 4, "max_users": None}},
      "user_level.attacker_fraction: must be in (0, 1)"),
 ])
 def test_user_level_params_are_checked_naming_the_key(tmp_path, entry, says):
