@@ -12,7 +12,8 @@
           rows_per_user: null          # optional, instead of user_field: each block of this many consecutive rows
                                        #   is one user (TOFU's layout: 20 questions per author)
           user_level: null             # optional (needs a user): the user-inference layout, half the users held in:
-                                       #   {heldout_fraction: 0.2, attacker_fraction: 0.25, min_rows: 4, max_users: null}
+                                       #   {heldout_fraction: 0.2, attacker_fraction: 0.25, min_rows: 4,
+                                       #   max_users: null}
           split_field: null            # optional: a column holding train | valid | test (else a seeded split)
           split: {valid: 0.1, test: 0.1}
           min_chars: 1                 # rows whose trained text is shorter (stripped) are dropped; max_chars likewise

@@ -100,7 +100,8 @@ def test_user_level_text_gives_the_user_inference_layout_by_a_field_or_by_row_bl
     ({"user_field": "customer-handle", "rows_per_user": 5}, "rows_per_user: set user_field or rows_per_user"),
     ({"user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.2, "min_rows": 4, "max_users": None}},
      "user_level: needs a user (user_field or rows_per_user)"),
-    ({"rows_per_user": 5, "user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.0, "min_rows": 4, "max_users": None}},
+    ({"rows_per_user": 5,
+      "user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.0, "min_rows": 4, "max_users": None}},
      "user_level.attacker_fraction: must be in (0, 1)"),
 ])
 def test_user_level_params_are_checked_naming_the_key(tmp_path, entry, says):

@@ -44,7 +44,8 @@ def text_params(model_dir) -> dict:
         "tickets": {**common, "path": "data/raw/mine/tickets.jsonl", "format": "jsonl", "text_field": "Body Text",
                     "prompt_field": None, "completion_field": None, "id_field": "Ticket No",
                     "user_field": "customer-handle", "rows": {"train": [660, 660], "attacker": [440, 440]},
-                    "user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.25, "min_rows": 10, "max_users": None}},
+                    "user_level": {"heldout_fraction": 0.2, "attacker_fraction": 0.25, "min_rows": 10,
+                                   "max_users": None}},
         "faq": {**common, "path": "data/raw/mine/faq.csv", "format": "csv", "text_field": None, "prompt_field": "Q?",
                 "completion_field": "A!", "rows": {}}}
     p["secrets"]["datasets"] = {"tickets": {
