@@ -59,7 +59,8 @@ def text_params(model_dir) -> dict:
                                 "max_text_rows": 660},  # every held-in user's training rows
                  "faq_nondp": {"dataset": "faq"}}
     without_replicas(p)
-    p["attack"]["runs"] = {}  # the default list on both: what a run cannot have is left out with the reason
+    p["attack"]["runs"] = {"tickets_dp": None, "faq_nondp": None}  # the default list on both: what a run cannot have
+    # is left out with the reason
     p["attack"]["attacks"] = [*p["attack"]["attacks"], "vmr", "user_inference"]
     p["audit"]["exploratory"].update(k_pos=[5], k_neg=[0])
     return p
