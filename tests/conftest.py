@@ -86,11 +86,27 @@ def tiny_project(tiny_template, tmp_path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def reproduced_template(tmp_path_factory, tiny_template) -> Reproduced:
-    """``tiny_template`` after one whole `dvc repro` (run once per session; its stdout kept). Never changed
-    afterwards: a test only reads it, or takes its own copy (``reproduced_project``)."""
-    dest = clone_project(tiny_template, tmp_path_factory.mktemp("reproduced") / "project")
-    return Reproduced(dest, run(["dvc", "repro"], dest).stdout)
+def reproduced_template(tmp_path_factory, request) -> Reproduced:
+    """``tiny_template`` after one whole `dvc repro`, once per pytest run (its stdout kept): with pytest-xdist
+    workers (`-n 2`, CI's slow tier) the first worker to ask reproduces it under a file lock in the run's shared
+    temporary folder and the others reuse it. Never changed afterwards: a test only reads it, or takes its own copy
+    (``reproduced_project``)."""
+    import os
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        template = request.getfixturevalue("tiny_template")
+        dest = clone_project(template, tmp_path_factory.mktemp("reproduced") / "project")
+        return Reproduced(dest, run(["dvc", "repro"], dest).stdout)
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / "reproduced"
+    with FileLock(f"{shared}.lock"):
+        done = shared / "stdout.txt"
+        if not done.is_file():
+            dest = clone_project(request.getfixturevalue("tiny_template"), shared / "project")
+            out = run(["dvc", "repro"], dest).stdout
+            done.write_text(out)
+        return Reproduced(shared / "project", done.read_text())
 
 
 @pytest.fixture
