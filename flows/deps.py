@@ -197,16 +197,11 @@ def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict
     differ from dvc.lock, "missing": its outputs and the upstream outputs it reads, absent from the workspace (a
     clean clone without the DVC cache), "altered": its outputs changed on disk since dvc.lock, "other": anything else
     DVC says}. Only "stale" means the lock no longer describes the code, params and raw data."""
-    import json
-    import subprocess
+    from flows.dvc_adapter import dvc_status
 
-    proc = subprocess.run(["dvc", "status", "--json", *stages], cwd=root, capture_output=True, text=True,
-                          check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"dvc status failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
     outs = produced(root)
     out: dict[str, dict[str, list[str]]] = {}
-    for stage, changes in (json.loads(proc.stdout or "{}") or {}).items():
+    for stage, changes in dvc_status(root, stages).items():
         got: dict[str, list[str]] = {"stale": [], "missing": [], "altered": [], "other": []}
         for change in changes if isinstance(changes, list) else [changes]:
             if not isinstance(change, dict):
@@ -230,11 +225,9 @@ def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict
 
 def produced(root: Path = ROOT) -> set[str]:
     """Every output path dvc.lock records (what some stage writes)."""
-    import yaml
+    from stages.core.lineage import load_lock
 
-    lock = (yaml.safe_load((root / "dvc.lock").read_text()) or {}).get("stages", {}) if (root / "dvc.lock").is_file() \
-        else {}
-    return {o["path"] for st in lock.values() for o in st.get("outs") or []}
+    return {o["path"] for st in load_lock(root / "dvc.lock").values() for o in st.get("outs") or []}
 
 
 def upstream_output(path: str, outs: set[str]) -> bool:
@@ -246,14 +239,13 @@ def upstream_output(path: str, outs: set[str]) -> bool:
 def orphans(root: Path = ROOT) -> list[str]:
     """Stages dvc.lock records that dvc.yaml no longer has (``dvc repro`` keeps their entries): their records would
     enter a lineage chain as producers of outputs nothing writes any more."""
-    import yaml
     from dvc.repo import Repo
 
-    lock = (yaml.safe_load((root / "dvc.lock").read_text()) or {}).get("stages", {}) if (root / "dvc.lock").is_file() \
-        else {}
+    from stages.core.lineage import load_lock
+
     with Repo(str(root)) as repo:
         names = {s.name for s in repo.index.stages}
-    return sorted(k for k in lock if k not in names)
+    return sorted(k for k in load_lock(root / "dvc.lock") if k not in names)
 
 
 def prune(root: Path = ROOT) -> list[str]:

@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from stages.core import lineage
 
@@ -45,17 +45,23 @@ def stage_graph(repo: str | Path) -> tuple[list[str], dict[str, set[str]]]:
     return order, upstream
 
 
-def changed_stages(repo: str | Path) -> set[str]:
-    """The stages ``dvc status`` finds not matching dvc.lock (any reason: a dep or param changed, an output missing,
-    never run): one DVC call for the whole graph."""
+def dvc_status(repo: str | Path, stages: Sequence[str] = ()) -> dict:
+    """``dvc status --json`` of ``stages`` (all when empty): stage -> what DVC finds changed; the one place it runs
+    (``changed_stages`` here, ``flows.deps.dvc_changes`` for CI's lock check and `leakaudit lineage`)."""
     import json
 
-    with dvc_process(["dvc", "status", "--json"], repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    with dvc_process(["dvc", "status", "--json", *stages], repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                      text=True) as proc:
         out, err = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"dvc status failed (exit {proc.returncode}): {(err.strip().splitlines() or [''])[-1]}")
-    return set(json.loads(out or "{}") or {})
+    return json.loads(out or "{}") or {}
+
+
+def changed_stages(repo: str | Path) -> set[str]:
+    """The stages ``dvc status`` finds not matching dvc.lock (any reason: a dep or param changed, an output missing,
+    never run): one DVC call for the whole graph."""
+    return set(dvc_status(repo))
 
 
 def to_run(order: list[str], upstream: dict[str, set[str]], changed: set[str], force: bool) -> list[str]:
