@@ -37,6 +37,7 @@ from ..core.errors import DataError
 from ..core.gx import Expectation as E
 from ..core.gx import Suite
 from ..core.params import check
+from ..core.seeds import stream
 from . import pii
 from .pii import contains_any
 from .spec import (
@@ -256,7 +257,8 @@ def build(params: EnronParams) -> Processed:
     rows, dropped = machine_filters(rows, params.drop_patterns, params.max_tabs, params.min_tokens)
     stats += [(f"step 3 dropped: {why}", n) for why, n in sorted(dropped.items())]
     stats.append(("step 3: after pattern/tab/length filters", len(rows)))
-    assign = split_groups([r["message_id"] for r in rows], params.split.valid, params.split.test, params.seed)
+    assign = split_groups([r["message_id"] for r in rows], params.split.valid, params.split.test,
+            stream("datasets.split").int_seed(params.seed))
     splits = split_rows(rows, "message_id", assign)
     candidates = secret_candidates([r["body"] for r in splits["train"]], params.heldout_filter)
     needles = [c["value"] for c in candidates]

@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.gx import Expectation as E
 from ..core.gx import Suite
+from ..core.seeds import stream
 from .spec import (
     DatasetSpec,
     Processed,
@@ -121,7 +122,8 @@ def build(params: PersonaChatParams) -> Processed:
     dialogues = read_dialogues(path, params.format)
     rows = [{"dialogue_id": i, **d} for i, d in enumerate(dialogues)]
     stats = [("dialogues", len(rows)), ("turn pairs", sum(len(r["self"]) for r in rows))]
-    assign = split_groups([r["dialogue_id"] for r in rows], params.split.valid, params.split.test, params.seed)
+    assign = split_groups([r["dialogue_id"] for r in rows], params.split.valid, params.split.test,
+            stream("datasets.split").int_seed(params.seed))
     splits = split_rows(rows, "dialogue_id", assign)
     stats += [(f"final {s}", len(v)) for s, v in splits.items()]
     return Processed(SCHEMA, splits, stats)

@@ -278,7 +278,8 @@ def assign_splits(rows: list[dict], params: TextParams) -> dict[str, list[dict]]
         where = {id(r): r["_split"] for r in rows}
     else:
         group = "user" if params.has_users else "id"
-        assign = split_groups([r[group] for r in rows], params.split.valid, params.split.test, params.seed)
+        assign = split_groups([r[group] for r in rows], params.split.valid, params.split.test,
+                stream("datasets.split").int_seed(params.seed))
         at = {g: s for s, gs in assign.items() for g in gs}
         where = {id(r): at[r[group]] for r in rows}
     out: dict[str, list[dict]] = {s: [] for s in SPLITS}

@@ -22,6 +22,7 @@ from ..core.errors import DataError
 from ..core.gx import Expectation as E
 from ..core.gx import Suite
 from ..core.params import check
+from ..core.seeds import stream
 from .spec import (
     DatasetSpec,
     Processed,
@@ -119,7 +120,8 @@ def build(params: TofuParams) -> Processed:
     if params.split == "contiguous":  # App. B.3: authors [0, 180) train, [180, 200) test
         test = set(range(n_authors - n_test, n_authors))
     else:
-        test = split_groups(list(range(n_authors)), 0.0, params.test_fraction, params.seed)["test"]
+        test = split_groups(list(range(n_authors)), 0.0, params.test_fraction,
+                stream("datasets.split").int_seed(params.seed))["test"]
     splits = split_rows(rows, "author", {"train": set(range(n_authors)) - test, "test": test})
     stats = [("QA rows", len(rows)), ("authors", n_authors)] + [(f"final {s}", len(v)) for s, v in splits.items()]
     return Processed(SCHEMA, splits, stats)

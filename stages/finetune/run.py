@@ -13,6 +13,7 @@ import torch
 
 from ..canaries.schema import read_canaries
 from ..core.artifacts import Locations
+from ..core.seeds import stream
 from ..lm.loading import pick_device
 from ..lm.trainable import build_model, save_model
 from .checkpoint import Checkpointer, examples_fingerprint
@@ -63,7 +64,8 @@ def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path |
     if ft.dp.enabled and inputs.canaries and ft.diagnostics.gradient_canaries:
         with torch.random.fork_rng(devices=[]):  # a diagnostic: the training's random stream stays as it was
             gradients = canary_gradients(model, inputs.canaries, inputs.canary_kinds, tok.pad_token_id,
-                                         ft.dp.max_grad_norm, ft.diagnostics.gradient_canaries, ft.seed)
+                                         ft.dp.max_grad_norm, ft.diagnostics.gradient_canaries,
+                                             stream("finetune.diagnostics").int_seed(ft.seed))
     result = train(model, inputs.pool, TrainConfig.of(ft, pad_id=tok.pad_token_id, population=inputs.population,
                                                       scheduled=inputs.scheduled,
                                                       checkpoint=checkpointer(run, ft, inputs)))

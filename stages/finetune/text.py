@@ -48,7 +48,8 @@ def text_examples_of(processed_dir: Path, split: str, tok, setup: TextSetup, n: 
 def trained_rows(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict] | None = None) -> list[dict]:
     """The training rows the run's text pairs came from (before canary-user insertion). Exact for datasets
     with one pair per row (those with secrets: Enron, TOFU), where it is the same seeded draw."""
-    return sample(split_rows(processed_dir, setup.dataset, "train", canary_users), setup.max_text_rows, setup.seed)
+    return sample(split_rows(processed_dir, setup.dataset, "train", canary_users), setup.max_text_rows,
+                  stream("finetune.text_rows").int_seed(setup.seed))
 
 
 def secret_control(rows: list[dict], secrets: list[dict], spec, n: int, seed: int) -> tuple[list[dict], dict]:
@@ -74,7 +75,8 @@ def training_pairs(processed_dir: Path, setup: TextSetup, canary_users: dict[str
     ``setup.control_secrets`` is 0)."""
     spec = get_dataset(setup.dataset)
     if not (spec.secrets and setup.control_secrets and secrets is not None):
-        return split_pairs(processed_dir, setup.dataset, "train", setup.max_text_rows, setup.seed, canary_users), None
+        return split_pairs(processed_dir, setup.dataset, "train", setup.max_text_rows,
+                           stream("finetune.text_rows").int_seed(setup.seed), canary_users), None
     rows, control = secret_control(trained_rows(processed_dir, setup, canary_users), secrets, spec,
                                    setup.control_secrets, setup.control_seed)
     return spec.pairs(apply_canary_users(rows, canary_users or {}, spec.user_columns)), control

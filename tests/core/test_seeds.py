@@ -1,76 +1,77 @@
-"""The named random streams reproduce, exactly, the seed recipes the code used before they were named."""
-import hashlib
+"""Every named random stream derives from (seed, name[, key]) through one SeedSequence: no two streams of any two
+seeds coincide (the ``seed + offset`` recipes before made seed s's DP noise seed s+1's initialisation)."""
+import itertools
 import zlib
 
 import numpy as np
 import pytest
 
 from stages.core.errors import ConfigError
-from stages.core.seeds import STREAMS, stream
+from stages.core.seeds import DERIVATION, STREAMS, stream
 
-#: stream -> (params seed, key) -> the seed material the code used before (``seed + 1``, ``[seed, 17]``, ...)
-LEGACY = {
-    "datasets.enron_users.rows": lambda s, k: s,
-    "datasets.enron_users.users": lambda s, k: s,
-    "datasets.text.user_rows": lambda s, k: [s, 1],  # new with user_level: distinct from the dataset's split seed
-    "datasets.text.users": lambda s, k: s + 2,
-    "datasets.text.max_users": lambda s, k: [s, 3],  # new with user_level.max_users
-    "canaries.kind": lambda s, k: [s, zlib.crc32(k.encode())],
-    "canaries.formatted": lambda s, k: [s, zlib.crc32(k.encode()), 7],
-    "canaries.users": lambda s, k: s,
-    "canaries.user_substring": lambda s, k: int(hashlib.sha1(k.encode()).hexdigest()[:12], 16),
-    "finetune.init": lambda s, k: s,
-    "finetune.noise": lambda s, k: s + 1,
-    "finetune.eval_rows": lambda s, k: s + 1,
-    "finetune.sampler": lambda s, k: s,
-    "finetune.schedule": lambda s, k: [s, 17],
-    "finetune.secret_control": lambda s, k: s,
-    "finetune.export_order": lambda s, k: s,
-    "finetune.selfcheck.members": lambda s, k: [s, 1],
-    "finetune.heldout_rows": lambda s, k: s + 7,
-    "attack.eia.aux": lambda s, k: s + 11,
-    "attack.eia.test": lambda s, k: s + 13,
-    "lm.prompt_init": lambda s, k: 1234,
-    "audit.selfcheck.ideal": lambda s, k: 0,
-    "variance.jitter": lambda s, k: 0,
-}
+KEYS = ("new_token", "random", "email")
 
 
-def _args(st, seed, key):
-    return (None if st.fixed is not None or st.keyed == "sha1" else seed), (key if st.keyed else None)
+def _draws(seeds):
+    """(stream, seed, key) -> (first numpy double, int_seed) for every stream, seeds and keys."""
+    out = {}
+    for name in STREAMS.names():
+        st = stream(name)
+        seed_args = [None] if st.fixed is not None or st.keyed == "sha1" else list(seeds)
+        key_args = KEYS if st.keyed else [None]
+        for s, k in itertools.product(seed_args, key_args):
+            out[(name, s, k)] = (float(st.numpy(s, k).random()), st.int_seed(s, k))
+    return out
 
 
-@pytest.mark.parametrize("name", sorted(LEGACY))
-@pytest.mark.parametrize("seed,key", [(0, "new_token"), (3, "random"), (41, "email"), (7, "<m1@x>")])
-def test_each_stream_is_its_legacy_recipe(name, seed, key):
-    st = stream(name)
-    s, k = _args(st, seed, key)
-    want = LEGACY[name](seed, key)
-    assert st.entropy(s, k) == want
-    assert np.array_equal(st.numpy(s, k).random(5), np.random.default_rng(want).random(5))
+@pytest.mark.parametrize("base", [0, 3104, 3201])
+def test_first_draws_of_every_stream_differ_across_seeds(base):
+    draws = _draws(range(base, base + 101))
+    firsts = [d[0] for d in draws.values()]
+    ints = [d[1] for d in draws.values()]
+    assert len(set(firsts)) == len(firsts), "two (stream, seed, key) share a first draw"
+    assert len(set(ints)) == len(ints), "two (stream, seed, key) share an integer seed"
+    assert len(draws) > 25 * 101
 
 
-def test_every_stream_is_pinned():
-    assert sorted(STREAMS.names()) == sorted(LEGACY)
+def test_noise_of_a_seed_is_not_the_next_seeds_initialisation():
+    """The review's case: replicas at consecutive seeds (3104, 3105, 3106)."""
+    import torch
+
+    for s in (3104, 3105, 3201):
+        noise = torch.Generator().manual_seed(stream("finetune.noise").int_seed(s)).initial_seed()
+        init = torch.Generator().manual_seed(stream("finetune.init").int_seed(s + 1)).initial_seed()
+        assert noise != init
+        assert stream("finetune.eval_rows").int_seed(s) != stream("finetune.sampler").int_seed(s + 1)
+        assert stream("finetune.text_rows").int_seed(s) != stream("finetune.sampler").int_seed(s)
+
+
+def test_the_derivation_is_seedsequence_of_seed_and_name():
+    st = stream("canaries.kind")
+    want = np.random.SeedSequence(7, spawn_key=(zlib.crc32(b"canaries.kind"), zlib.crc32(b"random")))
+    assert np.array_equal(st.numpy(7, "random").random(4), np.random.default_rng(want).random(4))
+    assert 0 <= stream("finetune.noise").int_seed(2 ** 40) < 2 ** 63
+    assert DERIVATION == "seedsequence-v1"
 
 
 def test_misuse_is_refused():
     with pytest.raises(ValueError, match="needs a key"):
-        stream("canaries.kind").entropy(0)
+        stream("canaries.kind").sequence(0)
+    with pytest.raises(ValueError, match="takes no key"):
+        stream("finetune.noise").sequence(0, "x")
     with pytest.raises(ValueError, match="needs its params seed"):
-        stream("finetune.noise").entropy()
+        stream("finetune.noise").sequence()
     with pytest.raises(ValueError, match="has a fixed seed"):
-        stream("lm.prompt_init").entropy(5)
-    with pytest.raises(ValueError, match="not one integer"):
-        stream("finetune.schedule").int_seed(0)
+        stream("lm.prompt_init").sequence(5)
+    with pytest.raises(ValueError, match="negative"):
+        stream("finetune.noise").sequence(-1)
     with pytest.raises(ConfigError, match=r"unknown random stream 'nope' \(known: attack\.eia\.aux"):
         stream("nope")
 
 
-def test_converted_call_sites_draw_as_before():
+def test_converted_call_sites_draw_from_their_stream():
     from stages.canaries.kinds import kind_rng
     from stages.lm.canary_lm import PROMPT_INIT_SEED
 
-    assert np.array_equal(kind_rng(5, "random").random(4),
-                          np.random.default_rng([5, zlib.crc32(b"random")]).random(4))
-    assert PROMPT_INIT_SEED == 1234
+    assert np.array_equal(kind_rng(5, "random").random(4), stream("canaries.kind").numpy(5, "random").random(4))
+    assert PROMPT_INIT_SEED == stream("lm.prompt_init").int_seed()

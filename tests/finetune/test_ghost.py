@@ -26,8 +26,9 @@ def test_ghost_and_hooks_give_the_same_clipped_sum(tiny_base, paradigm, embeddin
         if embeddings:
             assert any(n.endswith("embed_tokens.weight") for n in ghost) and any(n.endswith("lm_head.weight")
                                                                                  for n in ghost)
-        for n in ghost:
-            torch.testing.assert_close(ghost[n], hooks[n], rtol=1e-4, atol=1e-7, msg=f"{paradigm} {n} clip {clip}")
+        for n in ghost:  # fp32 sums in another order: tolerance relative to the tensor's scale
+            atol = max(1e-7, 1e-5 * float(hooks[n].abs().max()))
+            torch.testing.assert_close(ghost[n], hooks[n], rtol=1e-4, atol=atol, msg=f"{paradigm} {n} clip {clip}")
         total = torch.sqrt(sum((g ** 2).sum() for g in ghost.values()))
         assert total > 0
 
