@@ -80,7 +80,8 @@ def read_point_refs(path: str | Path) -> tuple[list[dict], dict]:
 AUDIT_POINTS = pa.schema([
     ("point", pa.string()),         # the DVC experiment's name (study-<config>-s<seed>)
     ("config", pa.string()),        # the configuration's name in variance.study.configs
-    ("seed", pa.int64()),           # canaries.seed and the run's seed (canary draw, coins, sample, sampler, noise)
+    ("seed", pa.int64()),           # canaries.seed and the run's seed (canary draw, coins, sample, sampler, noise):
+    #                                 every configuration trains at each seed, so a seed is a block of the design
     ("status", pa.string()),        # completed | failed
     ("error", pa.string()),         # the failure, one line (null: completed)
     ("base_commit", pa.string()),   # the commit the experiment ran from

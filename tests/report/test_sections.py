@@ -162,6 +162,14 @@ def test_the_variance_section_states_q1_and_q2_with_the_seeds_numbers(tmp_path):
     full = study_result(study, study_table(tmp_path, study, synthetic_models(study)))
     paras, tables, images = _study(full, tmp_path, {"study": "study.png"})
     text = " ".join(paras)
-    assert "Q1" in text and "Kruskal–Wallis H = " in text and "ε²_H" in text and "power under the ideal" in text
-    assert "Q2" in text and "with valid perplexity ρ = " in text and "95% bootstrap" in text and "−0.13" in text
-    assert "δ fixed at 1e-05" in text and "heuristic" in text and images[0][1] == tmp_path / "study.png"
+    assert "Q1" in text and "Kruskal–Wallis H = " in text and "η²_H" in text and "power under the ideal" in text
+    assert "blocked by seed" in text and "Friedman χ² = " in text and "assumes independent groups" in text
+    assert "Q2" in text and "with valid perplexity ρ = " in text and "95% bootstrap over 5 seed blocks" in text
+    assert "−0.13" in text and "δ fixed at 1e-05" in text and "heuristic" in text
+    assert images[0][1] == tmp_path / "study.png" and "fresh seed" not in text
+    assert "beyond what (q, T, σ) predict" in text and "Wilcoxon signed-rank" in text and "proved" not in text
+    assert "coupled random streams" not in text and "Second study" not in text  # synthetic commits; none yet
+    flagged = {**full, "coupled_streams": ["e50835c2c238cc14644ab46d6861b86f53f77601"]}
+    text = " ".join(_study(flagged, tmp_path, {}, {"answer": "it does not.", "caveats": ["One caveat."]})[0])
+    assert "coupled random streams" in text and "`e50835c2`" in text and "seed s + 1's initialisation" in text
+    assert "Second study (settings the accountant does not see, at one q, T, σ): it does not." in text

@@ -144,53 +144,156 @@ SEED_Q = ("the seed (GPT-2 on Enron, 7 configurations × 4 seeds at ε = 8, App.
 def _rho(res: dict | None) -> str:
     if not res or res.get("rho") is None:
         return "not computable" + (f" ({res['skipped']})" if res and res.get("skipped") else "")
-    ci = res.get("ci95")
-    return f"ρ = {fmt(res['rho'])}" + (f" [95% bootstrap {fmt(ci[0])}, {fmt(ci[1])}]" if ci else "") + \
-        f" over {res.get('n', '?')} models"
+    ci, over = res.get("ci95"), res.get("resampled")
+    return f"ρ = {fmt(res['rho'])}" + (f" [95% bootstrap{f' over {over}' if over else ''} {fmt(ci[0])}, "
+                                        f"{fmt(ci[1])}]" if ci else "") + f" over {res.get('n', '?')} models"
 
 
-def _study(st: dict, plots: Path, plot_files: dict) -> tuple[list[str], list[Table], list]:
-    """The pre-registered study's paragraphs (Q1 and Q2 in one sentence each, with the seed's numbers), tables and
-    plot; Q1 / Q2 only once every registered model has run."""
+def _fr(t: dict) -> str:
+    """Friedman's test in a few words (or why it was not computed)."""
+    if "p" not in t:
+        return f"Friedman's test not computed ({t.get('skipped')})"
+    dropped = f", seeds {', '.join(map(str, t['dropped_blocks']))} dropped as incomplete" if t["dropped_blocks"] else ""
+    return (f"Friedman χ² = {fmt(t['chi2'])}, df {t['df']}, p = {fmt(t['p'], 4)}, Kendall's W = "
+            f"{fmt(t['kendall_w'])} over {t['blocks']} seed blocks{dropped}")
+
+
+def _kw(t: dict) -> str:
+    if "p" not in t:
+        return f"Kruskal–Wallis not computed ({t.get('skipped')})"
+    return f"Kruskal–Wallis H = {fmt(t['H'])}, df {t['df']}, p = {fmt(t['p'], 3)}, η²_H = {fmt(t['eta_squared_h'])}"
+
+
+def _q1(st: dict, t: dict) -> str:
+    """Q1's sentence: Friedman's verdict within seed blocks, the registered Kruskal-Wallis beside it."""
     q = f"(ε, δ) = ({st['epsilon']:g}, {st['delta']:g})"
+    fr, kw, power = t["friedman"], t["kruskal_wallis"], t.get("power_under_ideal") or {}
+    head = (f"Q1 — does ε̂ vary with the configuration at one {q}? The study is blocked by seed (each seed's "
+            f"{fr['groups']} models share its canaries, coins, text sample and noise seed), so the test compares the "
+            "configurations within seeds: ")
+    if t["varies"] is None:
+        head += _fr(fr) + "."
+    else:
+        head += (f"the one-run ε̂95 {'varies' if t['varies'] else 'is not shown to vary'} across the {fr['groups']} "
+                 f"configurations ({_fr(fr)}, {fr['n']} models, at level {t['level']:g}"
+                 + (f"; its power under the ideal was {fmt(power['friedman'])}" if power else "") + ").")
+    if t["registered_varies"] is None or t["varies"] is None:
+        return head + (" The registered test, Kruskal–Wallis, assumes independent groups, which these models are not: "
+                       f"{_kw(kw)}.")
+    agree = t["varies"] == t["registered_varies"]
+    return head + (f" The registered test, Kruskal–Wallis, assumes independent groups, which these models are not: "
+                   f"{_kw(kw)}" + (f" (power under the ideal {fmt(power['kruskal_wallis'])})" if power else "")
+                   + ("; it agrees, so the verdict does not hang on Friedman's test replacing it after the models "
+                      "ran." if agree else f"; it disagrees (registered verdict: "
+                      f"{'varies' if t['registered_varies'] else 'not shown to vary'}), and Friedman's test "
+                      "replaced it after the models ran, so weigh the verdict with that in mind."))
+
+
+def _pair(p: dict) -> str:
+    if "p" not in p:
+        return f"{p['a']} vs {p['b']}: {p.get('skipped')}"
+    floor = (f", the smallest p {p['nonzero']} non-zero pairs can give, so this comparison could not reject at "
+             "0.05" if p["min_p"] >= 0.05 else "")
+    return (f"{p['b']} − {p['a']} differs at {p['nonzero']} of {p['pairs']} seeds ({p['b']} higher at {p['higher']},"
+            f" lower at {p['lower']}; median difference {fmt(p['median_difference'])}; Wilcoxon signed-rank "
+            f"p = {fmt(p['p'], 3)}{floor})")
+
+
+def _answer(st: dict, an: dict) -> str:
+    """The first study's answer to "at equal (ε, δ), does what leaks vary beyond what (q, T, σ) predict?"."""
+    res, t = an.get("residual"), an["q1"][st["measures"][0]]
+    ideals = " / ".join(fmt(c["median_ideal_eps_lb_95_median"], 2) for c in st["configs"])
+    raw = (f"the raw difference was not tested ({t['friedman'].get('skipped')})" if t["varies"] is None else
+           f"the raw difference is {'significant' if t['varies'] else 'not significant'} "
+           f"(Friedman p = {fmt(t['friedman']['p'], 4)})")
+    head = ("At equal (ε, δ), does what leaks vary beyond what (q, T, σ) predict? In this first study the "
+            "configurations differ in q and T, which moves the ideal audit itself (ideal medians "
+            f"{ideals}), so a raw difference may be only what the accountant's parameters predict: {raw}")
+    if not res:
+        return head + "; the rows carry no ideal, so the residuals were not tested."
+    across = [x for x in (res["friedman"], res["kruskal_wallis"]) if x.get("p", 1) < st["alpha"]]
+    beyond = across + [p for p in res["same_q_t"] if p.get("p", 1) < st["alpha"]]
+    pairs = "; ".join(_pair(p) for p in res["same_q_t"])
+    text = ("; the residuals (each model's ε̂95 minus its configuration's ideal median; exploratory, tested after "
+            f"the models ran) {'differ' if across else 'do not differ'} across configurations ("
+            + (f"Friedman χ² = {fmt(res['friedman']['chi2'])}, p = {fmt(res['friedman']['p'], 3)}"
+               if "p" in res["friedman"] else "Friedman's test not computed")
+            + f"; Kruskal–Wallis p = {fmt(res['kruskal_wallis'].get('p'), 3)})"
+            + (f", and at the same q, T, σ (only η differs) {pairs}" if pairs else "") + ". ")
+    if beyond:
+        return head + text + ("So here leakage varies beyond what the ideal at each q, T, σ predicts (exploratory: "
+                              "a test chosen after the models ran).")
+    raw = ("So the raw difference is consistent with what the accountant's q and T predict through the ideal audit, "
+           "and this" if t["varies"] else "So this")
+    return head + text + (f"{raw} study shows no leakage difference beyond what (q, T, σ) predict; with "
+                          f"{len(an['design']['blocks'])} seeds that is an absence of evidence, not evidence of "
+                          "absence. Whether what the accountant does not see (learning rate, optimizer, clipping) "
+                          "changes what leaks at one q, T, σ is the second study's question.")
+
+
+def _streams(st: dict) -> str | None:
+    """Next to the result: the models' random streams were coupled (the base commits the variance stage flags)."""
+    commits = st.get("coupled_streams") or []
+    if not commits:
+        return None
+    return ("These models were trained with coupled random streams (the seed + offset derivation, before the one "
+            "SeedSequence derivation of stages/core/seeds.py; commits " + ", ".join(f"`{c[:8]}`" for c in commits)
+            + "): seed s's DP-noise generator was seeded like seed s + 1's initialisation, so the consecutive seed "
+            "blocks are not strictly independent, as Friedman's test and the bootstrap over seeds assume. The "
+            "models were not retrained.")
+
+
+def second_study(res: dict | None) -> list[str]:
+    """The place of the second study (stages/variance/paired.py, not built yet: settings the accountant does not see
+    — learning rate, optimizer, clipping — at one q, T, σ), from its result dict (analysis.json's
+    ``second_study``): its ``answer`` sentence and its ``caveats``; nothing when absent."""
+    if not res:
+        return []
+    return [f"Second study (settings the accountant does not see, at one q, T, σ): {res.get('answer', '–')}",
+            *res.get("caveats", [])]
+
+
+def _assumptions(st: dict) -> str:
+    failed = "; ".join(f"{f['point']}: {f['error']}" for f in st["failed"]) or "none"
+    rule = (f"{st['rule'][0]} 'in' and {st['rule'][1]} 'out' guesses among the new-token canaries" if st["rule"]
+            else "the new-token canaries")
+    return (f"Assumptions: one model (SmolLM2-135M, LoRA with the canaries' own rows) and one dataset "
+            f"(PersonaChat; {rule}: the audit's primary rule the models were audited with); δ fixed at "
+            f"{st['delta']:g}, never n^-1.1; blocked by seed: every configuration trains at each registered seed "
+            "(its canary draw and membership coins, text sample, sampler and noise seed), so a seed's models share "
+            "those draws and configurations with the same b and T draw the same batches and noise; every seed was "
+            "registered before any model existed; Friedman's test compares configurations within seeds, and the "
+            "bootstrap intervals resample whole seeds (each draw holds every configuration, so they are "
+            "conditional on the configurations, and few seeds make them rough); the ideal is the linear "
+            "last-iterate model at each configuration's q, T, σ (a heuristic, not these models' spread); the "
+            "pooled bound adds the canaries of one configuration's models (parallel composition: each of them its "
+            "own seed, so its own canaries and noise). Failed models: " + failed + ".")
+
+
+def _study(st: dict, plots: Path, plot_files: dict, second: dict | None = None
+           ) -> tuple[list[str], list[Table], list]:
+    """The pre-registered study's paragraphs (Q1, the answer beyond (q, T, σ), Q2, with the seed's numbers; the
+    second study's where given), tables and plot; Q1 / Q2 only once every registered model has run."""
     an = st.get("analysis")
     paras = []
     if an is None:
         paras.append(f"Pre-registered study (seed section 5.1, `variance.study`): {st['completed']} of "
-                     f"{st['registered']} models of `runs.{st['run']}` at {q} have run. {st['withheld']}. The rows "
-                     "below are descriptive; nothing is concluded from them yet. For comparison, " + SEED_Q + ".")
+                     f"{st['registered']} models of `runs.{st['run']}` at (ε, δ) = ({st['epsilon']:g}, "
+                     f"{st['delta']:g}) have run. {st['withheld']}. The rows below are descriptive; nothing is "
+                     "concluded from them yet. For comparison, " + SEED_Q + ".")
     else:
-        first = st["measures"][0]
-        t = an["q1"][first]
-        power = t.get("power_under_ideal") or {}
-        if "p" in t:
-            verdict = "varies" if t["varies"] else "is not shown to vary"
-            q1 = (f"Q1 — does ε̂ vary with the configuration at one {q}? The one-run ε̂95 {verdict} across the "
-                  f"{t['groups']} configurations (Kruskal–Wallis H = {fmt(t['H'])}, df {t['df']}, p = {fmt(t['p'], 3)}"
-                  f" at the registered level {st['alpha']:g}, effect size ε²_H = {fmt(t['epsilon_squared'])}, "
-                  f"{t['n']} models" + (f"; its power under the ideal was {fmt(power['power'])}" if power else "")
-                  + ").")
-        else:
-            q1 = f"Q1 — not tested: {t.get('skipped')}."
         q2 = "; ".join(f"with {y.replace('_', ' ')} {_rho(res)}" for y, res in an["q2"].items())
-        paras += [q1, f"Q2 — is ε̂ aligned with utility and memorization? Spearman of ε̂95 {q2} (descriptive, "
-                      "no test). For comparison, " + SEED_Q + ".",
+        paras += [_q1(st, an["q1"][st["measures"][0]]), _answer(st, an), *filter(None, [_streams(st)]),
+                  f"Q2 — is ε̂ aligned with utility and memorization? Spearman of ε̂95 {q2} (descriptive, no test; "
+                  "an interval from few seeds is rough). "
+                  "For comparison, " + SEED_Q + ".",
                   f"How much the ideal predicts: Spearman of each model's ε̂95 with its configuration's ideal median, "
                   f"{_rho(an['ideal_prediction'])}."]
         for m, res in an["q1"].items():
-            if res.get("role", "").startswith("secondary") and "p" in res:
-                paras.append(f"Secondary ({m.replace('_', ' ')}, exploratory, no verdict): Kruskal–Wallis H = "
-                             f"{fmt(res['H'])}, p = {fmt(res['p'], 3)}, ε²_H = {fmt(res['epsilon_squared'])}.")
-    failed = "; ".join(f"{f['point']}: {f['error']}" for f in st["failed"]) or "none"
-    rule = (f"{st['rule'][0]} 'in' and {st['rule'][1]} 'out' guesses among the new-token canaries" if st["rule"]
-            else "the new-token canaries")
-    paras.append(f"Assumptions: one model (SmolLM2-135M, LoRA with the canaries' own rows) and one dataset "
-                 f"(PersonaChat; {rule}: the audit's primary rule the models were audited with); δ fixed at "
-                 f"{st['delta']:g}, never n^-1.1; each model its own fresh seed (canary draw, coins, text sample, "
-                 "sampler, noise), every seed registered before any model existed; the ideal is the linear "
-                 "last-iterate model at each configuration's q, T, σ (a heuristic, not these models' spread); "
-                 "the pooled bound adds the models' canaries of one configuration (parallel composition: each "
-                 "model its own canaries and noise). Failed models: " + failed + ".")
+            if res.get("role", "").startswith("secondary"):
+                paras.append(f"Secondary ({m.replace('_', ' ')}, exploratory, no verdict): "
+                             f"{_fr(res['friedman'])}; {_kw(res['kruskal_wallis'])}.")
+    paras += [*second_study(second), _assumptions(st)]
     images = [("Pre-registered study: each model's one-run ε̂95 by configuration (dots), the ideal median "
                "(heuristic, bar), the pooled bound over the configuration's models (diamond) and the accountant's ε",
                plots / plot_files["study"])] if "study" in plot_files else []
@@ -228,8 +331,8 @@ def variance_section(variance_dir: Path | None) -> Section | None:
     r = read_json(path)
     stats, measure = r["statistics"], r["measure"].upper()
     primary = stats.get(r["primary"]) or {}
-    s_paras, s_tables, s_images = (_study(r["study"], variance_dir / "plots", r.get("plots", {})) if r.get("study")
-                                   else ([], [], []))
+    s_paras, s_tables, s_images = (_study(r["study"], variance_dir / "plots", r.get("plots", {}),
+                                          r.get("second_study")) if r.get("study") else ([], [], []))
     if not primary:
         return Section("Empirical privacy variance", paragraphs=[
             *s_paras, f"Sweep {r['sweep']}: none of its {r['points']} points completed."], tables=s_tables,
