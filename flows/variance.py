@@ -14,8 +14,8 @@ calibrated by the accountant to the point's epsilon). No point assumes a filesys
 3. the driver `dvc exp pull`s every finished experiment and tabulates it from the experiment's own commit
    (reports/metrics.json), writing the sweep table `variance.table` that the `variance` DVC stage analyses.
 
-A point that fails (a stage error, divergence, a lost worker) is retried `variance.sweep.retries` times, then
-recorded as failed with its error; the other points complete and are tabulated.
+A failing point (a stage error, divergence, a lost worker) is retried `variance.sweep.retries` times, then recorded
+as failed with its error. `--study` trains the pre-registered study (`variance.study`), `--study silent` the second.
 
 The flow only orchestrates: the grid, a point's params, the divergence rule and the table's rows come from
 ``stages.variance.api``; every point's params are validated by the root params loader before any is dispatched.
@@ -23,7 +23,6 @@ The flow only orchestrates: the grid, a point's params, the divergence rule and 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows.api_server import shared_api
 from stages.core.env import OFFLINE_ENV
 from stages.core.errors import ConfigError, DataError
 from stages.core.params import read_params
@@ -207,13 +207,17 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
     return rows
 
 
-def checked_study(params_file: Path) -> tuple[Params, dict, list[dict]]:
-    """The root params, the raw params and the pre-registered study's models (``variance.study``): the study must be
-    registered (its recipe a run, its seeds fresh: ``StudyParams.registered``) and every model's params valid, before
-    any model is trained."""
+#: the pre-registered studies the flow trains: ``--study NAME`` -> the ``variance.NAME`` section
+STUDIES = ("study", "silent")
+
+
+def checked_study(params_file: Path, which: str = "study") -> tuple[Params, dict, list[dict]]:
+    """The root params, the raw params and a pre-registered study's models (``variance.<which>``): the study must be
+    registered (its recipe a run, its seeds fresh: ``registered``) and every model's params valid, before any model
+    is trained."""
     raw = read_params(params_file)
     params = load_params(params_file, raw)
-    study = params.variance.study
+    study = getattr(params.variance, which)
     problems = study.registered(raw)
     if problems:
         key, why = problems[0]
@@ -224,9 +228,9 @@ def checked_study(params_file: Path) -> tuple[Params, dict, list[dict]]:
     return params, raw, pts
 
 
-def study_meta(params: Params, raw: dict) -> dict:
+def study_meta(params: Params, raw: dict, which: str = "study") -> dict:
     """What the study table says produced it: the registered study and the recipe it varies (compared on resume)."""
-    study = params.variance.study
+    study = getattr(params.variance, which)
     return {"study": json.loads(json.dumps(asdict(study))), "recipe": raw["runs"][study.run],
             "primary": {"attack": params.audit.primary.attack, "kind": params.audit.primary.kind}}
 
@@ -244,16 +248,16 @@ def kept_models(path: Path, meta: dict) -> dict[str, dict]:
 
 
 @flow(name="privacy-variance-study", persist_result=False)
-def variance_study(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
+def variance_study(repo: str = ".", params_file: str = "params.yaml", which: str = "study") -> list[dict]:
     """Train the pre-registered study's models (configurations x seeds) as DVC experiments on Dask workers, through
     the sweep's machinery (``variance.sweep``: cluster, retries, remotes). The table (``variance.study.table``) is
     rewritten as each model completes, so an interrupted study resumes: its completed models are kept and only the
     others run (from the commit now checked out, which each row names)."""
     log = get_run_logger()
     root = Path(repo).resolve()
-    params, raw, pts = checked_study(root / params_file)
-    study, sp = params.variance.study, params.variance.sweep
-    path, meta = root / study.table, study_meta(params, raw)
+    params, raw, pts = checked_study(root / params_file, which)
+    study, sp = getattr(params.variance, which), params.variance.sweep
+    path, meta = root / study.table, study_meta(params, raw, which)
     kept = kept_models(path, meta)
     todo = [p for p in pts if p["point"] not in kept]
     log.info("study: %d models, %d completed earlier, %d to train", len(pts), len(kept), len(todo))
@@ -294,41 +298,20 @@ def variance_study(repo: str = ".", params_file: str = "params.yaml") -> list[di
     return [rows[p["point"]] for p in pts]
 
 
-def drain_prefect_workers() -> None:
-    """Send Prefect's queued logs and events (blocking, bounded)."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
+def write_plan(repo: str = ".", params_file: str = "params.yaml") -> dict:
+    """The second study's power statement (``stages.variance.paired.plan``) at the recipe's candidate pool and
+    primary rule as the committed metrics give them, into ``variance.silent.plan``."""
+    from stages.core.io import write_json
+    from stages.variance.paired import plan
 
-    for worker in (APILogWorker, EventsWorker):
-        worker.drain_all(timeout=30)
-
-
-@contextlib.contextmanager
-def shared_api():
-    """One Prefect API for the driver and every LocalCluster worker: the configured PREFECT_API_URL, or else a
-    temporary server started here and exported to the workers' environment (otherwise each worker process
-    would start a temporary server of its own, about 20 s of CPU each and a share of a core while it runs)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    if PREFECT_API_URL.value():
-        yield
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
-    server.start(timeout=int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")))
-    before = os.environ.get("PREFECT_API_URL")
-    os.environ["PREFECT_API_URL"] = server.api_url
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            yield
-    finally:
-        if before is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = before
-        drain_prefect_workers()  # send what is queued while the server still answers (else: retries, then an error)
-        server.stop()
+    params, raw, _ = checked_study(Path(repo) / params_file, "silent")
+    study = params.variance.silent
+    run = json.loads((Path(repo) / params.audit.out).read_text())["runs"][study.run]
+    priv, prim = run["privacy"], run["audit_primary"]
+    out = plan(study, round(priv["expected_batch_size"] / priv["sample_rate"]), prim["m"],
+               (prim["k_pos"], prim["k_neg"]), priv["accountant"])
+    write_json(Path(repo) / study.plan, {"study": study_meta(params, raw, "silent")["study"], **out})
+    return out
 
 
 def run_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
@@ -340,12 +323,12 @@ def run_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
                                                                                            params_file=params_file)
 
 
-def run_study(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
-    """The study's flow on the sweep's task runner (``variance.sweep.cluster``), one Prefect API for all."""
-    params, _, _ = checked_study(Path(repo) / params_file)  # an unregistered study fails here, before any worker
+def run_study(repo: str = ".", params_file: str = "params.yaml", which: str = "study") -> list[dict]:
+    """A study's flow on the sweep's task runner (``variance.sweep.cluster``), one Prefect API for all."""
+    params, _, _ = checked_study(Path(repo) / params_file, which)  # an unregistered study fails here, before any worker
     with shared_api():
-        return variance_study.with_options(task_runner=task_runner(params.variance.sweep))(repo=repo,
-                                                                                           params_file=params_file)
+        return variance_study.with_options(task_runner=task_runner(params.variance.sweep))(
+            repo=repo, params_file=params_file, which=which)
 
 
 def retabulate(repo: str = ".", params_file: str = "params.yaml") -> list[dict]:
@@ -368,14 +351,20 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".")
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--plan", action="store_true",
+                    help="with --study silent: write its power statement (variance.silent.plan) and stop")
     ap.add_argument("--retabulate", action="store_true",
                     help="rebuild the table from the experiments it names (no point reruns)")
-    ap.add_argument("--study", action="store_true",
-                    help="train the pre-registered study (variance.study) instead of the sweep grid; resumable")
+    ap.add_argument("--study", nargs="?", const="study", default=None, choices=STUDIES,
+                    help="train a pre-registered study (variance.study; --study silent: variance.silent) instead of "
+                         "the sweep grid; resumable")
     args = ap.parse_args(argv)
     t0 = time.time()
+    if args.plan:
+        print(json.dumps(write_plan(args.repo, args.params), indent=1))
+        return
     if args.study:
-        rows = run_study(args.repo, args.params)
+        rows = run_study(args.repo, args.params, args.study)
         ok = sum(r["status"] == "completed" for r in rows)
         print(f"variance study: {ok} of {len(rows)} models completed in {time.time() - t0:.0f} s; "
               "`dvc repro report` analyses the table")

@@ -74,8 +74,9 @@ def diverged(run: dict, limit: float) -> str | None:
 
 
 def study_points(study, raw: dict, primary_attack: str) -> list[dict]:
-    """The pre-registered study's models (``variance.study``): one point per (configuration, seed), each the study's
-    recipe (``runs.<study.run>``) at the configuration's b, T, eta with sigma calibrated to (epsilon, delta), and the
+    """A pre-registered study's models (``variance.study`` or ``variance.silent``): one point per (configuration,
+    seed), each the study's recipe (``runs.<study.run>``) at the configuration's b, T, eta (and optimizer, where it
+    names one) with sigma calibrated to (epsilon, delta), and the
     seed as its own canary draw and membership coins (``canaries.seed``) and its text sample, sampler and noise (the
     run's ``seed``). Its attacks: the audit's primary attack and each Q2 score that is an attack (exposure, vmr,
     air, acr)."""
@@ -87,7 +88,7 @@ def study_points(study, raw: dict, primary_attack: str) -> list[dict]:
             dp = {**(base.get("dp") or {}), "enabled": True, "epsilon": float(study.epsilon),
                   "delta": float(study.delta)}
             run = {**base, "batch_size": int(c.batch_size), "steps": int(c.steps), "lr": float(c.lr),
-                   "seed": int(seed), "dp": dp}
+                   "seed": int(seed), "dp": dp, **({"optimizer": c.optimizer} if hasattr(c, "optimizer") else {})}
             out.append({"point": f"study-{config}-s{seed}".replace("_", "-"), "config": config,
                         "epsilon": float(study.epsilon), "delta": float(study.delta), "batch_size": int(c.batch_size),
                         "steps": int(c.steps), "lr": float(c.lr), "seed": int(seed), "runs": {study.run: run},

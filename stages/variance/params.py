@@ -134,13 +134,79 @@ class StudyParams:
         a development seed. Checked on the project's params by a test (the flow that will train the study must
         check it too; it is not written yet), not on every derived params file (a sweep point or a test's project
         drops runs and seeds the study names)."""
-        missing = sorted(set(self.seeds) - set(section_of(raw, "audit.seeds.preregistered") or ()))
-        used = sorted(set(self.seeds) & set(section_of(raw, "audit.seeds.development") or ()))
-        return ([("variance.study.run", f"no such run in runs ({self.run!r})")]
-                if self.run not in run_names(raw) else []) \
-            + ([("variance.study.seeds", f"must stand in audit.seeds.preregistered (missing {missing})")]
-               if missing else []) \
-            + ([("variance.study.seeds", f"must not be development seeds ({used})")] if used else [])
+        return registered(self, raw, "variance.study")
+
+
+@dataclass(frozen=True)
+class SilentConfig(StudyConfig):
+    """One setting of the second study: the first study's hyperparameters and the optimizer (DP-SGD or DP-Adam(W)),
+    which the accountant does not see."""
+
+    optimizer: Literal["adamw", "adam", "sgd"]
+
+
+#: what the second study's primary and secondary measures may name (a study model's row)
+SILENT_MEASURES = ("v", "member_shift", "eps_lb_95")
+
+
+@dataclass(frozen=True)
+class SilentParams:
+    """The second pre-registered study (stages/variance/paired.py): at one (q, T, sigma), so one ideal audit, settings
+    the accountant does not see (learning rate, optimizer), each model paired by seed with the base setting's; the
+    primary test of each setting is Wilcoxon's signed-rank test of its paired difference from the base in the
+    primary measure, Holm-corrected over the settings. Fixed, with its analysis, before the first model."""
+
+    table: str                       # one row per model (git-tracked; the variance stage's input)
+    plan: str                        # the design's power statement, written before the first model (git-tracked)
+    run: str                         # the canary-bearing recipe (runs.<run>) every setting varies
+    epsilon: float
+    delta: float
+    configs: dict[str, SilentConfig]  # the settings; all at one batch size and step count (one q, T and sigma)
+    base: str                        # the setting every other is compared with
+    seeds: tuple[int, ...]           # each seed: one model of every setting (its canary draw, coins, sampler, noise)
+    measure: str                     # the primary measure (v: correct "in" guesses of the primary rule)
+    secondary: tuple[str, ...]       # reported with the same paired test, no verdict
+    alpha: float                     # family-wise level over the settings (Holm)
+    effect: float                    # the stated effect in the primary measure that the power statement is for
+    power_trials: int                # simulated studies for that power
+    seed: int                        # the power simulation's
+
+    @property
+    def q2_against(self) -> tuple[str, ...]:
+        """The flow's study interface: the second study scores no Q2 measure (its models run the primary attack)."""
+        return ()
+
+    def problems(self):
+        shapes = {(c.batch_size, c.steps) for c in self.configs.values()}
+        return (check(len(self.configs) >= 3, "configs", "needs the base and at least two other settings",
+                      sorted(self.configs))
+                + check(self.base in self.configs, "base", "must name one of configs", self.base)
+                + check(len(shapes) == 1, "configs", "must share one batch_size and steps (one q, T and sigma)",
+                        sorted(shapes))
+                + check(len(self.seeds) >= 8 and len(set(self.seeds)) == len(self.seeds), "seeds",
+                        "needs at least eight, no repeats", self.seeds)
+                + check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
+                + check(0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
+                + check(self.measure in SILENT_MEASURES, "measure", f"one of {', '.join(SILENT_MEASURES)}",
+                        self.measure)
+                + check(set(self.secondary) <= set(SILENT_MEASURES), "secondary",
+                        f"each one of {', '.join(SILENT_MEASURES)}", self.secondary)
+                + check(0 < self.alpha < 1, "alpha", "must be in (0, 1)", self.alpha)
+                + check(self.effect > 0, "effect", "must be > 0", self.effect)
+                + check(self.power_trials >= 0, "power_trials", "must be >= 0", self.power_trials))
+
+    def registered(self, raw: dict) -> list[tuple[str, str]]:
+        return registered(self, raw, "variance.silent")
+
+
+def registered(study, raw: dict, key: str) -> list[tuple[str, str]]:
+    """A study's recipe is a configured run, and every seed was registered as fresh (audit.seeds.preregistered),
+    never a development seed."""
+    missing = sorted(set(study.seeds) - set(section_of(raw, "audit.seeds.preregistered") or ()))
+    used = sorted(set(study.seeds) & set(section_of(raw, "audit.seeds.development") or ()))
+    return ([(f"{key}.run", f"no such run in runs ({study.run!r})")] if study.run not in run_names(raw) else []) \
+        + ([(f"{key}.seeds", f"must stand in audit.seeds.preregistered (missing {missing})")] if missing else []) \
+        + ([(f"{key}.seeds", f"must not be development seeds ({used})")] if used else [])
 
 
 @dataclass(frozen=True)
@@ -157,6 +223,7 @@ class VarianceParams:
     control_alpha: float
     sweep: SweepParams
     study: StudyParams
+    silent: SilentParams
 
     def problems(self):
         return (check(self.min_points >= 3, "min_points", "must be >= 3", self.min_points)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .analysis import analyse, config_key
+from .paired import silent_result
 from .params import VarianceParams
 from .plots import eps_delta, jitter_plot, profiles_plot, selection_plot, study_plot
 from .schema import read_points
@@ -24,7 +25,8 @@ def analyse_table(params: VarianceParams) -> tuple[dict, list[dict]]:
             "completed": first["completed"],
             "failed": first["failed"], "table": [{k: r[k] for k in ("point", "rev", "status")} for r in rows],
             "statistics": {s: a["epsilons"] for s, a in per.items()},
-            "study": study_result(params.study, Path(params.study.table))}, rows
+            "study": study_result(params.study, Path(params.study.table)),
+            "second_study": silent_result(params.silent, Path(params.silent.table))}, rows
 
 
 def draw(result: dict, rows: list[dict], params: VarianceParams, out: Path) -> dict[str, str]:
