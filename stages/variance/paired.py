@@ -119,8 +119,8 @@ def plan(study, population: int, m: int, rule: tuple[int, int], accountant: str)
 
 def silent_result(study, path) -> dict | None:
     """The variance stage's account of the second study from its table (None before the flow wrote one): progress,
-    the models, and the registered analysis (``analyse_silent``) only once every registered model has run; its
-    design must be the registered one."""
+    the models, the power statement written before them (``study.plan``), and the registered analysis
+    (``analyse_silent``) only once every registered model has run; its design must be the registered one."""
     import json
     from dataclasses import asdict
     from pathlib import Path
@@ -143,6 +143,7 @@ def silent_result(study, path) -> dict | None:
            "pending": registered - len(rows),
            "models": [{k: r[k] for k in ("point", "config", "seed", "rev", "status", "v", "r", "m", "eps_lb_95",
                                          "member_shift", "ideal_eps_lb_95_median", "valid_perplexity",
-                                         "sample_rate", "noise_multiplier", "accountant_epsilon")} for r in rows]}
+                                         "sample_rate", "noise_multiplier", "accountant_epsilon")} for r in rows],
+           "plan": json.loads(Path(study.plan).read_text()) if Path(study.plan).is_file() else None}
     out["analysis"] = analyse_silent(done, study) if done and not out["pending"] and not out["failed"] else None
     return out

@@ -168,8 +168,8 @@ def test_the_variance_section_states_q1_and_q2_with_the_seeds_numbers(tmp_path):
     assert "−0.13" in text and "δ fixed at 1e-05" in text and "heuristic" in text
     assert images[0][1] == tmp_path / "study.png" and "fresh seed" not in text
     assert "beyond what (q, T, σ) predict" in text and "Wilcoxon signed-rank" in text and "proved" not in text
-    assert "coupled random streams" not in text and "Second study" not in text  # synthetic commits; none yet
+    assert "coupled random streams" not in text and "Second pre-registered" not in text  # synthetic commits; none
     flagged = {**full, "coupled_streams": ["e50835c2c238cc14644ab46d6861b86f53f77601"]}
-    text = " ".join(_study(flagged, tmp_path, {}, {"answer": "it does not.", "caveats": ["One caveat."]})[0])
+    text = " ".join(_study(flagged, tmp_path, {})[0])
     assert "coupled random streams" in text and "`e50835c2`" in text and "seed s + 1's initialisation" in text
-    assert "Second study (settings the accountant does not see, at one q, T, σ): it does not." in text
+    # the second study's own account: tests/report/test_silent.py

@@ -6,6 +6,7 @@ from pathlib import Path
 from ...core.formatting import Table, fmt
 from ...core.io import read_json
 from ..render import Section
+from .silent import second_study
 
 MODEL_TITLES = {"individual": "score ~ log b + log T + log η", "compute": "score ~ log C + log η (C = b·T)",
                 "updates": "score ~ log U + log η (U = C·η)"}
@@ -243,16 +244,6 @@ def _streams(st: dict) -> str | None:
             "models were not retrained.")
 
 
-def second_study(res: dict | None) -> list[str]:
-    """The place of the second study (stages/variance/paired.py, not built yet: settings the accountant does not see
-    — learning rate, optimizer, clipping — at one q, T, σ), from its result dict (analysis.json's
-    ``second_study``): its ``answer`` sentence and its ``caveats``; nothing when absent."""
-    if not res:
-        return []
-    return [f"Second study (settings the accountant does not see, at one q, T, σ): {res.get('answer', '–')}",
-            *res.get("caveats", [])]
-
-
 def _assumptions(st: dict) -> str:
     failed = "; ".join(f"{f['point']}: {f['error']}" for f in st["failed"]) or "none"
     rule = (f"{st['rule'][0]} 'in' and {st['rule'][1]} 'out' guesses among the new-token canaries" if st["rule"]
@@ -293,11 +284,12 @@ def _study(st: dict, plots: Path, plot_files: dict, second: dict | None = None
             if res.get("role", "").startswith("secondary"):
                 paras.append(f"Secondary ({m.replace('_', ' ')}, exploratory, no verdict): "
                              f"{_fr(res['friedman'])}; {_kw(res['kruskal_wallis'])}.")
-    paras += [*second_study(second), _assumptions(st)]
+    s_paras, s_tables = second_study(second)
+    paras += [*s_paras, _assumptions(st)]
     images = [("Pre-registered study: each model's one-run ε̂95 by configuration (dots), the ideal median "
                "(heuristic, bar), the pooled bound over the configuration's models (diamond) and the accountant's ε",
                plots / plot_files["study"])] if "study" in plot_files else []
-    return paras, study_tables(st), images
+    return paras, [*study_tables(st), *s_tables], images
 
 
 def study_tables(st: dict) -> list[Table]:
