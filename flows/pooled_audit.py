@@ -6,8 +6,10 @@ dvc.lock (reports/audit_study/locks/).
     leakaudit run && python -m flows.pooled_audit    # then commit reports/audit_study/ with the dvc.lock it names
 
 Refuses while params.yaml or dvc.lock differ from the commit, or while `dvc status` finds the audit stale; never
-rewrites a recorded (recipe, seeds) row. A row whose seeds are all preregistered is a confirmation set; otherwise a
-development look. The flow only orchestrates: rows come from ``stages.studies.study``.
+rewrites a recorded (recipe, seeds, streams) row. A row whose seeds are all preregistered in params now
+(``audit.seeds``) is a confirmation set; otherwise a development look. Each row names the stream derivation its runs
+used (``streams``: ``stages.core.seeds.DERIVATION``). The summary gives one bar per design. The flow only
+orchestrates: rows come from ``stages.studies.study``.
 """
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from pathlib import Path
 import yaml
 
 from flows.sweep import _dvc
-from stages.audit.params import StudyParams
+from stages.audit.params import SeedRegistry, StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
-from stages.studies.study import pooled_row, pooled_summary
+from stages.core.seeds import DERIVATION
+from stages.studies.study import pooled_row, pooled_summary, same_set
 
 POOLED_FILE = "pooled.json"
 
@@ -128,15 +131,19 @@ def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
     work = read_params(Path(repo) / "params.yaml")  # where the record goes: the workspace's study folder
     metrics = json.loads(_git(["show", f"{rev}:{section_of(raw, 'audit.out')}"], repo))
     out = Path(repo) / load(StudyParams, "study", Path(repo) / "params.yaml", work).out_dir
+    registry = load(SeedRegistry, "audit.seeds", Path(repo) / "params.yaml", work)  # the seeds' status now
     f = out / POOLED_FILE
     rows = json.loads(f.read_text())["rows"] if f.is_file() else []
     digest = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
     new = []
     for recipe, pooled in (metrics.get("pooled") or {}).items():
-        if any(r["recipe"] == recipe and r["seeds"] == pooled["seeds"] for r in rows):
-            raise ConfigError(f"{f}: {recipe} at seeds {pooled['seeds']} is already recorded (rows are never "
-                              "rewritten)")
-        lock = f"locks/{recipe}-s{'-'.join(map(str, pooled['seeds']))}.lock"
+        if any(same_set(r, recipe, pooled["seeds"], DERIVATION) for r in rows):
+            raise ConfigError(f"{f}: {recipe} at seeds {pooled['seeds']} with {DERIVATION} streams is already "
+                              "recorded (rows are never rewritten)")
+        # the stream derivation in the name: a set rerun under new streams keeps the old row's lock
+        lock = f"locks/{recipe}-s{'-'.join(map(str, pooled['seeds']))}-{DERIVATION}.lock"
+        if (out / lock).exists():
+            raise ConfigError(f"{out / lock}: already written (a recorded row names it)")
         (out / "locks").mkdir(parents=True, exist_ok=True)
         (out / lock).write_text(lock_text)
         design = design_commit(repo, recipe, head, raw)
@@ -144,11 +151,12 @@ def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
         # registered before the runs: in a commit older than the one holding the results (workspace), or in the
         # experiment's baseline or earlier (an experiment's results live in its own commit)
         before = None not in (design, seeds) and (experiment is not None or head not in (design, seeds))
-        new.append(pooled_row(pooled, design_commit=design, seeds_commit=seeds, params_commit=head,
-                              experiment=experiment, params_sha256=digest, lock=lock, registered_before=before))
+        new.append(pooled_row(pooled, registry=registry, streams=DERIVATION, design_commit=design,
+                              seeds_commit=seeds, params_commit=head, experiment=experiment, params_sha256=digest,
+                              lock=lock, registered_before=before))
     rows += new
     tmp = out / f".{POOLED_FILE}.tmp"
-    tmp.write_text(json.dumps({"rows": rows, "summary": pooled_summary(rows)}, indent=1))
+    tmp.write_text(json.dumps({"rows": rows, "summary": pooled_summary(rows, registry)}, indent=1))
     tmp.replace(f)
     return new
 

@@ -302,7 +302,7 @@ def write_plan(repo: str = ".", params_file: str = "params.yaml") -> dict:
     """The second study's power statement (``stages.variance.paired.plan``) at the recipe's candidate pool and
     primary rule as the committed metrics give them, into ``variance.silent.plan``."""
     from stages.core.io import write_json
-    from stages.variance.paired import plan
+    from stages.variance.api import plan
 
     params, raw, _ = checked_study(Path(repo) / params_file, "silent")
     study = params.variance.silent

@@ -14,7 +14,14 @@ so each hockey-stick divergence is a difference of normal tails at the point x* 
 accountant bounds every intermediate model, and real gradients are not one fixed direction, so the
 accountant's epsilon is at least this one. ``ideal_audit`` simulates the pre-registered one-run test on
 canaries that follow this model exactly: the median of a heuristic simulation for an ideal white-box statistic,
-a reference point for the audit's efficiency, which a valid audit can exceed (it is not a bound).
+a reference point a valid audit can exceed (it is not a bound). It is a distribution: a run's count is read by its
+percentile in it, never as a ratio of one run's bound to the ideal's median.
+
+Monte Carlo error. Every simulated quantile carries its error from the finite number of trials n
+(``quantile_mc``): the distribution-free order-statistic interval [x_(j), x_(k)], j, k = n p -+ z sqrt(n p (1 - p)),
+covers the population quantile with probability ~95 %, and its half-width over z is reported as the standard
+error (0 when the bound is discrete and the interval collapses on one value); a percentile, a mean of
+1{V < v} + 1{V = v} / 2 over the trials, carries its binomial standard error (``percentile_mc``).
 """
 from __future__ import annotations
 
@@ -105,16 +112,56 @@ def ideal_counts(sample_rate: float, steps: int, noise_multiplier: float, *, m: 
 
 
 def trial_bounds(counts: list[tuple[int, int, int]], delta: float, confidence: float, gdp: bool = False) -> np.ndarray:
-    """The Steinke (or, with ``gdp``, the Gaussian-DP) bound of each simulated trial."""
+    """The Steinke (or, with ``gdp``, the Gaussian-DP) bound of each simulated trial (computed once per distinct
+    (m, r, v): a few dozen of them, however many trials)."""
     bound = gdp_epsilon_lower_bound if gdp else epsilon_lower_bound
-    cache: dict[tuple, float] = {}
-    return np.array([cache.setdefault(x, bound(*x, delta, confidence)) for x in counts])
+    keys = [tuple(int(c) for c in x) for x in counts]
+    cache = {x: bound(*x, delta, confidence) for x in set(keys)}
+    return np.array([cache[x] for x in keys], dtype=np.float64)
+
+
+#: the normal quantile of the Monte Carlo intervals (two-sided 95 %)
+MC_Z = 1.959963984540054
+
+
+def quantile_mc(values, q: float) -> dict:
+    """The ``q`` quantile (0-100, numpy's linear interpolation) of simulated ``values`` with its Monte Carlo error:
+    the order-statistic interval [x_(j), x_(k)], j, k = n p -+ z sqrt(n p (1 - p)) (1-based, clipped to 1..n),
+    which covers the population quantile with probability ~95 % whatever the distribution, and se = its width / 2z."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n, p = len(x), q / 100.0
+    half = MC_Z * math.sqrt(n * p * (1 - p))
+    j = min(max(int(math.floor(n * p - half)), 1), n)
+    k = min(max(int(math.ceil(n * p + half)), 1), n)
+    lo, hi = float(x[j - 1]), float(x[k - 1])
+    return {"value": float(np.percentile(x, q)), "low": lo, "high": hi, "se": (hi - lo) / (2 * MC_Z)}
+
+
+def percentile_mc(value: float, sample) -> tuple[float, float]:
+    """(mid-rank percentile of ``value`` in ``sample``, its Monte Carlo standard error): the mean over trials of
+    100 (1{V < v} + 1{V = v} / 2) and that mean's binomial standard error."""
+    sample = np.asarray(sample)
+    z = 100 * ((sample < value) + 0.5 * (sample == value))
+    n = len(z)
+    return float(np.mean(z)), float(np.std(z, ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+
+
+def summarise_trials(vals, prefix: str) -> dict:
+    """``<prefix>_{median,p10,p90}`` of simulated bounds and each one's Monte Carlo error ``..._mcse``."""
+    out = {}
+    for q_name, q in (("median", 50), ("p10", 10), ("p90", 90)):
+        mc = quantile_mc(vals, q)
+        out[f"{prefix}_{q_name}"] = mc["value"]
+        out[f"{prefix}_{q_name}_mcse"] = mc["se"]
+    return out
 
 
 def ideal_audit(sample_rate: float, steps: int, noise_multiplier: float, *, m: int, k_pos: int, k_neg: int,
-                delta: float, confidences, trials: int, seed: int) -> dict:
+                delta: float, confidences, trials: int, seed: int, counts: list | None = None) -> dict:
     """Simulate the one-run test on m canaries that follow the last-iterate model: the Steinke and GDP
-    bounds of each trial, summarised as median and 10% / 90% quantiles per confidence.
+    bounds of each trial, summarised as median and 10% / 90% quantiles per confidence, each with its Monte Carlo
+    standard error (``..._mcse``; see the module doc). ``counts``: the trials ``ideal_counts`` draws for exactly
+    these arguments, when the caller has drawn them already (they are not drawn twice).
 
     This is a heuristic ceiling, not a limit: an ideal white-box statistic under the linear model (every inclusion
     adds one clipped gradient along a fixed direction, nothing else moves it). A valid audit can exceed it (real
@@ -122,15 +169,14 @@ def ideal_audit(sample_rate: float, steps: int, noise_multiplier: float, *, m: i
     with probability 1/2 per canary, as in the real audit; the same guessing rule and delta. Seeded: the same
     arguments give the same numbers.
     """
-    counts = ideal_counts(sample_rate, steps, noise_multiplier, m=m, k_pos=k_pos, k_neg=k_neg, trials=trials,
-                          seed=seed)
+    if counts is None:
+        counts = ideal_counts(sample_rate, steps, noise_multiplier, m=m, k_pos=k_pos, k_neg=k_neg, trials=trials,
+                              seed=seed)
     out: dict = {"trials": int(trials), "seed": int(seed), "correct_median": float(np.median([c[2] for c in counts]))}
     for c in confidences:
         tag = confidence_tag(c)
         for name, gdp in (("eps_lb", False), ("gdp_eps_lb", True)):
-            vals = trial_bounds(counts, delta, c, gdp)
-            for q_name, q in (("median", 50), ("p10", 10), ("p90", 90)):
-                out[f"ideal_{name}_{tag}_{q_name}"] = float(np.percentile(vals, q))
+            out.update(summarise_trials(trial_bounds(counts, delta, c, gdp), f"ideal_{name}_{tag}"))
     return out
 
 

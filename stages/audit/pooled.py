@@ -13,16 +13,18 @@ the accountant's epsilon is the guarantee of a mechanism whose seed is secret.
 Seed status. A run's bound is a pre-registered test only if its seeds were committed before the run existed and
 never used to choose a design (``audit.seeds``): otherwise it is a development look (``seed_status``).
 
-Efficiency. Where a run's count v falls among the ideal audit's simulated counts (its percentile: a heuristic
-reference, ``ceiling.py``); across runs the median percentile with a distribution-free interval (order
-statistics) and the coverage that interval has at this many runs.
+Efficiency. Where a run's count v falls among the ideal audit's simulated counts (its percentile, with its Monte
+Carlo standard error: a heuristic reference, ``ceiling.py``); across runs the median percentile with a
+distribution-free interval (order statistics) and the coverage that interval has at this many runs. Never one run's
+bound divided by the ideal's median.
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy.stats import binom
 
-from .ceiling import ideal_counts, trial_bounds
+from ..core.seeds import stream
+from .ceiling import ideal_counts, percentile_mc, summarise_trials, trial_bounds
 from .curve import ASSUMPTION as CURVE_ASSUMPTION
 from .one_run import guesses
 from .primary import bounds, curve_bounds
@@ -63,7 +65,8 @@ def ideal_pooled(privacy: dict, ms: list[int], k_pos: int, k_neg: int, trials: i
     """(trials, 3) simulated pooled counts (m, r, v): each trial K independent ideal runs (``ceiling.ideal_counts``,
     the same per-run rule), summed."""
     q, T, sigma = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"]
-    per_run = [np.array(ideal_counts(q, T, sigma, m=m, k_pos=k_pos, k_neg=k_neg, trials=trials, seed=seed + i))
+    per_run = [np.array(ideal_counts(q, T, sigma, m=m, k_pos=k_pos, k_neg=k_neg, trials=trials,
+                                 seed=stream("audit.ideal_pooled").int_seed(seed, key=str(i))))
                for i, m in enumerate(ms)]
     return np.sum(per_run, axis=0)
 
@@ -101,17 +104,17 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
     pooled = ideal_pooled(first, [c[0] for c in counts], k_pos, k_neg, trials, seed)
     out["ideal_trials"] = int(trials)
     out["ideal_correct_median"] = float(np.median(pooled[:, 2]))
-    out["ideal_percentile"] = percentile(v, pooled[:, 2])
+    out["ideal_percentile"], out["ideal_percentile_mcse"] = percentile_mc(v, pooled[:, 2])
     for c in confidences:
         for name, gdp in (("eps_lb", False), ("gdp_eps_lb", True)):
             vals = trial_bounds([tuple(int(x) for x in row) for row in pooled], delta, c, gdp)
-            tag = confidence_tag(c)
-            for q_name, q in (("median", 50), ("p10", 10), ("p90", 90)):
-                out[f"ideal_{name}_{tag}_{q_name}"] = float(np.percentile(vals, q))
+            out.update(summarise_trials(vals, f"ideal_{name}_{confidence_tag(c)}"))
+    per_m: dict[int, np.ndarray] = {}  # runs of one m share the same simulated counts (same seed): drawn once
     for single, (mi, _, vi) in zip(singles, counts):
-        per = np.array(ideal_counts(first["sample_rate"], first["steps"], first["noise_multiplier"], m=mi,
-                                    k_pos=k_pos, k_neg=k_neg, trials=trials, seed=seed))
-        single["ideal_percentile"] = percentile(vi, per[:, 2])
+        if mi not in per_m:
+            per_m[mi] = np.array(ideal_counts(first["sample_rate"], first["steps"], first["noise_multiplier"], m=mi,
+                                              k_pos=k_pos, k_neg=k_neg, trials=trials, seed=seed))[:, 2]
+        single["ideal_percentile"], single["ideal_percentile_mcse"] = percentile_mc(vi, per_m[mi])
     out["single_runs"] = singles
     out["efficiency"] = {"what": "percentile of each run's count v among the ideal audit's simulated counts "
                                  "(heuristic linear last-iterate model); median over runs, distribution-free interval",

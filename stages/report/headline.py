@@ -23,6 +23,18 @@ def _conf(key: str) -> str:
     return key.rsplit("_", 1)[-1]
 
 
+def mc(p: dict, key: str, nd: int = 3, trials=None) -> str:
+    """A simulated figure ``p[key]`` with its Monte Carlo standard error ``p[key + "_mcse"]`` ("1.921 ± 0.018"); one
+    recorded without it (an older audit) says so, with its trial count where known."""
+    value, se = p.get(key), p.get(f"{key}_mcse")
+    if value is None:
+        return "–"
+    if se is not None:
+        return f"{fmt(value, nd)} ± {fmt(se, nd)}"
+    n = trials if trials is not None else p.get("ideal_trials")
+    return f"{fmt(value, nd)} (Monte Carlo error not recorded" + (f", {n} trials)" if n else ")")
+
+
 def secret_seed_clause(privacy: dict) -> str:
     """What the accountant's epsilon assumes about the randomness (only a secure-RNG run bounds the true epsilon)."""
     if str(privacy.get("rng", "")).startswith("secure"):
@@ -82,7 +94,8 @@ def _pooled_figures(run: str, pooled: dict | None, bounds: list[str]) -> list[Fi
         return []
     pre, labels = f"pooled.{run}", " / ".join(_conf(b) + "%" for b in bounds)
     k = len(pooled["runs"])
-    status = "pre-registered" if pooled["seed_status"] == "preregistered" else "development seeds: a look, not a proof"
+    status = ("pre-registered" if pooled["seed_status"] == "preregistered"
+              else "development seeds: a look, not a pre-registered test")
     figs = [Figure(f"pooled audit ε̂, {k} runs ({labels}, δ = {pooled['delta']:.0e})",
                    " / ".join(fmt(pooled.get(b), 2) for b in bounds), f"{pre}.{bounds[0]}",
                    f"{status}; {pooled['v']} of {pooled['r']} right, m {pooled['m']}, seeds "
@@ -91,11 +104,19 @@ def _pooled_figures(run: str, pooled: dict | None, bounds: list[str]) -> list[Fi
     return figs
 
 
-def _gdp_note(sample_rate) -> str:
-    if sample_rate is not None and sample_rate < 1:
-        return (f"the same guesses under a Gaussian trade-off curve: an assumption DP-SGD does not meet at q = "
-                f"{fmt(sample_rate, 2)} < 1 (its subsampled curve is not Gaussian)")
-    return "the same guesses under a Gaussian trade-off curve (exact for the Gaussian mechanism at q = 1)"
+def _gdp_note(privacy: dict) -> str:
+    """What the Gaussian-DP bound rests on, per run: for a DP run the assumption that its trade-off curve is Gaussian
+    (exact only at q = 1, which DP-SGD at q < 1 does not meet); a run without DP has no mechanism the curve could be
+    exact for, so the figure is only the epsilon of the Gaussian mechanism that these guesses reject."""
+    if not privacy.get("dp"):
+        return ("no DP mechanism here: the ε of the Gaussian mechanism (calibrated to (ε, δ)) that the same guesses "
+                "reject, a comparison that rests on assuming a Gaussian trade-off curve")
+    q = privacy.get("sample_rate")
+    if q is not None and q < 1:
+        return (f"the same guesses under an assumed Gaussian trade-off curve: exact only at q = 1, which DP-SGD at "
+                f"q = {fmt(q, 2)} < 1 does not meet (its composed subsampled curve is not Gaussian)")
+    return ("the same guesses under an assumed Gaussian trade-off curve (DP-SGD's composed curve is Gaussian at "
+            "q = 1, as here)")
 
 
 def _audit_figures(run: str, r: dict, bounds: list[str], threats: dict[str, str],
@@ -122,12 +143,14 @@ def _audit_figures(run: str, r: dict, bounds: list[str], threats: dict[str, str]
         figs.append(Figure(f"{alone}audit ε̂, Gaussian curve assumed ({labels})",
                            " / ".join(fmt(p.get(f"gdp_{b}"), 2) for b in bounds),
                            f"{pre}.audit_primary.gdp_{bounds[0]}",
-                           _gdp_note(pv.get("sample_rate") if pv.get("dp") else 1.0), f"audit_gdp_{bounds[0]}"))
+                           _gdp_note(pv), f"audit_gdp_{bounds[0]}"))
     ideal = f"ideal_{bounds[0]}_median"
     if p.get(ideal) is not None:
-        figs.append(Figure(f"{alone}ideal ε̂ ({_conf(bounds[0])}%, median)", fmt(p[ideal], 2),
+        figs.append(Figure(f"{alone}ideal ε̂ ({_conf(bounds[0])}%, median)", mc(p, ideal, 2),
                            f"{pre}.audit_primary.{ideal}", "median of simulated audits of an ideal white-box canary "
-                           "(heuristic linear model; a valid audit can exceed it)",
+                           "(heuristic linear model; a valid audit can exceed it)"
+                           + (f", ± its Monte Carlo standard error over {p.get('ideal_trials', '?')} trials"
+                              if p.get(f"{ideal}_mcse") is not None else ""),
                            f"attainable_{bounds[0]}"))
     return figs
 
@@ -172,11 +195,11 @@ def reading(r: dict, bounds: list[str], fpr: str | None, pooled: dict | None = N
     development = test.get("seed_status") != "preregistered"
     what = (f"pooled test over {len(pooled['runs'])} independent runs of this recipe" if pooled
             else "audit's one test")
-    what = (f"the {what}, on development seeds (a look that informed the design, not a pre-registered test: no "
-            "proof),") if development else f"the pre-registered {what}"
+    what = (f"the {what}, on development seeds (a look that informed the design, not a pre-registered test, so "
+            "not evidence),") if development else f"the pre-registered {what}"
     ideal = test.get(f"ideal_{bounds[0]}_median")
-    ceiling = (f"; ideal canaries (heuristic) give a median ε̂ of {ideal:.2f}, this count sits at their percentile "
-               f"{fmt(test.get('ideal_percentile'), 1)}"
+    ceiling = (f"; ideal canaries (heuristic) give a median ε̂ of {mc(test, f'ideal_{bounds[0]}_median', 2)}, this "
+               f"count sits at their percentile {mc(test, 'ideal_percentile', 1)}"
                if ideal is not None and test.get("ideal_percentile") is not None else "")
     if pv.get("dp") and lb > pv["epsilon_spent"]:
         return (f"INCONSISTENT with the accountant: {what} gives ε ≥ {lb:.2f} {at}, above the accountant's "
@@ -188,14 +211,14 @@ def reading(r: dict, bounds: list[str], fpr: str | None, pooled: dict | None = N
                        not development else secret_seed_clause(pv))
             found = f"gives ε ≥ {lb:.2f} {at}{between}"
         else:
-            found = f"finds no leakage it can prove (ε̂ = 0 {at}){secret_seed_clause(pv)}"
+            found = f"finds no leakage it can show (ε̂ = 0 {at}){secret_seed_clause(pv)}"
         return (f"Consistent with the accountant (ε = {pv['epsilon_spent']:.2f} at δ = {pv['delta']:.0e}, "
                 f"{optimizer_label(pv)}): {what} {found}{ceiling}.")
     most = p.get(f"max_provable_{bounds[0]}")
-    cap = f" ({p['r']} guesses, all right, can prove at most ε ≥ {most:.2f} {at})" if most is not None else ""
+    cap = f" ({p['r']} guesses, all right, can show at most ε ≥ {most:.2f} {at})" if most is not None else ""
     if lb > 0:
         return f"No DP guarantee, and {what} shows this run leaks: ε ≥ {lb:.2f} {at}{cap}."
-    return (f"No DP guarantee; {what} finds no leakage it can prove (ε̂ = 0 {at}) — absence of evidence, not a "
+    return (f"No DP guarantee; {what} finds no leakage it can show (ε̂ = 0 {at}) — absence of evidence, not a "
             f"guarantee{cap}.")
 
 

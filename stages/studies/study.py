@@ -17,6 +17,7 @@ import numpy as np
 from ..audit.ceiling import ideal_counts, trial_bounds
 from ..audit.gdp import gdp_epsilon_lower_bound
 from ..audit.one_run import epsilon_lower_bound
+from ..audit.pooled import PREREGISTERED, seed_status
 
 #: study.json row fields, in order
 FIELDS = ("design", "score", "threat_model", "k_pos", "k_neg", "seed", "phase", "profile", "experiment", "rev",
@@ -99,33 +100,79 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 #: reports/audit_study/pooled.json row fields (one row per recorded pooled test), in order
 POOLED_FIELDS = ("phase", "recipe", "runs", "seeds", "seed_status", "k_pos_per_run", "k_neg_per_run", "m", "r", "v",
-                 "delta", "accountant_epsilon", "sample_rate", "steps", "noise_multiplier", "optimizer", "eps_lb_95",
-                 "gdp_eps_lb_95", "curve_eps_lb_95", "ideal_eps_lb_95_median", "ideal_eps_lb_95_p10",
-                 "ideal_eps_lb_95_p90", "ideal_percentile", "single_runs", "design_commit", "seeds_commit",
-                 "params_commit", "experiment", "params_sha256", "lock")
+                 "delta", "accountant_epsilon", "sample_rate", "steps", "noise_multiplier", "optimizer", "streams",
+                 "eps_lb_95", "gdp_eps_lb_95", "curve_eps_lb_95", "ideal_trials", "ideal_eps_lb_95_median",
+                 "ideal_eps_lb_95_median_mcse", "ideal_eps_lb_95_p10", "ideal_eps_lb_95_p90", "ideal_percentile",
+                 "ideal_percentile_mcse", "single_runs", "design_commit", "seeds_commit", "params_commit", "experiment",
+                 "params_sha256", "lock")
+#: what a single run keeps in its row (its ``ideal_percentile_mcse`` where the audit recorded one)
+SINGLE_FIELDS = ("run", "seeds", "r", "v", "eps_lb_95", "ideal_percentile", "ideal_percentile_mcse")
+
+#: the stream derivation of the rows recorded before ``stages.core.seeds.DERIVATION`` existed: ``seed + offset``
+#: recipes, under which a run's DP noise stream was seeded like the next seed's initialisation, so runs at consecutive
+#: seeds were coupled (the pooled test assumes independent runs)
+COUPLED_STREAMS = "seed+offset (coupled)"
 
 
-def pooled_row(pooled: dict, *, design_commit: str, params_commit: str, params_sha256: str, lock: str,
-               seeds_commit: str | None = None, experiment: str | None = None,
+def row_status(seeds, registry) -> str:
+    """A recorded set's seed status by ``audit.seeds`` as params hold it now (``registry``: its ``development`` and
+    ``preregistered`` lists): a seed a design choice has since seen is a development seed for good."""
+    return seed_status(seeds, registry)
+
+
+def pooled_row(pooled: dict, *, registry, streams: str, design_commit: str, params_commit: str, params_sha256: str,
+               lock: str, seeds_commit: str | None = None, experiment: str | None = None,
                registered_before: bool = True) -> dict:
     """One pooled.json row from a recipe's ``pooled`` entry of metrics.json: a confirmation row when every seed is
-    preregistered, else a development row; the single runs keep (run, seeds, r, v, eps_lb_95, ideal_percentile).
-    ``design_commit`` / ``seeds_commit``: since when params.yaml held the design / listed every seed as
-    preregistered; ``params_commit``: where the runs were reproduced (a DVC experiment's baseline, ``experiment``
-    naming it). A confirmation row needs every seed preregistered and ``registered_before``: the design and the
-    seeds committed before the commit that holds the runs' results."""
+    preregistered *in params now* (``registry``: ``audit.seeds``, not the status the audit recorded when it ran),
+    else a development row; the single runs keep ``SINGLE_FIELDS``. ``streams``: how the runs derived their random
+    streams (``stages.core.seeds.DERIVATION``). ``design_commit`` / ``seeds_commit``: since when params.yaml held the
+    design / listed every seed as preregistered; ``params_commit``: where the runs were reproduced (a DVC
+    experiment's baseline, ``experiment`` naming it). A confirmation row needs every seed preregistered and
+    ``registered_before``: the design and the seeds committed before the commit that holds the runs' results."""
     row = {k: pooled.get(k) for k in POOLED_FIELDS if k in pooled}
-    row["single_runs"] = [{k: s[k] for k in ("run", "seeds", "r", "v", "eps_lb_95", "ideal_percentile")}
-                          for s in pooled["single_runs"]]
-    confirmed = pooled["seed_status"] == "preregistered" and registered_before
-    row.update(phase="confirmation" if confirmed else "development",
+    row["single_runs"] = [{k: single[k] for k in SINGLE_FIELDS if k in single} for single in pooled["single_runs"]]
+    status = row_status(pooled["seeds"], registry)
+    confirmed = status == PREREGISTERED and registered_before
+    row.update(phase="confirmation" if confirmed else "development", seed_status=status, streams=streams,
                design_commit=design_commit, seeds_commit=seeds_commit, params_commit=params_commit,
                experiment=experiment, params_sha256=params_sha256, lock=lock)
     return {k: row.get(k) for k in POOLED_FIELDS}
 
 
-def pooled_summary(rows: list[dict]) -> dict:
-    """The bar of the confirmation sets: their median pooled eps_lb_95 (all of them, never a chosen one)."""
-    conf = [r["eps_lb_95"] for r in rows if r["phase"] == "confirmation"]
-    return {"confirmation_sets": len(conf), "median_eps_lb_95": float(np.median(conf)) if conf else None,
-            "any_above_accountant": any(r["eps_lb_95"] > r["accountant_epsilon"] for r in rows)}
+def same_set(row: dict, recipe: str, seeds, streams: str) -> bool:
+    """The duplicate rule: one row per (recipe, seeds, streams); a set rerun under another stream derivation is a
+    new set of runs (a row without ``streams`` predates the derivation: ``COUPLED_STREAMS``)."""
+    return (row["recipe"], list(row["seeds"]), row.get("streams", COUPLED_STREAMS)) == (recipe, list(seeds), streams)
+
+
+def design_of_row(row: dict) -> tuple:
+    """A row's design: (recipe, the commit since which its pooled design stood, its stream derivation)."""
+    return row["recipe"], row.get("design_commit"), row.get("streams", COUPLED_STREAMS)
+
+
+def pooled_summary(rows: list[dict], registry=None) -> dict:
+    """One bar per design (``design_of_row``), never a median across designs: the median pooled eps_lb_95 of its
+    confirmation rows (all of them, never a chosen one), with the optimizer, canaries per run and rule that
+    describe it; a row counts as a confirmation only while its seeds are still preregistered (``registry``, params
+    now; None: as recorded). A design whose rows are all marked ``superseded`` says so, with the reason."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(design_of_row(r), []).append(r)
+    designs = []
+    for (recipe, commit, streams), g in groups.items():
+        conf = [r for r in g if r["phase"] == "confirmation"
+                and (registry is None or row_status(r["seeds"], registry) == PREREGISTERED)]
+        superseded = all(r.get("superseded") for r in g)
+        designs.append({
+            "recipe": recipe, "design_commit": commit, "streams": streams,
+            "optimizer": ", ".join(sorted({str(r.get("optimizer")) for r in g})),
+            "m_per_run": sorted({round(r["m"] / len(r["runs"])) for r in g}),
+            "rule_per_run": sorted({f"k+{r['k_pos_per_run']} k-{r['k_neg_per_run']}" for r in g}),
+            "confirmation_sets": len(conf), "confirmation_seeds": [r["seeds"] for r in conf],
+            "development_sets": len(g) - len(conf),
+            "median_eps_lb_95": float(np.median([r["eps_lb_95"] for r in conf])) if conf else None,
+            "superseded": superseded,
+            "superseded_reason": next((r.get("superseded_reason") for r in g if r.get("superseded_reason")), None)
+            if superseded else None})
+    return {"designs": designs, "any_above_accountant": any(r["eps_lb_95"] > r["accountant_epsilon"] for r in rows)}

@@ -46,12 +46,12 @@ def test_readings_say_what_the_numbers_together_mean():
     assert text.startswith("Consistent with the accountant (ε = 8.00 at δ = 1e-05, DP-AdamW)")
     assert "true ε lies between 0.40 and 8.00 at 95% confidence (δ = 1e-05)" in text and "pre-registered" in text
     assert "median ε̂ of 1.50" in text and "percentile 20" in text and "would typically" not in text
-    assert "finds no leakage it can prove (ε̂ = 0 at 95% confidence (δ = 1e-05))" in reading(_run(lb=0.0), BOUNDS,
+    assert "finds no leakage it can show (ε̂ = 0 at 95% confidence (δ = 1e-05))" in reading(_run(lb=0.0), BOUNDS,
                                                                                           "0.01")
     assert reading(_run(lb=9.0), BOUNDS, "0.01").startswith("INCONSISTENT")
     leaks = reading(_run(dp=False, lb=2.0), BOUNDS, "0.01")
     assert "shows this run leaks: ε ≥ 2.00 at 95% confidence (δ = 1e-05)" in leaks
-    assert "50 guesses, all right, can prove at most ε ≥ 2.50" in leaks  # what a 50-guess test can show at most
+    assert "50 guesses, all right, can show at most ε ≥ 2.50" in leaks  # what a 50-guess test can show at most
     assert "absence of evidence" in reading(_run(dp=False, lb=0.0), BOUNDS, "0.01")
 
 
@@ -60,9 +60,9 @@ def test_a_seeded_run_never_claims_where_the_true_epsilon_lies():
     assert "lies between" not in text and "assumes the seed is secret" in text
 
 
-def test_a_development_seed_is_worded_as_a_look_never_a_proof():
+def test_a_development_seed_is_worded_as_a_look_never_as_evidence():
     text = reading(_run(lb=0.4, status="development"), BOUNDS, "0.01")
-    assert "development seeds (a look that informed the design, not a pre-registered test: no proof)" in text
+    assert "development seeds (a look that informed the design, not a pre-registered test, so not evidence)" in text
     assert "lies between" not in text and "the pre-registered" not in text
     fig = next(f for f in headlines({"a": _run(status="development")}, {}, BOUNDS, "0.01")[0].figures
                if f.key == "audit_eps_lb_95")

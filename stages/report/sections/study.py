@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...core.formatting import Table
+from ...core.formatting import Table, fmt
 from ..headline import optimizer_label
 from ..render import Section
 
@@ -26,43 +26,75 @@ def study_section(study_dir: Path | None, threats: dict[str, str] | None = None)
     recipes = [r for r in data["rows"] if r["phase"] == "recipes"]
     if recipes:
         rt = Table(["recipe (descriptive, one seed)", "(q, T) profile", "design", "right of guesses", "ε̂95",
-                    "ideal median", "efficiency", "valid ppl"])
+                    "ideal median", "percentile in ideal", "valid ppl"])
         for r in recipes:
             rt.rows.append([r["recipe"], r["profile"], r["design"], f"{r['v']} of {r['r']}", r["eps_lb_95"],
-                            r["ideal_eps_lb_95_median"], r["efficiency_95"], r["valid_perplexity"]])
+                            r["ideal_eps_lb_95_median"], r.get("ideal_percentile"), r["valid_perplexity"]])
         tables.append(rt)
-    pooled = pooled_table(study_dir)
-    if pooled:
-        tables.append(pooled)
+    tables += pooled_tables(study_dir)
     p = data["committed_primary"]
     return Section("Audit design study", tables=tables, paragraphs=[
         "Which auditor choices (score × guessing rule) and which (q, T) of our own demonstration DP profile, at the "
-        "same compute and ε, let the one-run test prove what the run's ceiling allows (python -m flows.audit_study; "
+        "same compute and ε, let the one-run test show what the run's ceiling allows (python -m flows.audit_study; "
         "reports/audit_study/). Development rows (seeds used while choosing) are uncorrected looks, not claims; the "
         "design was then committed to params.yaml "
         f"(primary: `{p['attack']}` on `{p['kind']}`, k₊={p['k_pos']}, k₋={p['k_neg']}; threat model: "
         f"{(threats or {}).get(p['attack'], '?')}) and confirmed on seeds no earlier experiment used. "
         "The ideal is the median "
         "of a heuristic simulation of an ideal white-box statistic under the linear model, which a valid audit can "
-        "exceed. Recipe rows (optimizer, learning rate, clip norm) are the user's choices: reported, never tuned. "
+        "exceed; a recipe row's percentile in it is where its bound falls among the ideal's simulated bounds. The "
+        "study's rows took their ideal from 500 simulated trials (`audit.ceiling.trials` when they were recorded) "
+        "and record no Monte Carlo error: at their rules a 500-trial ideal median has a Monte Carlo standard "
+        "deviation of about 0.01 (30 replicate seeds; one count moves it 0.03–0.07), a percentile up to 2.2 points "
+        "(binomial). "
+        "Recipe rows (optimizer, learning rate, clip norm) are the user's choices: reported, never tuned. "
         "Pooled rows (reports/audit_study/pooled.json, python -m flows.pooled_audit): every pooled test ever "
         "recorded, each with the commit since which its design was unchanged (`design commit`), since which its "
-        "seeds stood as preregistered (`seeds registered`; not recorded for the first set) and the commit its "
-        "runs were reproduced at; a confirmation row's seeds were all preregistered; the bar is the median over "
-        "every confirmation row, never a chosen one."])
+        "seeds stood as preregistered (`seeds registered`; not recorded for the first set), the commit its "
+        "runs were reproduced at and how its runs derived their random streams (`streams`: under `seed+offset "
+        "(coupled)` a run's DP noise stream was seeded like the next seed's initialisation, so those sets are "
+        "superseded); a confirmation row's seeds are all preregistered in params now. The bars: one per design "
+        "(recipe, design commit, streams), the median over every confirmation row of that design, never a chosen "
+        "one and never a median across designs."])
 
 
-def pooled_table(study_dir: Path) -> Table | None:
+def pooled_tables(study_dir: Path) -> list[Table]:
+    """pooled.json's rows, then its summary: one bar per design (``stages.studies.study.pooled_summary``)."""
     f = study_dir / "pooled.json"
     if not f.is_file():
-        return None
-    t = Table(["phase", "recipe", "optimizer", "seeds", "m", "right of guesses", "ε̂95 (Steinke)", "GDP ε̂95",
-               "own-curve ε̂95", "ideal median", "percentile in ideal", "accountant ε", "design commit",
-               "seeds registered", "runs at commit"])
-    for r in json.loads(f.read_text())["rows"]:
-        t.rows.append([r["phase"], r["recipe"], optimizer_label(r), ", ".join(map(str, r["seeds"])), r["m"],
+        return []
+    data = json.loads(f.read_text())
+    t = Table(["phase", "recipe", "optimizer", "streams", "seeds", "m", "right of guesses", "ε̂95 (Steinke)",
+               "GDP ε̂95", "own-curve ε̂95", "ideal median", "percentile in ideal", "accountant ε", "design commit",
+               "seeds registered", "runs at commit", "superseded"])
+    for r in data["rows"]:
+        t.rows.append([r["phase"], r["recipe"], optimizer_label(r), r.get("streams", "not recorded"),
+                       ", ".join(map(str, r["seeds"])), r["m"],
                        f"{r['v']} of {r['r']}", r["eps_lb_95"], r["gdp_eps_lb_95"], r["curve_eps_lb_95"],
-                       r["ideal_eps_lb_95_median"], r["ideal_percentile"], r["accountant_epsilon"],
-                       r["design_commit"][:10], (r.get("seeds_commit") or "not recorded")[:10],
-                       r["params_commit"][:10] + (f" (experiment {r['experiment']})" if r.get("experiment") else "")])
-    return t
+                       _mc(r, "ideal_eps_lb_95_median"), _mc(r, "ideal_percentile", 1), r["accountant_epsilon"],
+                       (r.get("design_commit") or "?")[:10], (r.get("seeds_commit") or "")[:10] or "not recorded",
+                       r["params_commit"][:10] + (f" (experiment {r['experiment']})" if r.get("experiment") else ""),
+                       "yes" if r.get("superseded") else "no"])
+    tables = [t]
+    designs = (data.get("summary") or {}).get("designs")
+    if designs:
+        d = Table(["recipe", "design commit", "optimizer", "canaries per run", "rule per run", "streams",
+                   "confirmation sets", "bar: median ε̂95 of its confirmation sets", "superseded"])
+        for g in designs:
+            d.rows.append([g["recipe"], (g.get("design_commit") or "?")[:10], optimizer_label(g),
+                           ", ".join(map(str, g["m_per_run"])), ", ".join(g["rule_per_run"]), g["streams"],
+                           g["confirmation_sets"], g["median_eps_lb_95"],
+                           f"yes: {g['superseded_reason']}" if g.get("superseded") else "no"])
+        tables.append(d)
+    return tables
+
+
+def _mc(r: dict, key: str, nd: int = 3):
+    """A row's ideal figure with its Monte Carlo error where the row records one; a row recorded before the audit
+    computed it says so (and its trial count where recorded)."""
+    if r.get(key) is None:
+        return None
+    if r.get(f"{key}_mcse") is not None:
+        return f"{fmt(r[key], nd)} ± {fmt(r[f'{key}_mcse'], nd)}"
+    n = r.get("ideal_trials")
+    return f"{fmt(r[key], nd)} (Monte Carlo error not recorded" + (f", {n} trials)" if n else ")")
