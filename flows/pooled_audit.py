@@ -25,8 +25,7 @@ from flows.sweep import _dvc
 from stages.audit.params import SeedRegistry, StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
-from stages.core.seeds import DERIVATION
-from stages.studies.study import pooled_row, pooled_summary, same_set
+from stages.studies.study import COUPLED_STREAMS, pooled_row, pooled_summary, same_set
 
 POOLED_FILE = "pooled.json"
 
@@ -137,11 +136,12 @@ def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
     digest = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
     new = []
     for recipe, pooled in (metrics.get("pooled") or {}).items():
-        if any(same_set(r, recipe, pooled["seeds"], DERIVATION) for r in rows):
-            raise ConfigError(f"{f}: {recipe} at seeds {pooled['seeds']} with {DERIVATION} streams is already "
+        streams = pooled.get("streams", COUPLED_STREAMS)  # the derivation the runs' audit recorded
+        if any(same_set(r, recipe, pooled["seeds"], streams) for r in rows):
+            raise ConfigError(f"{f}: {recipe} at seeds {pooled['seeds']} with {streams} streams is already "
                               "recorded (rows are never rewritten)")
         # the stream derivation in the name: a set rerun under new streams keeps the old row's lock
-        lock = f"locks/{recipe}-s{'-'.join(map(str, pooled['seeds']))}-{DERIVATION}.lock"
+        lock = f"locks/{recipe}-s{'-'.join(map(str, pooled['seeds']))}-{streams}.lock"
         if (out / lock).exists():
             raise ConfigError(f"{out / lock}: already written (a recorded row names it)")
         (out / "locks").mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
         # registered before the runs: in a commit older than the one holding the results (workspace), or in the
         # experiment's baseline or earlier (an experiment's results live in its own commit)
         before = None not in (design, seeds) and (experiment is not None or head not in (design, seeds))
-        new.append(pooled_row(pooled, registry=registry, streams=DERIVATION, design_commit=design,
+        new.append(pooled_row(pooled, registry=registry, streams=streams, design_commit=design,
                               seeds_commit=seeds, params_commit=head, experiment=experiment, params_sha256=digest,
                               lock=lock, registered_before=before))
     rows += new

@@ -6,8 +6,9 @@ one mechanism: a canary is in one run only, so the K models together are (eps, d
 canary's inclusion is an independent fair coin. Steinke et al.'s proof needs nothing more, so one test over the
 union of the K runs' canaries is a valid one-run audit: m = sum of m_i, and the guessing rule fixed in params
 (``audit.pooled.<run>``: the k_pos highest and k_neg lowest primary scores *within each run*, r = K (k_pos + k_neg))
-gives (r, v). Assumption: the runs' seeds are independent (each replica its own seed, refused when repeated) and
-not known to an adversary who could use them (``secure_rng``, or seeds never published); with seeded randomness
+gives (r, v). Assumption: the runs' random streams are independent (each replica its own seed, refused when
+repeated; every stream derived from (seed, stream name) by one SeedSequence, ``stages.core.seeds``) and not known
+to an adversary who could use them (``secure_rng``, or seeds never published); with seeded randomness
 the accountant's epsilon is the guarantee of a mechanism whose seed is secret.
 
 Seed status. A run's bound is a pre-registered test only if its seeds were committed before the run existed and
@@ -23,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from ..core.seeds import stream
+from ..core.seeds import DERIVATION, stream
 from .ceiling import ideal_counts, percentile_mc, summarise_trials, trial_bounds
 from .curve import ASSUMPTION as CURVE_ASSUMPTION
 from .one_run import guesses
@@ -99,7 +100,7 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
            "noise_multiplier": first["noise_multiplier"], "optimizer": first.get("optimizer"),
            "rng": first.get("rng"), "secure_rng": str(first.get("rng", "")).startswith("secure"),
            **bounds(m, r, v, delta, confidences, gdp=True), **curve_bounds(m, r, v, first, delta, confidences),
-           "curve_assumption": CURVE_ASSUMPTION}
+           "curve_assumption": CURVE_ASSUMPTION, "streams": DERIVATION}
     trials, seed = params.ceiling.trials, params.ceiling.seed
     pooled = ideal_pooled(first, [c[0] for c in counts], k_pos, k_neg, trials, seed)
     out["ideal_trials"] = int(trials)

@@ -108,7 +108,11 @@ def pooled_paragraphs(inp: Inputs) -> list[str]:
             "noise), and each canary is in one run only, so together they are one mechanism that is (ε, δ)-DP in "
             "each canary (parallel composition); one test over the union of their canaries, with the rule fixed in "
             "params (`audit.pooled`) before any replica existed, is a valid one-run audit. Assumption: the runs' "
-            "seeds are independent and unknown to the adversary"
+            "random streams are independent"
+            + (f" (every stream derived from its run's seed and its name: {p['streams']})" if p.get("streams") else
+               " (the stream derivation was not recorded: runs before the SeedSequence derivation drew a run's noise "
+               "like the next seed's initialisation, so they were not)")
+            + " and their seeds unknown to the adversary"
             + ("" if p.get("secure_rng") else " (here they are seeded from params: the accountant's ε, and so this "
                "bound's comparison with it, is about a mechanism whose seed is secret)")
             + ". The own-curve column tests the composed Poisson-subsampled Gaussian of this q and T: it reports "
