@@ -72,9 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     var.add_argument("--params", default="params.yaml")
     var.add_argument("--retabulate", action="store_true",
                      help="rebuild reports/variance/points.parquet from the experiments it names (no point reruns)")
-    var.add_argument("--study", action="store_true",
-                     help="train the pre-registered study (variance.study: configurations x fresh seeds) instead; "
-                          "resumable: completed models in its table are kept")
+    var.add_argument("--study", nargs="?", const="study", default=None, choices=("study", "silent"),
+                     help="train a pre-registered study instead (variance.study: configurations x fresh seeds; "
+                          "--study silent: variance.silent, settings the accountant does not see); resumable: "
+                          "completed models in its table are kept")
+    var.add_argument("--plan", action="store_true",
+                     help="with --study silent: write its power statement (variance.silent.plan) and stop")
     add("report", "rebuild the report (`dvc repro report`)")
     lin = add("lineage", "print where one reported number comes from, back to the raw files' md5")
     lin.add_argument("target", help="FILE:dotted.path, e.g. reports/metrics.json:runs.nondp.privacy.steps")
@@ -162,7 +165,7 @@ def cmd_variance(args) -> int:
     from flows.variance import main as variance_main
 
     variance_main(["--repo", args.repo, "--params", args.params, *(["--retabulate"] if args.retabulate else []),
-                   *(["--study"] if args.study else [])])
+                   *(["--study", args.study] if args.study else []), *(["--plan"] if args.plan else [])])
     return 0
 
 
