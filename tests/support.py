@@ -292,3 +292,16 @@ def preprocess_text(params_path):
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def study_table(tmp_path, study, rows):
+    """The study's table as the flow writes it (its metadata: the registered design), from synthetic rows."""
+    import json
+    from dataclasses import asdict
+
+    from stages.variance.schema import AUDIT_POINTS, write_audit_points
+
+    full = [{**{f: None for f in AUDIT_POINTS.names}, **r} for r in rows]
+    path = tmp_path / "audit_points.parquet"
+    write_audit_points(path, full, {"study": json.loads(json.dumps(asdict(study))), "recipe": {}, "primary": {}})
+    return path

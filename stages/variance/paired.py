@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .study import by_seed, paired_wilcoxon
+from .study import by_seed, paired_wilcoxon, registered_table
 
 
 def holm(pvalues: Mapping[str, float], alpha: float) -> dict[str, dict]:
@@ -125,25 +125,13 @@ def silent_result(study, path) -> dict | None:
     from dataclasses import asdict
     from pathlib import Path
 
-    from ..core.errors import DataError
-    from .schema import read_audit_points
-
     if not Path(path).is_file():
         return None
-    rows, meta = read_audit_points(path)
-    if meta.get("study") != json.loads(json.dumps(asdict(study))):
-        raise DataError(f"{path}: written for another design than variance.silent (the registered design never "
-                        "changes once models exist)")
-    registered = len(study.configs) * len(study.seeds)
-    done = [r for r in rows if r["status"] == "completed"]
-    out = {"table": str(path), "run": study.run, "epsilon": study.epsilon, "delta": study.delta,
-           "configs": {c: asdict(v) for c, v in study.configs.items()}, "base": study.base,
-           "registered": registered, "completed": len(done),
-           "failed": [{"point": r["point"], "error": r["error"]} for r in rows if r["status"] != "completed"],
-           "pending": registered - len(rows),
-           "models": [{k: r[k] for k in ("point", "config", "seed", "rev", "status", "v", "r", "m", "eps_lb_95",
-                                         "member_shift", "ideal_eps_lb_95_median", "valid_perplexity",
-                                         "sample_rate", "noise_multiplier", "accountant_epsilon")} for r in rows],
-           "plan": json.loads(Path(study.plan).read_text()) if Path(study.plan).is_file() else None}
+    rows, done, out = registered_table(study, path, "silent")
+    out.update({"configs": {c: asdict(v) for c, v in study.configs.items()}, "base": study.base,
+                "models": [{k: r[k] for k in ("point", "config", "seed", "rev", "status", "v", "r", "m", "eps_lb_95",
+                                              "member_shift", "ideal_eps_lb_95_median", "valid_perplexity",
+                                              "sample_rate", "noise_multiplier", "accountant_epsilon")} for r in rows],
+                "plan": json.loads(Path(study.plan).read_text()) if Path(study.plan).is_file() else None})
     out["analysis"] = analyse_silent(done, study) if done and not out["pending"] and not out["failed"] else None
     return out

@@ -302,13 +302,10 @@ def ideal_draws(summaries: Sequence[Mapping], m: int, rule: tuple[int, int], del
     return out
 
 
-def study_result(study, path) -> dict:
-    """The variance stage's account of the pre-registered study from its table: progress, per-configuration
-    summaries and pooled tests (descriptive at any stage), the design (blocked by seed; the same-(q, T) pairs), the
-    base commits whose random streams were coupled (``COUPLED_STREAM_COMMITS``), and Q1 / Q2 (``analyse_study``)
-    only once every registered model has run: the test is of the registered design, never of the models that
-    happen to be done.
-    The ideal's rule is the one the models were audited with (their rows), never today's params."""
+def registered_table(study, path, key: str) -> tuple[list[dict], list[dict], dict]:
+    """A pre-registered study's table (``variance.<key>``): its rows, the completed ones, and the progress every
+    account starts with (table, run, (epsilon, delta), registered / completed / failed / pending models). A table
+    written for another design than the registered one is refused."""
     import json
     from dataclasses import asdict
 
@@ -316,26 +313,41 @@ def study_result(study, path) -> dict:
     from .schema import read_audit_points
 
     rows, meta = read_audit_points(path)
-    rules = sorted({(r["k_pos"], r["k_neg"]) for r in rows if r["status"] == "completed"})
+    if meta.get("study") != json.loads(json.dumps(asdict(study))):
+        raise DataError(f"{path}: written for another study design than variance.{key} (rerun `leakaudit variance "
+                        f"--study {key}` or restore the registered params)")
+    registered = len(study.configs) * len(study.seeds)
+    done = [r for r in rows if r["status"] == "completed"]
+    return rows, done, {
+        "table": str(path), "run": study.run, "epsilon": study.epsilon, "delta": study.delta,
+        "registered": registered, "completed": len(done),
+        "failed": [{"point": r["point"], "error": r["error"]} for r in rows if r["status"] != "completed"],
+        "pending": registered - len(rows)}
+
+
+def study_result(study, path) -> dict:
+    """The variance stage's account of the pre-registered study from its table: progress, per-configuration
+    summaries and pooled tests (descriptive at any stage), the design (blocked by seed; the same-(q, T) pairs), the
+    base commits whose random streams were coupled (``COUPLED_STREAM_COMMITS``), and Q1 / Q2 (``analyse_study``)
+    only once every registered model has run: the test is of the registered design, never of the models that
+    happen to be done.
+    The ideal's rule is the one the models were audited with (their rows), never today's params."""
+    from ..core.errors import DataError
+
+    rows, done, out = registered_table(study, path, "study")
+    registered = out["registered"]
+    rules = sorted({(r["k_pos"], r["k_neg"]) for r in done})
     if len(rules) > 1:
         raise DataError(f"{path}: models audited with different guessing rules {rules}: one study, one rule")
     rule = list(rules[0]) if rules else None
-    if meta.get("study") != json.loads(json.dumps(asdict(study))):
-        raise DataError(f"{path}: written for another study design than variance.study (rerun "
-                        "`leakaudit variance --study` or restore the registered params)")
-    registered = len(study.configs) * len(study.seeds)
-    done = [r for r in rows if r["status"] == "completed"]
-    out = {"table": str(path), "run": study.run, "epsilon": study.epsilon, "delta": study.delta,
-           "registered": registered, "completed": len(done),
-           "failed": [{"point": r["point"], "error": r["error"]} for r in rows if r["status"] != "completed"],
-           "pending": registered - len(rows), "rule": rule, "measures": list(study.measures),
+    out.update({"rule": rule, "measures": list(study.measures),
            "q2_against": list(study.q2_against), "alpha": study.alpha,
            "models": [{k: r[k] for k in ("point", "config", "seed", "rev", "status", "eps_lb_95", "gdp_eps_lb_95",
                                          "member_shift", "ideal_eps_lb_95_median", "valid_perplexity", "exposure",
                                          "accountant_epsilon")} for r in rows],
            "configs": config_summaries(rows, study.configs, study.delta),
            "design": {"blocked_by": "seed", "seeds": list(study.seeds), "same_q_t": same_q_t_pairs(study.configs)},
-           "coupled_streams": sorted({r["base_commit"] for r in rows} & COUPLED_STREAM_COMMITS)}
+           "coupled_streams": sorted({r["base_commit"] for r in rows} & COUPLED_STREAM_COMMITS)})
     if out["pending"] or not done:
         out["analysis"] = None
         out["withheld"] = (f"{out['pending']} of {registered} registered models have not run yet: Q1 and Q2 are "

@@ -8,7 +8,7 @@ import yaml
 from stages.variance.grid import study_points
 from stages.variance.paired import analyse_silent, holm, paired_tests, power
 from stages.variance.params import SilentParams
-from support import ROOT, params
+from support import ROOT, params, study_table
 
 
 def rows_of(values: dict[str, list[float]], seeds=range(3301, 3309)) -> list[dict]:
@@ -71,3 +71,21 @@ def test_the_committed_second_study_is_registered_and_differs_only_where_the_acc
                                                                "optimizer": "sgd"},
                                                          "y": {"batch_size": 322, "steps": 5, "lr": 0.1,
                                                                "optimizer": "sgd"}})
+
+
+def test_the_stage_reads_the_table_and_analyses_only_the_complete_registered_design(tmp_path):
+    from stages.variance.paired import silent_result
+
+    study = params(SilentParams, "variance.silent")
+    assert silent_result(study, tmp_path / "none.parquet") is None  # no table yet: nothing to say
+    base = np.arange(80, 88, dtype=float)
+    rows = [{**r, "point": f"p-{r['config']}-{r['seed']}", "status": "completed", "v": int(r["v"]), "r": 100,
+             "m": 1000} for r in rows_of({"base": base, "lr_quarter": base - 9, "adamw": base - 1})]
+    partial = silent_result(study, study_table(tmp_path, study, rows[:10]))
+    assert partial["completed"] == 10 and partial["pending"] == 14 and partial["analysis"] is None
+    full = silent_result(study, study_table(tmp_path, study, rows))
+    assert full["analysis"]["primary"]["tests"]["lr_quarter"]["rejected"] and full["base"] == "base"
+    assert full["plan"]["effect"] == study.effect  # the committed power statement travels with the result
+    other = params(SilentParams, "variance.silent", alpha=0.01)
+    with pytest.raises(Exception, match="written for another study design than variance.silent"):
+        silent_result(other, study_table(tmp_path, study, rows))

@@ -7,7 +7,7 @@ import yaml
 from stages.variance import study as vs
 from stages.variance.params import StudyParams
 from stages.variance.study import analyse_study, kruskal, kruskal_power, spearman_ci
-from support import ROOT, params
+from support import ROOT, params, study_table
 
 CONFIGS = {"A": 1.81, "B": 1.39, "C": 1.07, "D": 1.39}  # the committed study's ideal medians
 
@@ -89,19 +89,6 @@ def test_the_committed_study_is_registered_before_its_models():
     assert study.registered(bad)[0][0] == "variance.study.seeds"
     with pytest.raises(Exception, match="variance.study.delta"):
         params(StudyParams, "variance.study", delta=0.0)
-
-
-def study_table(tmp_path, study, rows):
-    """The study's table as the flow writes it (its metadata: the registered design), from synthetic rows."""
-    import json
-    from dataclasses import asdict
-
-    from stages.variance.schema import AUDIT_POINTS, write_audit_points
-
-    full = [{**{f: None for f in AUDIT_POINTS.names}, **r} for r in rows]
-    path = tmp_path / "audit_points.parquet"
-    write_audit_points(path, full, {"study": json.loads(json.dumps(asdict(study))), "recipe": {}, "primary": {}})
-    return path
 
 
 def synthetic_models(study, done: int | None = None) -> list[dict]:
