@@ -76,8 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="train a pre-registered study instead (variance.study: configurations x fresh seeds; "
                           "--study silent: variance.silent, settings the accountant does not see); resumable: "
                           "completed models in its table are kept")
-    var.add_argument("--plan", action="store_true",
-                     help="with --study silent: write its power statement (variance.silent.plan) and stop")
+    var.add_argument("--plan", action="store_true", help="with --study silent: write its power statement, stop")
     add("report", "rebuild the report (`dvc repro report`)")
     lin = add("lineage", "print where one reported number comes from, back to the raw files' md5")
     lin.add_argument("target", help="FILE:dotted.path, e.g. reports/metrics.json:runs.nondp.privacy.steps")

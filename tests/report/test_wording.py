@@ -136,6 +136,12 @@ def test_every_ideal_median_and_percentile_shows_its_monte_carlo_error(committed
     md = render(m, tmp_path)
     assert "1.921 ± 0.018" in md and "10.9 ± 0.2" in md and "1.390 ± 0.000" in md
     assert "median ε̂ of 1.92 ± 0.02, this count sits at their percentile 10.9 ± 0.2" in md
-    old = render(committed_metrics, tmp_path / "old")
+    older = copy.deepcopy(committed_metrics)  # as the audit wrote it before the errors existed (500 trials)
+    q = older["pooled"]["dp_eps8"]
+    for rec in (q, *q["single_runs"], older["runs"]["dp_eps8"]["audit_primary"]):
+        for key in [k for k in rec if k.endswith("_mcse")]:
+            del rec[key]
+    q.update(ideal_eps_lb_95_median=1.8527, ideal_trials=500)
+    old = render(older, tmp_path / "old")
     assert "1.853 (Monte Carlo error not recorded, 500 trials)" in old
 
