@@ -67,6 +67,7 @@ def copy_project(dest: Path) -> Path:
     """A fresh git + DVC checkout of this project (code, dvc.yaml, params, vendored data)."""
     for item in ["stages", "flows", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore", "pyproject.toml", "data/raw",
                  "reports/sweeps", "reports/variance/points.parquet", "reports/variance/audit_points.parquet",
+                 "reports/variance/silent_points.parquet", "reports/variance/silent_plan.json",
                  "reports/audit_study", "reports/selfcheck.json",
                  "reports/selfcheck_mutants.json",
                  "data/replicas/README.md"]:
