@@ -40,12 +40,6 @@ def seed_status(seeds, registry) -> str:
     return PREREGISTERED if set(seeds) <= set(registry.preregistered) else DEVELOPMENT
 
 
-def percentile(value: float, sample: np.ndarray) -> float:
-    """Mid-rank percentile of ``value`` in ``sample`` (ties count half)."""
-    sample = np.asarray(sample)
-    return float(100 * np.mean(sample < value) + 50 * np.mean(sample == value))
-
-
 def median_interval(values, confidence: float = 0.95) -> dict:
     """The median of ``values`` and the widest-needed order-statistic interval [x_(j), x_(n-j+1)] covering the
     population median with probability >= ``confidence``, or the full range and its (lower) coverage when n is too

@@ -114,12 +114,6 @@ SINGLE_FIELDS = ("run", "seeds", "r", "v", "eps_lb_95", "ideal_percentile", "ide
 COUPLED_STREAMS = "seed+offset (coupled)"
 
 
-def row_status(seeds, registry) -> str:
-    """A recorded set's seed status by ``audit.seeds`` as params hold it now (``registry``: its ``development`` and
-    ``preregistered`` lists): a seed a design choice has since seen is a development seed for good."""
-    return seed_status(seeds, registry)
-
-
 def pooled_row(pooled: dict, *, registry, streams: str, design_commit: str, params_commit: str, params_sha256: str,
                lock: str, seeds_commit: str | None = None, experiment: str | None = None,
                registered_before: bool = True) -> dict:
@@ -132,7 +126,7 @@ def pooled_row(pooled: dict, *, registry, streams: str, design_commit: str, para
     ``registered_before``: the design and the seeds committed before the commit that holds the runs' results."""
     row = {k: pooled.get(k) for k in POOLED_FIELDS if k in pooled}
     row["single_runs"] = [{k: single[k] for k in SINGLE_FIELDS if k in single} for single in pooled["single_runs"]]
-    status = row_status(pooled["seeds"], registry)
+    status = seed_status(pooled["seeds"], registry)
     confirmed = status == PREREGISTERED and registered_before
     row.update(phase="confirmation" if confirmed else "development", seed_status=status, streams=streams,
                design_commit=design_commit, seeds_commit=seeds_commit, params_commit=params_commit,
@@ -162,7 +156,7 @@ def pooled_summary(rows: list[dict], registry=None) -> dict:
     designs = []
     for (recipe, commit, streams), g in groups.items():
         conf = [r for r in g if r["phase"] == "confirmation"
-                and (registry is None or row_status(r["seeds"], registry) == PREREGISTERED)]
+                and (registry is None or seed_status(r["seeds"], registry) == PREREGISTERED)]
         superseded = all(r.get("superseded") for r in g)
         designs.append({
             "recipe": recipe, "design_commit": commit, "streams": streams,
