@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -30,8 +31,9 @@ from ..lm.canary_lm import CanaryLM
 from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from ..lm.external import load_external
 from ..lm.loading import load_base
-from ..lm.scoring import token_logprobs
+from ..lm.token_stats import TokenScores, score_tokens
 from ..lm.trainable import TRAINABLE, Trainable, load_model
+from ..reference.schema import REFERENCE_RECORD, recipe_of
 from ..secrets.schema import secrets_path
 
 
@@ -66,6 +68,7 @@ class AttackContext:
         self.dataset = get_dataset(self.setup.dataset)
         self._target = None
         self._reference = None
+        self._refsets: dict[str, object] = {}  # RMIA's reference fine-tunes, by set name (loaded lazily)
         self._items: dict[str, list[Item]] = {}
         self._cache: dict[tuple[str, str], np.ndarray] = {}
         self._contrast: dict[tuple[str, str], tuple] = {}  # (model, item key) -> (contrast_at rows, unit hidden)
@@ -102,6 +105,25 @@ class AttackContext:
             self.fingerprints["reference"] = hashlib.sha1(json.dumps([src, init]).encode()).hexdigest()
         return self._reference
 
+    @functools.cached_property
+    def reference_sets(self) -> list[str]:
+        """RMIA's reference fine-tunes of this run's recipe and dataset (``attack.references.sets``, trained by
+        ``stages.reference``), in params order: a set is shared by every run whose recipe it was trained on."""
+        out = []
+        for name in self.params.references.sets:
+            f = Path(self.params.references.out_dir) / name / REFERENCE_RECORD
+            if f.is_file() and read_json(f, f"reference@{name}")["recipe"] == recipe_of(self.info["params"]):
+                out.append(name)
+        return out
+
+    def _refset_model(self, name: str):
+        if name not in self._refsets:
+            d = Path(self.params.references.out_dir) / name
+            spec = Trainable.from_json(read_json(d / REFERENCE_RECORD, f"reference@{name}")["trainable"])
+            self._refsets[name], _ = load_model(self.where.base_model, d, spec, self.device)
+            self.fingerprints[f"reference_set:{name}"] = file_digest(d / TRAINABLE, "sha1")
+        return self._refsets[name]
+
     # ------------------------------------------------------------------ items
     def has(self, need: str) -> str | None:
         """None if the run provides ``need``, else why not (for the one-line error)."""
@@ -132,6 +154,10 @@ class AttackContext:
             return None if not self.info["trainable"]["train_embeddings"] else (
                 f"run {self.run} trained the output head (finetune.train_embeddings), so the rows its secrets "
                 "started from are not in the model")
+        if need == "references":
+            return None if self.reference_sets else (
+                f"no reference fine-tune of run {self.run}'s recipe in {self.params.references.out_dir} "
+                "(attack.references.sets: the RMIA profile, presets/rmia.args, trains them)")
         if need.startswith("secrets:"):
             return self._has_secrets(need.split(":", 1)[1])
         return f"unknown requirement {need!r}"
@@ -234,10 +260,11 @@ class AttackContext:
                      r[text], user=r["user"]) for r, e in zip(rows, exs)]
 
     # ------------------------------------------------------------------ log-probabilities
-    def _score(self, which: str, items: list[Item]) -> list[np.ndarray]:
-        """Log-probabilities of the items' labelled tokens under one model, each example computed once; canary
-        items get their contrast rows (``lm.scoring.contrast_at``) from the same forward pass."""
-        model = self.target_model if which == "target" else self.reference_model
+    def _score(self, which: str, items: list[Item]) -> list[TokenScores]:
+        """Every labelled token of the items under one model (``lm.token_stats``), each example computed once;
+        canary items get their contrast rows (``lm.scoring.contrast_at``) from the same forward pass."""
+        model = {"target": lambda: self.target_model, "reference": lambda: self.reference_model}.get(
+            which, lambda: self._refset_model(which.split(":", 1)[1]))()
         keys = [example_key(it.example) for it in items]
         todo: dict[str, Item] = {}
         for k, it in zip(keys, items):
@@ -245,10 +272,10 @@ class AttackContext:
                 todo[k] = it
         if todo:
             cands = [it.candidates for it in todo.values()]
-            lps, extra = token_logprobs(model, [it.example for it in todo.values()], self.tokenizer.pad_token_id,
-                                        self.params.batch_size, desc=f"{which} log-probs", candidates=cands)
-            for k, lp, x in zip(todo, lps, extra):
-                self._cache[(which, k)] = lp
+            scored, extra = score_tokens(model, [it.example for it in todo.values()], self.tokenizer.pad_token_id,
+                                         self.params.batch_size, desc=f"{which} log-probs", candidates=cands)
+            for k, sc, x in zip(todo, scored, extra):
+                self._cache[(which, k)] = sc
                 if x is not None:
                     self._contrast[(which, k)] = x
         return [self._cache[(which, k)] for k in keys]
@@ -264,13 +291,21 @@ class AttackContext:
         return [self._contrast[(which, k)][int(hidden)][-it.secret_tokens:] for k, it in zip(keys, items)]
 
     def target(self, items: list[Item]) -> list[np.ndarray]:
+        return [sc.logprobs for sc in self._score("target", items)]
+
+    def scores_of(self, reference_set: str, items: list[Item]) -> list[np.ndarray]:
+        """Token log-probabilities under RMIA's reference fine-tune ``reference_set`` (cached as any model's)."""
+        return [sc.logprobs for sc in self._score(f"reference_set:{reference_set}", items)]
+
+    def target_tokens(self, items: list[Item]) -> list[TokenScores]:
+        """The fine-tuned model's ``TokenScores`` (top-1 hits, vocabulary moments) from the same cached pass."""
         return self._score("target", items)
 
     def reference(self, items: list[Item]) -> list[np.ndarray]:
         known = [it.reference is not None for it in items]
         missing = [it for it, k in zip(items, known) if not k]
         computed = iter(self._score("reference", missing)) if missing else iter(())
-        return [it.reference if k else next(computed) for it, k in zip(items, known)]
+        return [it.reference if k else next(computed).logprobs for it, k in zip(items, known)]
 
     def precompute(self, sources: list[str], reference: bool) -> None:
         """One batched pass per model over every item the requested attacks will read."""
@@ -281,4 +316,7 @@ class AttackContext:
 
     def cache_rows(self) -> list[dict]:
         return [{"key": k, "model": m, "model_fingerprint": self.fingerprints.get(m, ""),
-                 "logprobs": lp.astype(np.float32).tolist()} for (m, k), lp in sorted(self._cache.items())]
+                 "logprobs": sc.logprobs.astype(np.float32).tolist(), "top1": sc.top1.astype(bool).tolist(),
+                 "vocab_mean": sc.vocab_mean.astype(np.float32).tolist(),
+                 "vocab_sd": sc.vocab_sd.astype(np.float32).tolist()}
+                for (m, k), sc in sorted(self._cache.items())]

@@ -54,8 +54,11 @@ def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: 
     attacks, skipped = plan_attacks(run, params, ctx.has)
     for name, why in skipped.items():
         log.info("attack %s left out on %s: %s", name, run, why)
-    sources = sorted({s for a in attacks for need in a.needs for s in need.split("|")}
-                     & {"canaries", "text", "users", "formatted"})
+    sources = {s for a in attacks for need in a.needs for s in need.split("|")} & {"canaries", "text", "users",
+                                                                                  "formatted"}
+    if {"canaries", "text"} & sources and ctx.has("users") is None:  # per-example attacks also score users
+        sources.add("users")
+    sources = sorted(sources)
     ctx.precompute(sources, reference=any("reference" in a.needs for a in attacks))
     for a in attacks:
         out = a.run(ctx, params)
@@ -70,4 +73,4 @@ def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: 
     write_table(pa.Table.from_pylist(ctx.cache_rows(), schema=LOGPROBS), out_dir / "logprobs.parquet", LOGPROBS)
     write_record(out_dir, {"version": ATTACK_VERSION, "run": run,
                            "attacks": {a.name: a.declared() for a in attacks}, "skipped": skipped,
-                           "model_fingerprints": ctx.fingerprints})
+                           "model_fingerprints": ctx.fingerprints, "user_score": params.user_score})

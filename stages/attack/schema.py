@@ -16,9 +16,11 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json
 
-ATTACK_VERSION = 4  # 2: the fine-tuned run's record is no longer copied in (read it from the run: finetune.schema);
+ATTACK_VERSION = 5  # 2: the fine-tuned run's record is no longer copied in (read it from the run: finetune.schema);
 #                    3: each attack's declared metadata (AttackMeta) in place of its family
 #                    4: ``skipped``: the default list's attacks the run cannot have, with the reason
+#                    5: logprobs.parquet holds each token's top-1 hit and vocabulary moments (EZ-MIA, Min-K%++);
+#                       ``user_score``: user inference's per-example score
 
 #: one membership score per item (a canary, a text sample, a user); higher = more likely a member
 SCORES = pa.schema([
@@ -53,6 +55,9 @@ LOGPROBS = pa.schema([
     pa.field("model", pa.string(), nullable=False),  # target | reference
     pa.field("model_fingerprint", pa.string(), nullable=False),
     pa.field("logprobs", pa.list_(pa.float32()), nullable=False),
+    pa.field("top1", pa.list_(pa.bool_()), nullable=False),  # the label is the model's argmax there (EZ-MIA)
+    pa.field("vocab_mean", pa.list_(pa.float32()), nullable=False),  # E_z[log p(z)], z ~ p (Min-K%++)
+    pa.field("vocab_sd", pa.list_(pa.float32()), nullable=False),  # sd_z[log p(z)]
 ])
 
 #: the table schema of each family that writes a table
@@ -74,6 +79,7 @@ class AttackRecord(TypedDict):
     attacks: dict[str, AttackMeta]  # attack -> what it declares, in the order they ran
     skipped: dict[str, str]  # attack of the default list (attack.attacks) the run cannot have -> why
     model_fingerprints: dict[str, str]  # target / reference -> fingerprint of the weights scored
+    user_score: str  # the per-example score user inference averaged per user (attack.user_score)
 
 
 def same_ranking(attacks: dict[str, AttackMeta]) -> dict[str, list[list[str]]]:

@@ -91,6 +91,7 @@ class RunMetrics(TypedDict, total=False):
     utility: dict[str, Any]  # valid_nll, valid_perplexity
     attacks: dict[str, dict[str, GroupMetrics]]  # membership attack -> item group -> metrics
     attacks_skipped: dict[str, str]  # attack of the default list the run cannot have -> why (stages.attack.run)
+    user_score: str  # runs with user inference: the per-example score it averaged per user (attack.user_score)
     audit_primary: Primary | None  # None: the run has no canaries
     audit_exploratory: Exploratory | None
     exposure: dict[str, dict[str, Any]]  # format (and "all") -> exposure summary

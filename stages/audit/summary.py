@@ -138,6 +138,8 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
         "attacks_skipped": dict(record["skipped"]),
         "other": {},
     }
+    if "user_inference" in record["attacks"]:
+        result["user_score"] = record["user_score"]
     roc: list[dict] = []
     canaries: Canaries = {}
     blind = blind_groups(scores_dir, record)

@@ -155,8 +155,24 @@ def _audit_figures(run: str, r: dict, bounds: list[str], threats: dict[str, str]
     return figs
 
 
+def _user_figures(run: str, r: dict) -> list[Figure]:
+    """User inference, where the run has it: held-in vs held-out users' AUROC with its interval (or exact p) and the
+    blind baseline's on the same users (a shift check: where it is flagged, the AUROC measures the shift)."""
+    m = (r["attacks"].get("user_inference") or {}).get("users")
+    if not m:
+        return []
+    b = (r.get("blind") or {}).get("users")
+    blind = (f"; blind baseline AUROC {ci(b['auroc'], b.get('auroc_ci95'))}, p {fmt(b['p_value'], 3)}"
+             + (" — FLAGGED: the AUROC measures a shift" if b.get("flagged") else "")) if b else \
+        "; no blind baseline on these users"
+    return [Figure("user inference AUROC", ci(m["auroc"], m.get("auroc_ci95"), m.get("auroc_p_exact")),
+                   f"runs.{run}.attacks.user_inference.users.auroc",
+                   f"{m['members']} held-in vs {m['non_members']} held-out users, per user the mean "
+                   f"{r.get('user_score', '?')} over the attacker's samples{blind}", "user_inference_auroc")]
+
+
 def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
-    pre, figs = f"runs.{run}", []
+    pre, figs = f"runs.{run}", _user_figures(run, r)
     best = strongest_attack(r, fpr) if fpr else None
     if best:
         atk, group, m = best

@@ -36,6 +36,13 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
     assert dp["ideal_eps_lb_95_p10"] <= dp["ideal_eps_lb_95_median"] <= dp["ideal_eps_lb_95_p90"]
     assert "last_iterate_epsilon" not in metrics["runs"]["nondp"]["audit_primary"]
     assert metrics["runs"]["users"]["audit_primary"] is None  # no canaries
+    # 2026's attacks beside 2023's: EZ-MIA and Min-K%++ on text rows and users, RMIA on text rows with the users
+    # recipe's reference fine-tune; user inference's per-example score recorded, its AUROC in the users' headline
+    users = metrics["runs"]["users"]
+    assert {"text", "users"} <= set(users["attacks"]["ez_mia"]) & set(users["attacks"]["min_k_pp"])
+    assert set(users["attacks"]["rmia"]) == {"text"} and users["user_score"] == "ref_ratio"
+    ref = json.loads((project / "data/references/users_r1/reference.json").read_text())
+    assert (ref["run"], ref["seed"], ref["population_split"]) == ("users", 11, "heldout") and ref["rows"] > 0
     assert metrics["planned"]["gpu_dp_audit"]["noise_multiplier"] > 0
     # the DP recipe's pooled test: dp and its replica, each canary in one run, one rule per run fixed in params
     pooled = metrics["pooled"]["dp"]
@@ -51,6 +58,7 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
     assert html.index('id="headline"') < html.index('<nav class="toc">') < html.index('id="summary"')
     assert "<details>" in html and (project / "reports/data_docs/index.html").is_file()
     headline = json.loads((project / "reports/headline.json").read_text())
+    assert headline["users"]["user_inference_auroc"] == users["attacks"]["user_inference"]["users"]["auroc"]
     assert headline["dp"]["accountant_epsilon"] == pytest.approx(8.0, rel=0.02) and "audit_eps_lb_95" in headline["dp"]
     assert sorted(p.name for p in (project / "reports/plots_data/roc").iterdir())[0].endswith(".json")
     report = (project / "reports/report.md").read_text()

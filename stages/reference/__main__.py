@@ -1,0 +1,34 @@
+"""DVC stage ``reference@<set>``: RMIA's reference fine-tune ``attack.references.sets.<set>`` (the recipe of its run on
+population rows, ``stages.reference.train``) -> <attack.references.out_dir>/<set>/ (trainable weights and
+reference.json)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from stages.attack.params import AttackParams
+from stages.core.artifacts import locations
+from stages.core.cli import run_cli, stage_args
+from stages.core.errors import ConfigError
+from stages.core.io import atomic_dir
+from stages.core.params import load
+from stages.finetune.params import load_finetune
+from stages.lm.loading import pick_device
+from stages.reference.train import init_seed, train_reference
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, raw = stage_args(argv, __doc__, "set")
+    refs = load(AttackParams, "attack", args.params, raw).references
+    if args.set not in refs.sets:
+        raise ConfigError(f"{args.params}: attack.references.sets.{args.set}: no such set "
+                          f"(known: {', '.join(refs.sets) or 'none'})")
+    ref = refs.sets[args.set]
+    ft = load_finetune(ref.run, args.params, raw)
+    init_seed(ref.seed)
+    with atomic_dir(Path(refs.out_dir) / args.set) as tmp:
+        train_reference(args.set, ref.run, ref.seed, ft, locations(raw, args.params), tmp, pick_device(ft.device))
+
+
+if __name__ == "__main__":
+    run_cli(main)
