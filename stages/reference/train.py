@@ -23,8 +23,7 @@ from ..core.artifacts import Locations
 from ..core.io import write_json
 from ..core.seeds import stream
 from ..datasets import get_dataset, read_split, sample
-from ..finetune.inputs import gather_inputs
-from ..finetune.loop import TrainConfig, train
+from ..finetune.api import TrainConfig, gather_inputs, train
 from ..finetune.params import FinetuneParams
 from ..finetune.schema import TextSetup
 from ..lm.examples import text_examples
