@@ -55,9 +55,11 @@ def overrides(repo: Path, files: list[str]) -> list[str]:
 
 
 def run_experiment(repo: Path, name: str) -> None:
-    """``dvc exp run -n <name>`` with its presets' overrides (DVC's run cache restores unchanged stages)."""
+    """``dvc exp run --temp -n <name>`` with its presets' overrides, in a temporary copy (the workspace stays as it
+    is; DVC's cache restores the unchanged stages)."""
     args = [a for o in overrides(repo, EXPERIMENTS[name]) for a in ("-S", o)]
-    subprocess.run(["dvc", "exp", "run", "-n", name, *args], cwd=repo, check=True)
+    subprocess.run(["dvc", "exp", "remove", name], cwd=repo, capture_output=True)  # an earlier one of that name
+    subprocess.run(["dvc", "exp", "run", "--temp", "-n", name, *args], cwd=repo, check=True)
 
 
 def experiment_commit(repo: Path, name: str) -> str:

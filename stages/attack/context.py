@@ -273,7 +273,8 @@ class AttackContext:
         if todo:
             cands = [it.candidates for it in todo.values()]
             scored, extra = score_tokens(model, [it.example for it in todo.values()], self.tokenizer.pad_token_id,
-                                         self.params.batch_size, desc=f"{which} log-probs", candidates=cands)
+                                         self.params.batch_size, desc=f"{which} log-probs", candidates=cands,
+                                         moments=which == "target")  # Min-K%++ reads the fine-tuned model's only
             for k, sc, x in zip(todo, scored, extra):
                 self._cache[(which, k)] = sc
                 if x is not None:
@@ -317,6 +318,6 @@ class AttackContext:
     def cache_rows(self) -> list[dict]:
         return [{"key": k, "model": m, "model_fingerprint": self.fingerprints.get(m, ""),
                  "logprobs": sc.logprobs.astype(np.float32).tolist(), "top1": sc.top1.astype(bool).tolist(),
-                 "vocab_mean": sc.vocab_mean.astype(np.float32).tolist(),
-                 "vocab_sd": sc.vocab_sd.astype(np.float32).tolist()}
+                 "vocab_mean": None if sc.vocab_mean is None else sc.vocab_mean.astype(np.float32).tolist(),
+                 "vocab_sd": None if sc.vocab_sd is None else sc.vocab_sd.astype(np.float32).tolist()}
                 for (m, k), sc in sorted(self._cache.items())]

@@ -56,8 +56,8 @@ LOGPROBS = pa.schema([
     pa.field("model_fingerprint", pa.string(), nullable=False),
     pa.field("logprobs", pa.list_(pa.float32()), nullable=False),
     pa.field("top1", pa.list_(pa.bool_()), nullable=False),  # the label is the model's argmax there (EZ-MIA)
-    pa.field("vocab_mean", pa.list_(pa.float32()), nullable=False),  # E_z[log p(z)], z ~ p (Min-K%++)
-    pa.field("vocab_sd", pa.list_(pa.float32()), nullable=False),  # sd_z[log p(z)]
+    pa.field("vocab_mean", pa.list_(pa.float32()), nullable=True),  # E_z[log p(z)], z ~ p (Min-K%++); target only
+    pa.field("vocab_sd", pa.list_(pa.float32()), nullable=True),  # sd_z[log p(z)]; target only
 ])
 
 #: the table schema of each family that writes a table

@@ -29,28 +29,29 @@ class TokenScores:
 
     logprobs: np.ndarray  # log p(label_t | ids_<t) (the pass's dtype: float32, float64 for a float64 model)
     top1: np.ndarray  # bool: the label is the model's argmax there
-    vocab_mean: np.ndarray  # E_{z~p}[log p(z)] at that position (minus the entropy)
-    vocab_sd: np.ndarray  # sd_{z~p}[log p(z)]
+    vocab_mean: np.ndarray | None  # E_{z~p}[log p(z)] at that position (minus the entropy); None: not computed
+    vocab_sd: np.ndarray | None  # sd_{z~p}[log p(z)]; None: not computed
 
 
 def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype == torch.float64 else x.float()
 
 
-def vocab_moments(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(log-softmax, mean, sd) of log p(z) under z ~ p = softmax(logits), per row (at least fp32)."""
-    lsm = at_least_fp32(logits).log_softmax(-1)
+def vocab_moments(lsm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, sd) of log p(z) under z ~ p, per row of the log-softmax ``lsm``: two matrix-vector reductions and one
+    centred temporary (about 3x the log-softmax's own time on a CPU; an unfused version took 5x)."""
     p = lsm.exp()
-    mean = (p * lsm).sum(-1)
-    var = (p * (lsm - mean.unsqueeze(-1)).square()).sum(-1)
-    return lsm, mean, var.clamp(min=0).sqrt()
+    mean = torch.einsum("ij,ij->i", p, lsm)
+    var = torch.einsum("ij,ij->i", p, (lsm - mean.unsqueeze(-1)).square_())
+    return mean, var.clamp(min=0).sqrt()
 
 
 @torch.no_grad()
 def score_tokens(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64, desc: str | None = None,
-                 candidates: Sequence | None = None) -> tuple[list[TokenScores], list]:
+                 candidates: Sequence | None = None, moments: bool = True) -> tuple[list[TokenScores], list]:
     """(per example its ``TokenScores``, per example its contrast extras or None): one forward pass per
-    length-bucketed chunk, the output layer only at labelled positions."""
+    length-bucketed chunk, the output layer only at labelled positions. ``moments=False`` leaves the vocabulary
+    moments out (None): only the fine-tuned model's are read (Min-K%++)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -61,14 +62,15 @@ def score_tokens(model, examples: Sequence[Example], pad_id: int, batch_size: in
         batch = collate([examples[i] for i in part], pad_id, device)
         hidden, new_logits = model(batch["input_ids"], batch["attention_mask"])
         logits = at_least_fp32(model.logits_at(hidden, new_logits, batch["rows"], batch["cols"]))
-        lsm, mean, sd = vocab_moments(logits)
+        lsm = logits.log_softmax(-1)
         targets = batch["targets"]
-        cols = [lsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1), logits.argmax(-1) == targets, mean, sd]
-        lp, top, mu, sigma = (c.cpu().numpy() for c in cols)
+        lp = lsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1).cpu().numpy()
+        top = (logits.argmax(-1) == targets).cpu().numpy()
+        mu, sigma = (m.cpu().numpy() for m in vocab_moments(lsm)) if moments else (None, None)
         rows = batch["rows"].cpu().numpy()
         for j, i in enumerate(part):
             sel = rows == j
-            out[i] = TokenScores(lp[sel], top[sel], mu[sel], sigma[sel])
+            out[i] = TokenScores(lp[sel], top[sel], *((mu[sel], sigma[sel]) if moments else (None, None)))
             if candidates is not None and candidates[i] is not None:
                 at = torch.as_tensor(np.flatnonzero(sel), device=device)
                 h = at_least_fp32(hidden[batch["rows"][at], batch["cols"][at]])
