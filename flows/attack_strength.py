@@ -17,6 +17,7 @@ import argparse
 import io
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -59,7 +60,9 @@ def run_experiment(repo: Path, name: str) -> None:
     is; DVC's cache restores the unchanged stages)."""
     args = [a for o in overrides(repo, EXPERIMENTS[name]) for a in ("-S", o)]
     subprocess.run(["dvc", "exp", "remove", name], cwd=repo, capture_output=True)  # an earlier one of that name
+    start = time.monotonic()
     subprocess.run(["dvc", "exp", "run", "--temp", "-n", name, *args], cwd=repo, check=True)
+    print(f"attack_strength: experiment {name} took {time.monotonic() - start:.0f} s", flush=True)
 
 
 def experiment_commit(repo: Path, name: str) -> str:
