@@ -7,8 +7,8 @@ rows and users and on ``tofu_users``' 100 vs 100 authors, from one command (docs
 Experiments: ``rmia`` (presets/rmia.args: the default run plus two RMIA reference fine-tunes of nondp) and
 ``tofu-users`` (presets/tofu_users.args plus presets/rmia_tofu_users.args: 200 TOFU authors, two reference
 fine-tunes of that recipe). Writes reports/attack_strength.json and reports/attack_strength.md (git-tracked), each
-row the audit's summary from the experiment's metrics; the margin of the strongest attack over the 2023 family's is
-a paired bootstrap on the experiment's scores (read from the DVC cache at the experiment's commit). The flow only
+row the audit's summary from the experiment's metrics; the newer attacks' strongest minus the 2023 family's strongest
+is a paired bootstrap on the experiment's scores (read from the DVC cache at the experiment's commit). The flow only
 orchestrates: rows and margins come from ``stages.studies.attacks``.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import yaml
 
 from stages.audit.params import AuditParams
 from stages.core.params import build, section_of
-from stages.studies.attacks import margin, markdown, rows_of
+from stages.studies.attacks import compared, margin, markdown, rows_of
 
 #: experiment -> the preset files of its overrides
 EXPERIMENTS = {"rmia": ["presets/rmia.args"],
@@ -99,8 +99,7 @@ def build_table(repo: Path, fpr: str = "0.01") -> tuple[list[dict], str]:
         audit = build(AuditParams, raw["audit"], "audit")
         metrics = json.loads(_git(["show", f"{rev}:{audit.out}"], repo))
         rows = rows_of(metrics["runs"][run], pool, fpr)
-        compared = [rows[0]["attack"]] + [r["attack"] for r in rows if r["family"] == "2023"][:1]
-        data = scores(repo, rev, f"{section_of(raw, 'attack.out_dir')}/{run}", compared, pool)
+        data = scores(repo, rev, f"{section_of(raw, 'attack.out_dir')}/{run}", compared(rows), pool)
         diff = margin(rows, data, audit.bootstrap, audit.seed, audit.min_per_side)
         records.append({"experiment": exp, "commit": rev, "run": run, "pool": pool, "fpr": fpr, "rows": rows,
                         "margin": diff})

@@ -1,12 +1,12 @@
 """The attack-strength table (docs/results.md, reports/attack_strength.json): every membership attack of a run on one
-pool of items, today's family and 2026's (EZ-MIA, Min-K%++, RMIA), and how much the strongest adds over the strongest
-of the 2023 family, from one experiment's metrics and scores.
+pool of items, today's family and 2026's (EZ-MIA, Min-K%++, RMIA), and how the newer attacks' strongest compares with
+the 2023 family's strongest, from one experiment's metrics and scores.
 
 Each row is the audit's own summary of the attack on that pool (``runs.<run>.attacks.<attack>.<pool>``): AUROC and
 TPR at the headline FPR with their 95% bootstrap intervals, and AUROC minus the blind baseline's on the same items.
-The strongest attack is picked after scoring (largest AUROC): its margin over the 2023 family's strongest is a
-paired bootstrap interval of the AUROC difference on the same items (``audit.roc.paired_auroc_difference``), a
-description of this pool, not a test.
+The newer attacks' strongest and the 2023 family's strongest are picked after scoring (largest AUROC); their AUROC
+difference on the same items has a paired bootstrap interval (``audit.roc.paired_auroc_difference``): a description
+of this pool, not a test.
 """
 from __future__ import annotations
 
@@ -38,20 +38,28 @@ def rows_of(run_metrics: dict, pool: str, fpr: str) -> list[dict]:
     return sorted(out, key=lambda r: -r["auroc"])
 
 
-def margin(rows: list[dict], scores: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], n_boot: int, seed: int,
+def margin(rows: list[dict], scores: dict[str, tuple[list, np.ndarray, np.ndarray]], n_boot: int, seed: int,
            min_per_side: int) -> dict | None:
-    """The strongest attack (largest AUROC) against the strongest of the 2023 family on the same items:
-    AUROC difference with a 95% paired bootstrap interval. ``scores``: attack -> (item ids, scores, members).
-    None when the strongest is of the 2023 family or either has no scores."""
-    best, old = rows[0], next((r for r in rows if r["family"] == "2023"), None)
-    if old is None or best["family"] == "2023" or best["attack"] not in scores or old["attack"] not in scores:
+    """The newer attacks' strongest (largest AUROC) against the 2023 family's strongest on the same items: AUROC
+    difference (newer minus 2023) with a 95% paired bootstrap interval. ``scores``: attack -> (item ids, scores,
+    members). None when either family is absent or lacks scores."""
+    new = next((r for r in rows if r["family"] != "2023"), None)
+    old = next((r for r in rows if r["family"] == "2023"), None)
+    if new is None or old is None or new["attack"] not in scores or old["attack"] not in scores:
         return None
-    ids_a, a, y = scores[best["attack"]]
+    ids_a, a, y = scores[new["attack"]]
     ids_b, b, _ = scores[old["attack"]]
     order = {i: k for k, i in enumerate(ids_b)}
     b = np.asarray([b[order[i]] for i in ids_a])
     d = paired_auroc_difference(a, b, y, n_boot, seed, min_per_side)
-    return {"strongest": best["attack"], "strongest_2023": old["attack"], **d}
+    return {"newer": new["attack"], "strongest_2023": old["attack"], **d}
+
+
+def compared(rows: list[dict]) -> list[str]:
+    """The two attacks ``margin`` compares: the newer family's strongest and the 2023 family's."""
+    newer = [r["attack"] for r in rows if r["family"] != "2023"]
+    older = [r["attack"] for r in rows if r["family"] == "2023"]
+    return newer[:1] + older[:1]
 
 
 def markdown(title: str, rows: list[dict], fpr: str, diff: dict | None) -> str:
@@ -63,12 +71,11 @@ def markdown(title: str, rows: list[dict], fpr: str, diff: dict | None) -> str:
                        ci(r["tpr"], r["tpr_ci95"]) if r["tpr"] is not None else "–",
                        ci(r["minus_blind"], r["minus_blind_ci95"]) if r["minus_blind"] is not None else "–"])
     text = f"### {title}\n\n{md_table(t)}\n"
+    if rows:
+        text += f"\nStrongest here: {rows[0]['attack']} (AUROC {fmt(rows[0]['auroc'])}; picked after scoring)."
     if diff:
-        text += (f"\nStrongest: {diff['strongest']}, AUROC {fmt(diff['value'])} above {diff['strongest_2023']} (the "
-                 f"2023 family's strongest here) [{fmt(diff['ci95'][0])}, {fmt(diff['ci95'][1])}] (95% paired "
-                 "bootstrap; picked after scoring: a description, not a test).\n"
-                 if diff.get("ci95") else f"\nStrongest: {diff['strongest']}, AUROC {fmt(diff['value'])} above "
-                 f"{diff['strongest_2023']} (too few per side for an interval).\n")
-    elif rows:
-        text += f"\nStrongest: {rows[0]['attack']} (of the 2023 family).\n"
-    return text
+        interval = (f" [{fmt(diff['ci95'][0])}, {fmt(diff['ci95'][1])}] (95% paired bootstrap)" if diff.get("ci95")
+                    else " (too few per side for an interval)")
+        text += (f" Newer attacks' strongest, {diff['newer']}, minus the 2023 family's, {diff['strongest_2023']}: "
+                 f"AUROC {fmt(diff['value'])}{interval}; a description of this pool, not a test.")
+    return text + "\n"
