@@ -5,9 +5,9 @@ rows and users and on ``tofu_users``' 100 vs 100 authors, from one command (docs
     python -m flows.attack_strength          # the table from experiments already run
 
 Experiments: ``rmia`` (presets/rmia.args: the default run plus two RMIA reference fine-tunes of nondp) and
-``tofu-users`` (presets/tofu_users.args plus presets/rmia_tofu_users.args: 200 TOFU authors, two reference
-fine-tunes of that recipe). Writes reports/attack_strength.json and reports/attack_strength.md (git-tracked), each
-row the audit's summary from the experiment's metrics; the newer attacks' strongest minus the 2023 family's strongest
+``tofu-users`` (presets/tofu_users.args plus presets/rmia_tofu_users.args: 200 TOFU authors, one reference
+fine-tune of that recipe). ``--run tofu-users`` runs one of them. Writes reports/attack_strength.json and
+reports/attack_strength.md (git-tracked), each row the audit's summary from the experiment's metrics; the newer attacks' strongest minus the 2023 family's strongest
 is a paired bootstrap on the experiment's scores (read from the DVC cache at the experiment's commit). The flow only
 orchestrates: rows and margins come from ``stages.studies.attacks``.
 """
@@ -110,12 +110,12 @@ def build_table(repo: Path, fpr: str = "0.01") -> tuple[list[dict], str]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".")
-    ap.add_argument("--run", action="store_true", help="run the experiments first (`dvc exp run`)")
+    ap.add_argument("--run", nargs="*", choices=list(EXPERIMENTS), default=None,
+                    help="run these experiments first (`dvc exp run`; no name: both)")
     args = ap.parse_args(argv)
     repo = Path(args.repo).resolve()
-    if args.run:
-        for name in EXPERIMENTS:
-            run_experiment(repo, name)
+    for name in (args.run or list(EXPERIMENTS)) if args.run is not None else ():
+        run_experiment(repo, name)
     records, text = build_table(repo)
     out = repo / OUT
     out.with_suffix(".json").write_text(json.dumps(records, indent=1, default=float) + "\n")
