@@ -7,9 +7,10 @@ rows and users and on ``tofu_users``' 100 vs 100 authors, from one command (docs
 Experiments: ``rmia`` (presets/rmia.args: the default run plus two RMIA reference fine-tunes of nondp) and
 ``tofu-users`` (presets/tofu_users.args plus presets/rmia_tofu_users.args: 200 TOFU authors, one reference
 fine-tune of that recipe). ``--run tofu-users`` runs one of them. Writes reports/attack_strength.json and
-reports/attack_strength.md (git-tracked), each row the audit's summary from the experiment's metrics; the newer attacks' strongest minus the 2023 family's strongest
-is a paired bootstrap on the experiment's scores (read from the DVC cache at the experiment's commit). The flow only
-orchestrates: rows and margins come from ``stages.studies.attacks``.
+reports/attack_strength.md (git-tracked), each row the audit's summary from the experiment's metrics; the newer
+attacks' strongest minus the 2023 family's strongest is a paired bootstrap on the experiment's scores (read from the
+DVC cache at the experiment's commit). The flow only orchestrates: rows and margins come from
+``stages.studies.attacks``.
 """
 from __future__ import annotations
 
