@@ -110,7 +110,7 @@ class Reproduced:
 ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
               "secrets@enron", "secrets@tofu", "canaries", "audit", "variance", "report"} | {
     f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")} | {
-    f"replica_{stage}@dp_r2" for stage in ("canaries", "finetune", "attack")} | {"reference@users_r1"}
+    f"replica_{stage}@dp_r2" for stage in ("canaries", "finetune", "attack")}
 
 
 def ran(stdout: str) -> set[str]:
@@ -144,10 +144,8 @@ def tiny_params(model_dir: Path) -> dict:
     p["secrets"]["datasets"]["enron"]["max_per_kind"] = 20
     p["attack"]["batch_size"] = 32
     p["attack"]["runs"] = {"nondp": ["loss", "ref_ratio", "zlib", "min_k", "exposure", "eia", "blind"], "dp": None,
-                           "users": ["loss", "min_k_pp", "ez_mia", "rmia", "user_inference", "vmr", "blind"],
+                           "users": ["loss", "min_k_pp", "ez_mia", "user_inference", "vmr", "blind"],
                            "tofu": ["loss", "air", "blind"]}
-    # one RMIA reference fine-tune of the users recipe, on its held-out users' set-aside rows
-    p["attack"]["references"]["sets"] = {"users_r1": {"run": "users", "seed": 11}}
     p["attack"]["generation"].update(samples=2, max_secrets=4, air_max_new_tokens=4)
     p["attack"]["eia"].update(aux_texts=40, test_texts=10, steps=20, width=32)
     p["audit"]["primary"].update(attack="loss", k_pos=5, k_neg=5, no_dp=None, runs={})

@@ -36,13 +36,11 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
     assert dp["ideal_eps_lb_95_p10"] <= dp["ideal_eps_lb_95_median"] <= dp["ideal_eps_lb_95_p90"]
     assert "last_iterate_epsilon" not in metrics["runs"]["nondp"]["audit_primary"]
     assert metrics["runs"]["users"]["audit_primary"] is None  # no canaries
-    # 2026's attacks beside 2023's: EZ-MIA and Min-K%++ on text rows and users, RMIA on text rows with the users
-    # recipe's reference fine-tune; user inference's per-example score recorded, its AUROC in the users' headline
+    # 2026's attacks beside 2023's: EZ-MIA and Min-K%++ on text rows and users; user inference's per-example score
+    # recorded, its AUROC in the users' headline
     users = metrics["runs"]["users"]
     assert {"text", "users"} <= set(users["attacks"]["ez_mia"]) & set(users["attacks"]["min_k_pp"])
-    assert set(users["attacks"]["rmia"]) == {"text"} and users["user_score"] == "ref_ratio"
-    ref = json.loads((project / "data/references/users_r1/reference.json").read_text())
-    assert (ref["run"], ref["seed"], ref["population_split"]) == ("users", 11, "heldout") and ref["rows"] > 0
+    assert users["user_score"] == "ref_ratio"
     assert metrics["planned"]["gpu_dp_audit"]["noise_multiplier"] > 0
     # the DP recipe's pooled test: dp and its replica, each canary in one run, one rule per run fixed in params
     pooled = metrics["pooled"]["dp"]
