@@ -70,7 +70,7 @@ def copy_project(dest: Path) -> Path:
                  "reports/variance/silent_points.parquet", "reports/variance/silent_plan.json",
                  "reports/audit_study", "reports/selfcheck.json",
                  "reports/selfcheck_mutants.json",
-                 "data/replicas/README.md"]:
+                 "data/replicas/README.md", "data/references/README.md"]:
         src = ROOT / item
         if not src.exists():
             continue
