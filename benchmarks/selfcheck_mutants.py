@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from flows import selfcheck as flow  # noqa: E402
+from leakaudit import selfcheck as flow  # noqa: E402
 from stages.core.params import load  # noqa: E402
 from stages.selfcheck import trials as S  # noqa: E402
 from stages.selfcheck.params import SelfcheckParams  # noqa: E402

@@ -1,5 +1,6 @@
 """Prefect flows that only orchestrate: DVC owns the DAG, the cache and the lineage (dvc.lock).
 
 Importing a flow module changes no process state; each flow's command-line entry point applies the
-offline Prefect settings (``flows.settings``) before Prefect is imported.
+offline Prefect settings (``stages.core.prefect_env``) before Prefect is imported. The ``leakaudit`` command line
+(``leakaudit/``) starts these flows; no flow imports it.
 """

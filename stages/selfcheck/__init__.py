@@ -1,4 +1,4 @@
-"""The DP engine self-check (``leakaudit selfcheck``, flows/selfcheck.py): a tool beside the pipeline, not a DVC
+"""The DP engine self-check (``leakaudit selfcheck``, leakaudit/selfcheck.py): a tool beside the pipeline, not a DVC
 stage (no ``__main__``), so no stage's deps hold it and editing it invalidates nothing.
 
 ``params.py`` (the ``selfcheck`` section of params.yaml), ``probe.py`` (the probe models), ``trials.py`` (the

@@ -17,7 +17,7 @@ member and the noise independent across steps. ``Recorder`` observes that gradie
 wraps receives it (a step pre-hook: after clipping, noise, scaling and, with 2 processes, the all-reduce), reads
 each canary's own gradient direction at the same weights (from a twin of the probe: opacus' hooks are never
 disturbed), and keeps every step's whole gradient so the optimizer's update can be replayed from it (DP-Adam(W) is
-post-processing of those gradients, nothing more). ``verdict.py`` judges the trials; flows/selfcheck.py
+post-processing of those gradients, nothing more). ``verdict.py`` judges the trials; leakaudit/selfcheck.py
 (``leakaudit selfcheck``) runs both.
 
 Beside the specification tests, the one-run f-DP test (Mahloujifar et al.) reads the final model: each canary's

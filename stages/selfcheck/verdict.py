@@ -1,4 +1,4 @@
-"""The DP engine self-check's judgement (``trials.py`` trains; flows/selfcheck.py runs both): the
+"""The DP engine self-check's judgement (``trials.py`` trains; leakaudit/selfcheck.py runs both): the
 specification tests of one trial, the one-run f-DP test beside them, the verdict naming what broke, the power,
 and reports/selfcheck.json.
 

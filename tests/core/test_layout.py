@@ -3,7 +3,8 @@
 * a stage's code ``deps:`` in dvc.yaml are exactly the files its command imports (lazy imports inside functions
   included; ``flows/deps.py``), so a code change reruns exactly the stages it touches;
 * a stage package imports only the shared packages, its own modules and upstream public schema modules;
-* a flow imports only the public surface of the stages (``flow_internal_imports``);
+* a flow, and the ``leakaudit`` command line, import only the public surface of the stages
+  (``flow_internal_imports``); the arrow goes CLI -> flows -> stages: no flow imports the CLI (``flows_importing_cli``);
 * no module imports itself through others (``import_cycles``), lazy imports inside functions included;
 * no function is longer than ~60 lines unless its docstring says why;
 * importing any module changes no process state (environment, warning filters, torch's RNG).
@@ -30,6 +31,8 @@ from flows.deps import (
 )
 from support import ROOT
 
+#: the project's packages: the stages, the flows over them and the ``leakaudit`` command line over both
+PACKAGES = ("stages", "flows", "leakaudit")
 #: what each shared package may import (besides itself); stage packages may import all of them
 SHARED = {"core": set(), "lm": {"core"}, "datasets": {"core"}}
 MAX_LINES = 60
@@ -69,9 +72,9 @@ def import_edges(path: Path, root: Path = ROOT) -> set[Path]:
 
 
 def import_cycles(root: Path = ROOT) -> list[list[str]]:
-    """Every strongly connected set of more than one project module (stages/, flows/) in the import graph, lazy
-    imports inside functions included: each is an import cycle."""
-    files = sorted(p for d in ("stages", "flows") if (root / d).is_dir() for p in (root / d).rglob("*.py"))
+    """Every strongly connected set of more than one project module (stages/, flows/, leakaudit/) in the import
+    graph, lazy imports inside functions included: each is an import cycle."""
+    files = sorted(p for d in PACKAGES if (root / d).is_dir() for p in (root / d).rglob("*.py"))
     graph = {f: sorted(import_edges(f, root)) for f in files}
     index: dict[Path, int] = {}
     low: dict[Path, int] = {}
@@ -230,9 +233,10 @@ PUBLIC_MODULES = {"schema", "params", "api"}
 
 
 def flow_internal_imports(root: Path = ROOT) -> list[str]:
-    """Every import in flows/ of a stage module outside the public surface (lazy imports inside functions included)."""
+    """Every import in flows/ or leakaudit/ (the command line) of a stage module outside the public surface (lazy
+    imports inside functions included)."""
     problems = []
-    for path in sorted((root / "flows").rglob("*.py")):
+    for path in sorted(p for d in ("flows", "leakaudit") if (root / d).is_dir() for p in (root / d).rglob("*.py")):
         for mod in sorted(imported_modules(path, root)):
             parts = mod.split(".")
             if parts[0] != "stages" or len(parts) < 3 or parts[1] in PUBLIC_PACKAGES:
@@ -245,8 +249,30 @@ def flow_internal_imports(root: Path = ROOT) -> list[str]:
     return problems
 
 
+def flows_importing_cli(root: Path = ROOT) -> list[str]:
+    """Every import of the ``leakaudit`` command line from flows/ or stages/ (lazy imports included): the CLI starts
+    flows and calls stages, never the reverse."""
+    return [f"{path.relative_to(root)} imports {mod}"
+            for d in ("stages", "flows") if (root / d).is_dir() for path in sorted((root / d).rglob("*.py"))
+            for mod in sorted(imported_modules(path, root)) if mod.split(".")[0] == "leakaudit"]
+
+
 def test_flows_import_only_the_public_surface_of_the_stages():
     assert flow_internal_imports() == []
+
+
+def test_the_arrow_goes_cli_to_flows_to_stages():
+    """No flow nor stage imports the command line."""
+    assert flows_importing_cli() == []
+
+
+def test_a_flow_importing_the_cli_is_caught(tmp_path):
+    """The check above can fail: a lazy import of the CLI in a copy's flow is named."""
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "bad.py").write_text("def f():\n    from leakaudit.settings import x\n    return x\n")
+    (tmp_path / "flows" / "good.py").write_text("from flows.bad import f\n")
+    assert flows_importing_cli(tmp_path) == ["flows/bad.py imports leakaudit.settings",
+                                             "flows/bad.py imports leakaudit.settings.x"]
 
 
 def test_a_flow_importing_a_stage_internal_is_caught(tmp_path):
@@ -265,9 +291,12 @@ def test_a_flow_importing_a_stage_internal_is_caught(tmp_path):
         "from stages.datasets import get_dataset\nfrom stages.finetune.params import load_finetune\n"
         "from stages.studies.study import study_rows\nfrom stages.selfcheck import verdict\n"
         "def g():\n    import stages.handoff.export\n")
+    (tmp_path / "leakaudit").mkdir()
+    (tmp_path / "leakaudit" / "cli.py").write_text("def h():\n    from stages.audit.run import main\n")
     assert flow_internal_imports(tmp_path) == [
         "flows/bad.py imports stages.audit.pooled", "flows/bad.py imports stages.audit.pooled.design_look",
-        "flows/bad.py imports stages.base_model.convert", "flows/bad.py imports stages.finetune.sealed"]
+        "flows/bad.py imports stages.base_model.convert", "flows/bad.py imports stages.finetune.sealed",
+        "leakaudit/cli.py imports stages.audit.run", "leakaudit/cli.py imports stages.audit.run.main"]
 
 
 def _functions(path: Path):
@@ -277,7 +306,7 @@ def _functions(path: Path):
 
 
 #: the code the size rules cover (tests are not held to them: a test reads top to bottom)
-CODE = ("stages", "flows", "benchmarks")
+CODE = (*PACKAGES, "benchmarks")
 MAX_FILE_LINES = 400
 
 
@@ -326,7 +355,7 @@ def test_a_long_function_or_file_is_caught(tmp_path):
 
 PROBE = """
 import importlib, os, pkgutil, sys, warnings, torch
-ours = (os.path.join(os.getcwd(), "stages"), os.path.join(os.getcwd(), "flows"))
+ours = tuple(os.path.join(os.getcwd(), d) for d in ("stages", "flows", "leakaudit"))
 calls = []
 def spy(fn):  # record calls made from our own code (third-party imports may set filters of their own)
     def wrapper(*a, **k):
@@ -339,7 +368,7 @@ warnings.filterwarnings, warnings.simplefilter = spy(warnings.filterwarnings), s
 torch.manual_seed, torch.random.manual_seed = spy(torch.manual_seed), spy(torch.random.manual_seed)
 env, rng = dict(os.environ), torch.get_rng_state()
 names = []
-for root in ("stages", "flows"):
+for root in ("stages", "flows", "leakaudit"):
     pkg = importlib.import_module(root)
     names += [m.name for m in pkgutil.walk_packages(pkg.__path__, root + ".")]
 for name in names:

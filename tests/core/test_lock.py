@@ -81,7 +81,7 @@ def test_lineage_traces_a_committed_number_on_a_clean_clone(clean_copy):
     data and no DVC cache, saying which outputs the workspace lacks (``leakaudit lineage``)."""
     import json
 
-    from flows.trace import trace
+    from leakaudit.trace import trace
     from stages.core.lineage import load_lock
 
     t = trace("reports/metrics.json:pooled.dp_eps8.eps_lb_95", clean_copy)

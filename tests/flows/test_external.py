@@ -30,7 +30,7 @@ def trained_elsewhere(tmp_path_factory, tiny_model_dir):
     without_replicas(p)
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "external run"], dest)
-    out = run([PYTHON, "-m", "flows.cli", "export-canaries", "--run", "ext", "--out", "export"], dest).stdout
+    out = run([PYTHON, "-m", "leakaudit.cli", "export-canaries", "--run", "ext", "--out", "export"], dest).stdout
     (dest / "export" / "stdout.txt").write_text(out)
     run(["dvc", "repro", *(f"secrets@{ds}" for ds in p["secrets"]["datasets"])], dest)  # finetune's other inputs
     run([PYTHON, str(ROOT / "docs/examples/train_exported.py"), "--export", "export", "--base", "data/models/base",
@@ -137,7 +137,7 @@ def test_the_readmes_trained_elsewhere_steps_run_as_written(tiny_model_dir, tmp_
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "the README's run"], dest)
     export = str(tmp_path / "export")  # the README's /tmp/mine-export, in this test's own folder
-    run([PYTHON, "-m", "flows.cli", *export_cmd[1:-1], export], dest)  # `leakaudit` is flows.cli:main (pyproject)
+    run([PYTHON, "-m", "leakaudit.cli", *export_cmd[1:-1], export], dest)  # `leakaudit`: leakaudit.cli:main
     shutil.copytree(ROOT / "docs/examples", dest / "docs/examples")
     run([PYTHON, *[export if a == export_cmd[-1] else a for a in train_cmd[1:]]], dest)
     run(["dvc", "repro"], dest)

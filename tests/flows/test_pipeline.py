@@ -129,7 +129,7 @@ def test_a_dp_runs_published_outputs_hold_no_member_count(reproduced_template, t
     assert all(json.loads(x) == {"step": k + 1}
                for k, x in enumerate((d / "data/models/dp/train_log.jsonl").read_text().splitlines()))
     out = tmp_path / "release"
-    res = run([PYTHON, "-m", "flows.cli", "--repo", str(d), "release", "--run", "dp", "--out", str(out)], d)
+    res = run([PYTHON, "-m", "leakaudit.cli", "--repo", str(d), "release", "--run", "dp", "--out", str(out)], d)
     assert "left out: manifest.parquet, auditor.json" in res.stdout
     names = {p.name for p in out.iterdir()}
     assert "manifest.parquet" not in names and "auditor.json" not in names and "run.json" not in names
@@ -191,7 +191,8 @@ def test_second_repro_is_a_noop(reproduced_project):
 
 
 def _lineage(project, target, *flags, check=True):
-    return run([PYTHON, "-m", "flows.cli", "lineage", f"reports/metrics.json:{target}", *flags], project, check=check)
+    return run([PYTHON, "-m", "leakaudit.cli", "lineage", f"reports/metrics.json:{target}", *flags], project,
+               check=check)
 
 
 def test_lineage_traces_reported_numbers_back_to_raw_files(reproduced_project):

@@ -131,7 +131,7 @@ def test_prefect_server_serves_a_scheduled_deployment_that_runs(reproduced_proje
     port = _free_port()
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONUNBUFFERED": "1"}
     log = (tmp_path / "ui.log").open("w")
-    ui = subprocess.Popen([PYTHON, "-m", "flows.cli", "ui", "--port", str(port), "--cron", "0 3 * * *"],
+    ui = subprocess.Popen([PYTHON, "-m", "leakaudit.cli", "ui", "--port", str(port), "--cron", "0 3 * * *"],
                           cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.time() + 180

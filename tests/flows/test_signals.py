@@ -26,7 +26,7 @@ STEPS = 1500  # long enough to be mid-run when the first checkpoint appears (fin
 
 def _start(project, log, env):
     """`leakaudit run --stages finetune@nondp` as the leader of its own process group."""
-    return subprocess.Popen([PYTHON, "-m", "flows.cli", "run", "--stages", "finetune@nondp"], cwd=project, env=env,
+    return subprocess.Popen([PYTHON, "-m", "leakaudit.cli", "run", "--stages", "finetune@nondp"], cwd=project, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 

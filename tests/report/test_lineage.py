@@ -4,7 +4,7 @@ import json
 
 import yaml
 
-from flows.trace import trace
+from leakaudit.trace import trace
 from stages.core.lineage import number_chain, number_lineage
 
 

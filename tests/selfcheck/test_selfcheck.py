@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mutants
-from flows import selfcheck as flow
+from leakaudit import selfcheck as flow
 from stages.core.params import load
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.privacy.engine import public_divisor

@@ -1,14 +1,14 @@
 """Serve the pipeline flow as a deployment so runs can be scheduled and triggered from the Prefect UI.
 
     prefect server start                                          # terminal 1: UI at http://127.0.0.1:4200
-    PREFECT_API_URL=http://127.0.0.1:4200/api python -m flows.serve --cron "0 3 * * *"   # terminal 2
+    PREFECT_API_URL=http://127.0.0.1:4200/api python -m leakaudit.serve --cron "0 3 * * *"   # terminal 2
 """
 from __future__ import annotations
 
 import argparse
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
-    from flows.settings import apply_offline_defaults
+    from stages.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
 

@@ -136,7 +136,7 @@ def cmd_run(args) -> int:
             print("every stage matches dvc.lock (dvc status): nothing ran")
             print(time_table([{"stage": s, "ran": False, "seconds": 0.0} for s in order]))
             return 0
-        from flows.settings import apply_offline_defaults
+        from stages.core.prefect_env import apply_offline_defaults
 
         apply_offline_defaults()
         from flows.pipeline import pipeline
@@ -148,7 +148,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from flows.settings import apply_offline_defaults
+    from stages.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
     from flows.sweep import main as sweep_main
@@ -158,7 +158,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_variance(args) -> int:
-    from flows.settings import apply_offline_defaults
+    from stages.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
     from flows.variance import main as variance_main
@@ -176,7 +176,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_lineage(args) -> int:
-    from flows.trace import trace
+    from leakaudit.trace import trace
 
     result = trace(args.target, Path(args.repo))
     print(json.dumps(result, indent=2) if args.json else render_trace(result))
@@ -210,13 +210,13 @@ def render_trace(t: dict) -> str:
 
 
 def cmd_ui(args) -> int:
-    from flows.ui import serve_with_server
+    from leakaudit.ui import serve_with_server
 
     return serve_with_server(str(Path(args.repo).resolve()), args.port, args.name, args.cron)
 
 
 def cmd_selfcheck(args) -> int:
-    from flows.selfcheck import main as selfcheck_main
+    from leakaudit.selfcheck import main as selfcheck_main
 
     return selfcheck_main(["--params", str(Path(args.repo) / args.params)]
                           + (["--out", args.out] if args.out else []))
@@ -257,7 +257,7 @@ def cmd_release(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from flows.doctor import checks
+    from leakaudit.doctor import checks
 
     failed = 0
     for ok, what, detail in checks(Path(args.repo)):

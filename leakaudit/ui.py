@@ -1,7 +1,7 @@
 """``leakaudit ui``: a local Prefect server and the pipeline deployment served against it, in one command.
 
 The server runs as a child process (``prefect server start``); once its health endpoint answers, the
-deployment is served in this process (``flows.serve``) with PREFECT_API_URL pointing at it. Ctrl-C stops
+deployment is served in this process (``leakaudit.serve``) with PREFECT_API_URL pointing at it. Ctrl-C stops
 both."""
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> No
 
 
 def start_server(port: int) -> tuple[subprocess.Popen, str]:
-    from flows.settings import offline_defaults
+    from stages.core.prefect_env import offline_defaults
 
     env = {**offline_defaults(), **os.environ}
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
@@ -50,10 +50,10 @@ def serve_with_server(repo: str, port: int, name: str, cron: str | None) -> int:
     print(f"Prefect UI: http://127.0.0.1:{port}  (deployment 'leakage-audit-pipeline/{name}'"
           + (f", schedule '{cron}'" if cron else ", trigger it from the UI") + "; Ctrl-C stops)", flush=True)
     try:
-        from flows.settings import apply_offline_defaults
+        from stages.core.prefect_env import apply_offline_defaults
 
         apply_offline_defaults()
-        from flows.serve import main as serve_main
+        from leakaudit.serve import main as serve_main
 
         serve_main(["--name", name, "--repo", repo] + (["--cron", cron] if cron else []))
     finally:

@@ -1,7 +1,9 @@
-"""Offline Prefect/DVC settings for the flows' command-line entry points.
+"""Offline Prefect/DVC settings for the command-line entry points of the flows (``python -m flows.<flow>``) and of
+``leakaudit`` (``leakaudit.cli``).
 
 Prefect reads its settings when it is imported, so an entry point calls ``apply_offline_defaults()``
-before its first ``import prefect``; a value already exported wins.
+before its first ``import prefect``; a value already exported wins. Shared code here because both the flows and the
+CLI use it (the CLI imports the flows, never the reverse); no stage imports it.
 """
 from __future__ import annotations
 

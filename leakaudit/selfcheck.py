@@ -1,4 +1,4 @@
-"""``leakaudit selfcheck`` (``python -m flows.selfcheck``): the DP engine audits itself. Orchestration only: each
+"""``leakaudit selfcheck`` (``python -m leakaudit.selfcheck``): the DP engine audits itself. Orchestration only: each
 configuration is trained by stages/selfcheck/trials.py and judged by stages/selfcheck/verdict.py; the table is
 printed and reports/selfcheck.json written (exit 1 when a configuration is flagged)."""
 from __future__ import annotations
