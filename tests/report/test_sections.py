@@ -140,18 +140,16 @@ def test_selfcheck_section_shows_each_regime_the_power_and_the_mutants(tmp_path)
     assert selfcheck_section(tmp_path / "missing.json") is None
 
 
-def test_the_variance_section_states_q1_and_q2_with_the_seeds_numbers(tmp_path):
+def test_the_variance_section_states_q1_and_q2_with_the_papers_numbers(tmp_path):
     """The study's account (labelled synthetic models, stages/variance) rendered: while models are missing, no Q1 /
     Q2 and a statement why; complete, Q1 in one sentence with H, p and the effect size, Q2 with rho and its interval,
-    the seed's numbers beside them, and the assumptions."""
+    the numbers of Hu et al. 2025 beside them, and the assumptions."""
     import dataclasses
-
-    from variance.test_study import study_table, synthetic_models
 
     from stages.report.sections.variance import _study
     from stages.variance.params import VarianceParams
     from stages.variance.study import study_result
-    from support import params
+    from support import params, study_table, synthetic_models
 
     study = dataclasses.replace(params(VarianceParams, "variance").study, bootstrap=200, power_trials=40)
     part = study_result(study, study_table(tmp_path, study, synthetic_models(study, 3)))

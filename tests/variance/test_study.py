@@ -7,9 +7,9 @@ import yaml
 from stages.variance import study as vs
 from stages.variance.params import StudyParams
 from stages.variance.study import analyse_study, kruskal, kruskal_power, spearman_ci
-from support import ROOT, params, study_table
+from support import ROOT, STUDY_IDEAL_MEDIANS, params, study_table, synthetic_models
 
-CONFIGS = {"A": 1.81, "B": 1.39, "C": 1.07, "D": 1.39}  # the committed study's ideal medians
+CONFIGS = STUDY_IDEAL_MEDIANS
 
 
 def models(means: dict, seeds: int = 4, sd: float = 0.2, seed: int = 0) -> list[dict]:
@@ -89,25 +89,6 @@ def test_the_committed_study_is_registered_before_its_models():
     assert study.registered(bad)[0][0] == "variance.study.seeds"
     with pytest.raises(Exception, match="variance.study.delta"):
         params(StudyParams, "variance.study", delta=0.0)
-
-
-def synthetic_models(study, done: int | None = None) -> list[dict]:
-    """Labelled synthetic: every registered model with drawn values (config A leaks most), the first ``done``."""
-    rng = np.random.default_rng(3)
-    rows = []
-    for i, (c, cfg) in enumerate(study.configs.items()):
-        for s in study.seeds:
-            eps = float(max(0.0, CONFIGS[c] + rng.normal(0, 0.15)))
-            rows.append({"point": f"study-{c}-s{s}", "config": c, "seed": s, "status": "completed", "rev": "ab" * 20,
-                         "base_commit": "cd" * 20, "epsilon": 8.0, "delta": 1e-5, "accountant_epsilon": 7.99,
-                         "sample_rate": cfg.batch_size / 1402, "steps": cfg.steps, "batch_size": cfg.batch_size,
-                         "lr": cfg.lr, "noise_multiplier": 0.8 + 0.1 * i, "m": 1000, "r": 100, "v": 70 + int(10 * eps),
-                         "k_pos": 100, "k_neg": 0,
-                         "seed_status": "preregistered", "eps_lb_95": eps, "gdp_eps_lb_95": 1.4 * eps,
-                         "member_shift": eps / 3, "ideal_eps_lb_95_median": CONFIGS[c],
-                         "valid_perplexity": 80 - 5 * eps + float(rng.normal()), "exposure": float(rng.normal(1, .2)),
-                         "exposure_control": 1.0})
-    return rows[:done] if done is not None else rows
 
 
 def test_the_study_is_tested_only_once_every_registered_model_has_run(tmp_path):
