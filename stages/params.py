@@ -25,9 +25,10 @@ from stages.base_model.params import ModelParams
 from stages.canaries.params import CanaryParams
 from stages.core.artifacts import Locations, locations
 from stages.core.errors import ConfigError
-from stages.core.params import PARAMS_FILE, load, params_in_use, read_params, run_names
+from stages.core.params import PARAMS_FILE, load, read_params, run_names
 from stages.core.replicas import ReplicaParams
-from stages.datasets import get_dataset
+from stages.core.requirements import run_requirements
+from stages.datasets import DatasetSpec, get_dataset
 from stages.finetune.params import FinetuneParams, load_finetune
 from stages.preprocess.params import PreprocessSection
 from stages.report.params import ReportParams
@@ -72,16 +73,18 @@ class Params:
     runs: dict[str, FinetuneParams]
     #: dataset name -> its params (``preprocess.datasets.<name>``, the spec's own dataclass)
     datasets: dict[str, Any]
+    #: dataset name -> its spec, resolved from these params (a text dataset's from its entry): what a caller passes
+    #: on, as nothing resolves a name from memory
+    specs: dict[str, DatasetSpec]
     locations: Locations
 
 
 def validate_params(raw: dict, path: str | Path = PARAMS_FILE) -> Params:
     """The whole params mapping validated: a ConfigError ``<path>: <dotted key>: <problem>`` at the first problem
-    (names only params declare, a text dataset's, resolve against ``raw`` meanwhile)."""
+    (names only params declare, a text dataset's, resolve against ``raw``)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    with params_in_use(raw):
-        return _validate(raw, path)
+    return _validate(raw, path)
 
 
 def _validate(raw: dict, path: str | Path) -> Params:
@@ -92,12 +95,14 @@ def _validate(raw: dict, path: str | Path) -> Params:
         if name not in raw:
             raise ConfigError(f"{path}: {name}: required section is missing")
     sections = {name: load(cls, name, path, raw) for name, cls in SECTIONS.items()}
-    datasets = {}
+    for key, msg in run_requirements(raw):
+        raise ConfigError(f"{path}: {key}: {msg}")
+    datasets, specs = {}, {}
     for name in sections["preprocess"].datasets:
-        spec = get_dataset(name, key=f"{path}: preprocess.datasets", raw=raw)
-        datasets[name] = load(spec.params, f"preprocess.datasets.{name}", path, raw)
+        specs[name] = get_dataset(name, raw, key=f"{path}: preprocess.datasets")
+        datasets[name] = load(specs[name].params, f"preprocess.datasets.{name}", path, raw)
     runs = {run: load_finetune(run, path, raw) for run in run_names(raw, path)}
-    return Params(**sections, runs=runs, datasets=datasets, locations=locations(raw, path))
+    return Params(**sections, runs=runs, datasets=datasets, specs=specs, locations=locations(raw, path))
 
 
 def load_params(path: str | Path = PARAMS_FILE, raw: dict | None = None) -> Params:

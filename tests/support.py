@@ -291,6 +291,14 @@ def preprocess_text(params_path):
     main(["--dataset", "mine", "--params", str(params_path)])
 
 
+def text_spec(params_path, name: str = "mine"):
+    """The spec of the text dataset ``name`` the params file declares (nothing resolves a name from memory)."""
+    from stages.core.params import read_params
+    from stages.datasets import get_dataset
+
+    return get_dataset(name, read_params(params_path))
+
+
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

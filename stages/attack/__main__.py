@@ -13,6 +13,7 @@ from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
 from stages.core.io import atomic_dir
 from stages.core.params import load, require_run
+from stages.datasets import get_dataset
 from stages.finetune.schema import read_run
 
 
@@ -24,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     resolve_attacks(args.run, params, key_prefix=f"{args.params}: ")  # unknown names fail before any work
     record = read_run(where.run_dir(args.run), args.run)
     with atomic_dir(Path(params.out_dir) / args.run) as tmp:
-        run_attacks(args.run, params, where, record, tmp)
+        run_attacks(args.run, params, where, record, get_dataset(record["params"]["dataset"], raw), tmp)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from ..canaries.schema import FORMATTED_FILE, load_canary_users, read_canaries, 
 from ..core.artifacts import Locations
 from ..core.errors import ConfigError
 from ..core.io import file_digest, read_json
-from ..datasets import DATASETS, get_dataset, read_split
+from ..datasets import DATASETS, DatasetSpec, read_split
 from ..datasets.users import apply_canary_users
 from ..finetune.schema import EXTERNAL_DIR, RunRecord, TextSetup, read_manifest
 from ..lm.canary_lm import CanaryLM
@@ -61,11 +61,11 @@ class AttackContext:
     """Everything the attacks of one run read: the run's record, its models (loaded lazily), its items,
     and the log-probability cache."""
 
-    def __init__(self, run: str, params, where: Locations, record: RunRecord, device):
+    def __init__(self, run: str, params, where: Locations, record: RunRecord, dataset: DatasetSpec, device):
         self.run, self.params, self.where, self.info, self.device = run, params, where, record, device
         self.run_dir = where.run_dir(run)
         self.setup = TextSetup.of(record["params"])
-        self.dataset = get_dataset(self.setup.dataset)
+        self.dataset = dataset  # the run's dataset's spec (the caller resolves it from the params it read)
         self._target = None
         self._reference = None
         self._refsets: dict[str, object] = {}  # RMIA's reference fine-tunes, by set name (loaded lazily)
@@ -253,7 +253,7 @@ class AttackContext:
         """The attacker's samples of every user (never trained on), canary users' substrings inserted."""
         cu, held_in = self.canary_users, self.membership("user")
         key, text = self.dataset.user_columns
-        rows = apply_canary_users(read_split(self.where.processed, self.dataset.name, "attacker"), cu,
+        rows = apply_canary_users(read_split(self.where.processed, self.dataset, "attacker"), cu,
                                   self.dataset.user_columns)
         exs = text_examples(self.dataset.pairs(rows), self.tokenizer, self.setup.max_length, self.setup.objective)
         return [Item(r[key], "canary_users" if r["user"] in cu else "users", held_in[r["user"]], e,

@@ -132,7 +132,7 @@ def eia(ctx, params) -> dict:
     model = ctx.target_model
 
     def texts(split, n, seed):  # the attacker's own draw of never-trained text (auxiliary and test splits)
-        pairs = sample(ctx.dataset.pairs(read_split(ctx.where.processed, ctx.dataset.name, split)), n, seed)
+        pairs = sample(ctx.dataset.pairs(read_split(ctx.where.processed, ctx.dataset, split)), n, seed)
         exs = text_examples(pairs, tok, ctx.setup.max_length, ctx.setup.objective)
         toks = [[int(t) for t in e.ids[e.labels != -100] if t != tok.eos_token_id][: g.max_length] for e in exs]
         toks = [t for t in toks if t]

@@ -10,6 +10,7 @@ import pyarrow as pa
 from ..core.artifacts import Locations
 from ..core.errors import ConfigError
 from ..core.io import write_json, write_table
+from ..datasets import DatasetSpec
 from ..finetune.schema import RunRecord
 from ..lm.loading import pick_device
 from .catalog import ATTACKS, Attack
@@ -48,9 +49,10 @@ def plan_attacks(run: str, params, has: Callable[[str], str | None]) -> tuple[li
     return keep, skipped
 
 
-def run_attacks(run: str, params, where: Locations, record: RunRecord, out_dir: Path) -> None:
-    """Check every attack's requirements, score every item once per model, run the attacks, write it all."""
-    ctx = AttackContext(run, params, where, record, device=pick_device(record["params"]["device"]))
+def run_attacks(run: str, params, where: Locations, record: RunRecord, dataset: DatasetSpec, out_dir: Path) -> None:
+    """Check every attack's requirements, score every item once per model, run the attacks, write it all
+    (``dataset``: the run's dataset's spec, resolved by the caller from the params it read)."""
+    ctx = AttackContext(run, params, where, record, dataset, device=pick_device(record["params"]["device"]))
     attacks, skipped = plan_attacks(run, params, ctx.has)
     for name, why in skipped.items():
         log.info("attack %s left out on %s: %s", name, run, why)

@@ -26,16 +26,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         CANARY_KINDS.get(k, key=f"{args.params}: canaries.kinds[{i}]")
     tok = load_tokenizer(where.base_model)
     vocab = vocab_of(where.base_model, tok)
-    corpus = Corpus.from_sequences(corpus_texts(where.processed, params.corpus, ["train"], tok), vocab.base_size)
-    heldout = get_dataset(params.corpus).heldout_splits
-    samples = (corpus_texts(where.processed, params.corpus, heldout, tok, targets_only=True)
+    spec = get_dataset(params.corpus, raw)
+    corpus = Corpus.from_sequences(corpus_texts(where.processed, spec, ["train"], tok), vocab.base_size)
+    samples = (corpus_texts(where.processed, spec, spec.heldout_splits, tok, targets_only=True)
                if params.prefix == "heldout" else None)
     with atomic_dir(Path(params.out_dir)) as tmp, atomic_file(Path(params.reference_out)) as ref:
         build_canaries(params, vocab, tmp, where=params.out_dir, model_dir=where.base_model, corpus=corpus,
                        prefix_samples=samples, reference_out=ref,
                        reference=section_of(raw, "replicas.reference") if args.replica else True)
         if params.users.enabled:
-            build_canary_users(params.users, where.processed, tok, tmp)
+            build_canary_users(params.users, get_dataset(params.users.dataset, raw), where.processed, tok, tmp)
 
 
 if __name__ == "__main__":

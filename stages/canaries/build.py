@@ -11,7 +11,7 @@ import pyarrow as pa
 from ..core.errors import ConfigError, DataError
 from ..core.gx import check_suites
 from ..core.io import write_json, write_table
-from ..datasets import get_dataset, read_split
+from ..datasets import DatasetSpec, read_split
 from ..lm.canary_lm import CanaryLM
 from ..lm.examples import make_example
 from ..lm.loading import load_base, pick_device
@@ -50,12 +50,11 @@ def reference_logprobs(rows: list[dict], model_dir: Path, num_new: int, init: st
             for r, lp in zip(rows, lps)]
 
 
-def corpus_texts(processed_dir: Path, dataset: str, splits, tok, targets_only: bool = False) -> list[list[int]]:
+def corpus_texts(processed_dir: Path, spec: DatasetSpec, splits, tok, targets_only: bool = False) -> list[list[int]]:
     """Token ids of a processed dataset's fine-tuning texts (prompt + target, or the target alone)."""
-    pairs = get_dataset(dataset).pairs
     out = []
     for split in splits:
-        texts = [t if targets_only else p + t for p, t in pairs(read_split(processed_dir, dataset, split))]
+        texts = [t if targets_only else p + t for p, t in spec.pairs(read_split(processed_dir, spec, split))]
         out += tok(texts, add_special_tokens=False)["input_ids"]
     return out
 

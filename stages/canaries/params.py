@@ -8,8 +8,8 @@ from ..core.params import check
 from ..datasets import dataset_names, get_dataset
 
 
-def _dataset(name: str, key: str, users: bool = False) -> list[tuple[str, str]]:
-    known = [d for d in dataset_names() if get_dataset(d).users or not users]
+def _dataset(raw: dict, name: str, key: str, users: bool = False) -> list[tuple[str, str]]:
+    known = [d for d in dataset_names(raw) if get_dataset(d, raw).users or not users]
     return check(name in known, key, f"must be a dataset{' with users' if users else ''} ({', '.join(known)})", name)
 
 
@@ -61,8 +61,7 @@ class CanaryUsersParams:
     def problems(self):
         return (check(all(length > 0 for length in self.lengths), "lengths", "must be > 0", self.lengths)
                 + check(self.per_length >= 2, "per_length", "must be >= 2 (a seeded coin draws each canary user's "
-                        "membership; a length needs a member and a non-member for its AUROC)", self.per_length)
-                + _dataset(self.dataset, "dataset", users=True))
+                        "membership; a length needs a member and a non-member for its AUROC)", self.per_length))
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,11 @@ class CanaryParams:
             + check(len(set(self.kinds)) == len(self.kinds), "kinds", "kinds must be distinct", self.kinds)
             + check(self.num_canaries > 0, "num_canaries", "must be > 0", self.num_canaries)
             + check(0 < self.member_prob < 1, "member_prob", "must be in (0, 1)", self.member_prob)
-            + _dataset(self.corpus, "corpus")
             + check(self.prefix_length > 0, "prefix_length", "must be > 0", self.prefix_length)
             + check(1 <= self.secret_length <= 8, "secret_length", "must be in [1, 8]", self.secret_length)
         )
+
+    def relations(self, raw: dict) -> list[tuple[str, str]]:
+        """The corpus and the canary users' dataset are datasets of these params (registered or declared)."""
+        return [(f"canaries.{k}", m) for k, m in _dataset(raw, self.corpus, "corpus")
+                + _dataset(raw, self.users.dataset, "users.dataset", users=True)]

@@ -21,16 +21,16 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import write_table
 from ..core.seeds import stream
-from ..datasets import get_dataset, read_split
+from ..datasets import DatasetSpec, read_split
 from .schema import CANARY_USERS, CANARY_USERS_FILE
 
 
-def build_canary_users(params, processed_dir: Path, tok, out_dir: Path) -> list[dict]:
+def build_canary_users(params, spec: DatasetSpec, processed_dir: Path, tok, out_dir: Path) -> list[dict]:
+    """Canary users drawn from the users of ``spec`` (``params.dataset``'s spec, resolved by the caller)."""
     docs: dict[str, list[dict]] = {}
-    spec = get_dataset(params.dataset)
     text = spec.user_columns[1]
     for split in spec.splits:
-        for r in read_split(processed_dir, params.dataset, split):
+        for r in read_split(processed_dir, spec, split):
             docs.setdefault(r["user"], []).append(r)
     pool = sorted(docs)
     need = len(params.lengths) * params.per_length

@@ -13,9 +13,10 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from .env import apply_offline_env
-from .errors import StageError, one_line
+from .errors import ConfigError, StageError, one_line
 from .params import PARAMS_FILE, read_params
 from .replicas import replica_raw
+from .requirements import run_requirements
 
 #: third-party warnings that say nothing about our results
 QUIET_WARNINGS = (
@@ -52,6 +53,8 @@ def stage_args(argv: Sequence[str] | None, doc: str | None, *required: str,
     ap.add_argument("--params", default=PARAMS_FILE)
     args = ap.parse_args(argv)
     raw = read_params(args.params)
+    for key, msg in run_requirements(raw):  # what the audit needs of every run: before this stage does anything
+        raise ConfigError(f"{args.params}: {key}: {msg}")
     if replica and args.replica:
         raw = replica_raw(raw, args.replica, args.params)
         for name in required:

@@ -10,7 +10,6 @@ present in the file, so DVC sees (and ``dvc params diff`` shows) every knob.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import types
 import typing
@@ -29,6 +28,8 @@ Accountant = Literal["prv", "rdp"]
 
 
 def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
+    """The mapping of a params file; nothing is remembered between calls (what a name only params declare, a text
+    dataset, resolves against the mapping a caller passes on: ``stages.datasets.get_dataset(name, raw)``)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
@@ -38,31 +39,7 @@ def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    _ACTIVE["raw"] = data
     return data
-
-
-#: the params this process read last (``read_params``): what a name only params declare resolves against (a text
-#: dataset, ``preprocess.datasets.<name>`` with ``kind: text``)
-_ACTIVE: dict[str, dict] = {}
-
-
-def active_params() -> dict | None:
-    return _ACTIVE.get("raw")
-
-
-@contextlib.contextmanager
-def params_in_use(raw: dict):
-    """Params checked from a dict (not read from a file) are what names resolve against while they are checked."""
-    before = _ACTIVE.get("raw")
-    _ACTIVE["raw"] = raw
-    try:
-        yield
-    finally:
-        if before is None:
-            _ACTIVE.pop("raw", None)
-        else:
-            _ACTIVE["raw"] = before
 
 
 def _type_name(tp: Any) -> str:

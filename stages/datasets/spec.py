@@ -81,26 +81,20 @@ def register_dataset(spec: DatasetSpec) -> DatasetSpec:
 DECLARED: list[tuple[Callable[[dict], list[str]], Callable[[str, dict], DatasetSpec | None]]] = []
 
 
-def get_dataset(name: str, key: str | None = None, raw: dict | None = None) -> DatasetSpec:
-    """The dataset ``name``: a registered one, or one the params declare (``raw``, else the params this process
-    read)."""
-    if name not in DATASETS:
-        from ..core.params import active_params
-
+def get_dataset(name: str, raw: dict | None = None, key: str | None = None) -> DatasetSpec:
+    """The dataset ``name``: a registered one, or one the params mapping ``raw`` declares (a text dataset). Nothing
+    is remembered between calls: a stage resolves its spec once, from the params it read, and passes it on."""
+    if name not in DATASETS and raw is not None:
         for _, resolve in DECLARED:
-            spec = resolve(name, (raw if raw is not None else active_params()) or {})
+            spec = resolve(name, raw)
             if spec is not None:
                 return spec
     return DATASETS.get(name, key)
 
 
 def dataset_names(raw: dict | None = None) -> list[str]:
-    """Every dataset a run may name: the registered ones and those the params declare (``raw``, else the params
-    this process read)."""
-    from ..core.params import active_params
-
-    raw = (raw if raw is not None else active_params()) or {}
-    return sorted(set(DATASETS.names()).union(*[names(raw) for names, _ in DECLARED]))
+    """Every dataset a run may name: the registered ones and those the params mapping ``raw`` declares."""
+    return sorted(set(DATASETS.names()).union(*[names(raw or {}) for names, _ in DECLARED]))
 
 
 # ----------------------------------------------------------------------------- processed data
@@ -108,10 +102,10 @@ def split_path(processed_dir: Path, dataset: str, split: str) -> Path:
     return Path(processed_dir) / dataset / f"{split}.parquet"
 
 
-def read_split(processed_dir: Path, dataset: str, split: str) -> list[dict]:
-    """The rows of one processed split, checked against the dataset's schema."""
-    spec = get_dataset(dataset)
-    return read_table(split_path(processed_dir, dataset, split), spec.schema, f"preprocess@{dataset}").to_pylist()
+def read_split(processed_dir: Path, spec: DatasetSpec, split: str) -> list[dict]:
+    """The rows of one processed split of the dataset ``spec``, checked against its schema."""
+    return read_table(split_path(processed_dir, spec.name, split), spec.schema,
+                      f"preprocess@{spec.name}").to_pylist()
 
 
 def sample(items: list, n: int, seed: int) -> list:

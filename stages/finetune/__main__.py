@@ -12,6 +12,7 @@ from stages.core.cli import run_cli, stage_args
 from stages.core.errors import StageError
 from stages.core.io import atomic_dir
 from stages.core.seeds import stream
+from stages.datasets import get_dataset
 from stages.finetune import distributed
 from stages.finetune.params import load_finetune
 from stages.finetune.run import run_finetune
@@ -23,6 +24,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, "run", replica=True)
     ft = load_finetune(args.run, args.params, raw)
     where = locations(raw, args.params)
+    dataset = get_dataset(ft.dataset, raw)
     if ft.distributed.nproc_per_node > 1 and not distributed.under_torchrun():
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
@@ -39,9 +41,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         if rank == 0:
             with atomic_dir(Path(ft.out_dir) / args.run) as tmp:
-                run_finetune(args.run, ft, where, tmp, device)
+                run_finetune(args.run, ft, dataset, where, tmp, device)
         else:  # trains its share; rank 0 writes the run
-            run_finetune(args.run, ft, where, None, device)
+            run_finetune(args.run, ft, dataset, where, None, device)
     finally:
         distributed.finish()
 

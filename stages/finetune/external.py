@@ -16,6 +16,7 @@ from ..canaries.schema import read_canaries
 from ..core.artifacts import Locations
 from ..core.errors import DataError
 from ..core.io import file_digest
+from ..datasets import DatasetSpec
 from ..lm.external import load_external, model_kind
 from ..lm.loading import load_tokenizer
 from .inputs import gather_inputs
@@ -85,7 +86,8 @@ def claimed_privacy(ft: FinetuneParams) -> dict:
             "accountant_epsilon_of_claim": float(acc.get_epsilon(delta=c.delta)), "profile": privacy_profile(acc)}
 
 
-def import_external(run: str, ft: FinetuneParams, where: Locations, out_dir: Path, device) -> RunRecord:
+def import_external(run: str, ft: FinetuneParams, dataset: DatasetSpec, where: Locations, out_dir: Path,
+                    device) -> RunRecord:
     ext = ft.external
     src = Path(ext.model)
     kind = model_kind(src)
@@ -95,7 +97,7 @@ def import_external(run: str, ft: FinetuneParams, where: Locations, out_dir: Pat
     digests = copy_model(src, out_dir / EXTERNAL_DIR)
     model, tok = load_external(out_dir / EXTERNAL_DIR, where.base_model, device)
     check_tokenizer(tok, model, meta, str(src))
-    inputs = gather_inputs(ft, where, canaries, load_tokenizer(where.base_model))
+    inputs = gather_inputs(ft, dataset, where, canaries, load_tokenizer(where.base_model))
     utility = mean_nll(model, inputs.evals, tok.pad_token_id)
     privacy = claimed_privacy(ft)
     record = external_record(run, ft, meta, inputs, model, device, where, utility, privacy,

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from ..canaries.schema import load_canary_users, read_formatted
 from ..core.artifacts import Locations
 from ..core.seeds import stream
-from ..datasets import get_dataset, read_split
+from ..datasets import DatasetSpec, read_split
 from ..datasets.users import apply_canary_users
 from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from ..secrets.schema import read_secrets, secrets_path
 from .params import FinetuneParams
 from .schema import TextSetup
-from .text import heldout_pairs, secret_arms, text_examples_of, training_pairs
+from .text import RunText
 
 
 @dataclass
@@ -66,7 +66,7 @@ def attacker_users(where: Locations, dataset, cusers: dict[str, dict]) -> dict[s
     """user -> held in, for every user of the attacker's samples (user-level datasets; else {})."""
     if not dataset.users:
         return {}
-    rows = apply_canary_users(read_split(where.processed, dataset.name, "attacker"), cusers, dataset.user_columns)
+    rows = apply_canary_users(read_split(where.processed, dataset, "attacker"), cusers, dataset.user_columns)
     return {r["user"]: r["user_set"] == "held_in" for r in rows}
 
 
@@ -77,15 +77,16 @@ def run_secrets(where: Locations, spec, ft: FinetuneParams) -> list[dict] | None
     return read_secrets(where.secrets, spec.secrets)
 
 
-def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list[dict]], tok) -> Inputs:
-    spec = get_dataset(ft.dataset)
+def gather_inputs(ft: FinetuneParams, spec: DatasetSpec, where: Locations, canaries: dict[str, list[dict]],
+                  tok) -> Inputs:
+    """The run's inputs; ``spec`` is ``ft.dataset``'s spec, resolved by the caller from the params it read."""
     setup = TextSetup.of(ft)
     cusers = load_canary_users(where.canaries, spec.name) if spec.users else {}
+    run_text = RunText(where.processed, spec, setup, cusers)
     secrets = run_secrets(where, spec, ft)
-    pairs, control = training_pairs(where.processed, setup, cusers, secrets if ft.secret_control.secrets else None)
+    pairs, control = run_text.training_pairs(secrets if ft.secret_control.secrets else None)
     text = text_examples(pairs, tok, setup.max_length, setup.objective)
-    evals = text_examples_of(where.processed, spec.eval_split, tok, setup, ft.eval_rows,
-                             stream("finetune.eval_rows").int_seed(ft.seed), cusers)
+    evals = run_text.examples(spec.eval_split, tok, ft.eval_rows, stream("finetune.eval_rows").int_seed(ft.seed))
     all_canaries = canaries if ft.canaries else {}
     members = {k: [r for r in rows if r["member"]] for k, rows in all_canaries.items()}
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
@@ -95,7 +96,7 @@ def gather_inputs(ft: FinetuneParams, where: Locations, canaries: dict[str, list
     formatted = formatted_examples(formatted_rows, tok)
     scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
     candidates = sum(len(rows) for rows in all_canaries.values())
-    return Inputs(text, pairs, heldout_pairs(where.processed, setup, cusers, len(pairs)), evals, members,
+    return Inputs(text, pairs, run_text.heldout_pairs(len(pairs)), evals, members,
                   all_canaries, canary_ex, canary_ids, canary_kinds, formatted_rows, formatted, scheduled, cusers,
                   candidates, control, attacker_users(where, spec, cusers),
-                  secret_arms(where.processed, setup, cusers, secrets, control))
+                  run_text.secret_arms(secrets, control))

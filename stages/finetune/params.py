@@ -207,8 +207,6 @@ class FinetuneParams:
                     f"{' or '.join(FSDP_MODES)}", self.dp.grad_sample_mode)
             + check(self.external is None or self.canaries, "external",
                     "an external run audits the exported canaries: needs canaries: true", self.canaries)
-            + check(self.dataset in dataset_names(), "dataset", f"must be a dataset ({', '.join(dataset_names())})",
-                    self.dataset)
             + check(self.steps > 0, "steps", "must be > 0", self.steps)
             + check(self.sample_rate is None or 0 < self.sample_rate <= 1, "sample_rate", "must be in (0, 1]",
                     self.sample_rate)
@@ -229,6 +227,9 @@ class FinetuneParams:
             + check(self.eval_rows >= 0, "eval_rows", "must be >= 0", self.eval_rows)
         )
 
+    def relations(self, raw: dict) -> list[tuple[str, str]]:
+        return dataset_problem(self, raw, "finetune")
+
     def trainable(self, canary_meta: dict) -> Trainable:
         """The model this run trains (recorded in run.json so the attack stage rebuilds it), from the
         canaries' meta.json: its new tokens and, with ``secret_rows``, the vocabulary secret tokens."""
@@ -240,12 +241,21 @@ class FinetuneParams:
                          train_embeddings=self.train_embeddings)
 
 
+def dataset_problem(ft: FinetuneParams, raw: dict, prefix: str) -> list[tuple[str, str]]:
+    """``<prefix>.dataset`` names a registered dataset or one the params ``raw`` declare."""
+    known = dataset_names(raw)
+    return check(ft.dataset in known, f"{prefix}.dataset", f"must be a dataset ({', '.join(known)})", ft.dataset)
+
+
 def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> FinetuneParams:
     """``finetune`` with ``runs.<run>`` deep-merged on top; errors name the key where it was set."""
     raw = read_params(path) if raw is None else raw
     load(FinetuneParams, "finetune", path, raw)  # the shared section alone: its errors say finetune.*
     require_run(raw, run, path)
     try:  # the shared section is valid, so any error now comes from the run's override
-        return build(FinetuneParams, deep_merge(raw.get("finetune") or {}, raw["runs"][run] or {}), f"runs.{run}")
+        ft = build(FinetuneParams, deep_merge(raw.get("finetune") or {}, raw["runs"][run] or {}), f"runs.{run}")
+        for key, msg in dataset_problem(ft, raw, f"runs.{run}"):
+            raise ConfigError(f"{key}: {msg}")
+        return ft
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -14,6 +14,7 @@ import torch
 from ..canaries.schema import read_canaries
 from ..core.artifacts import Locations
 from ..core.seeds import stream
+from ..datasets import DatasetSpec
 from ..lm.loading import pick_device
 from ..lm.trainable import build_model, save_model
 from .checkpoint import Checkpointer, examples_fingerprint
@@ -48,16 +49,17 @@ def unsharded(where: Locations, spec, gathered: dict, device):
     return model
 
 
-def run_finetune(run: str, ft: FinetuneParams, where: Locations, out_dir: Path | None,
+def run_finetune(run: str, ft: FinetuneParams, dataset: DatasetSpec, where: Locations, out_dir: Path | None,
                  device=None) -> RunRecord | None:
-    """Train run ``run`` and write it into ``out_dir`` (the caller makes that atomic and seeds torch).
-    Data-parallel ranks other than 0 pass ``out_dir`` None: they train their share and write nothing."""
+    """Train run ``run`` on ``dataset`` (``ft.dataset``'s spec) and write it into ``out_dir`` (the caller makes that
+    atomic and seeds torch). Data-parallel ranks other than 0 pass ``out_dir`` None: they train their share and
+    write nothing."""
     device = device or pick_device(ft.device)
     if ft.external is not None:
-        return import_external(run, ft, where, out_dir, device) if out_dir is not None else None
+        return import_external(run, ft, dataset, where, out_dir, device) if out_dir is not None else None
     meta, canaries = read_canaries(where.canaries)
     model, tok = build_model(where.base_model, ft.trainable(meta), device)
-    inputs = gather_inputs(ft, where, canaries, tok)
+    inputs = gather_inputs(ft, dataset, where, canaries, tok)
     # public quantities only: the member count is the auditor's (auditor.json), never a stage log's
     log.info("run %s: a candidate pool of %d on %s", run, inputs.population, device)
     gradients = None

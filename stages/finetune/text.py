@@ -11,45 +11,16 @@ attack, audit and report read the manifest instead of drawing again.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.seeds import stream
-from ..datasets import get_dataset, read_split, sample
+from ..datasets import DatasetSpec, read_split, sample
 from ..datasets.users import apply_canary_users, canary_user_split
 from ..lm.examples import Example, text_examples
 from .schema import TextSetup
 
 Pair = tuple[str, str]
-
-
-def split_rows(processed_dir: Path, dataset: str, split: str,
-               canary_users: dict[str, dict] | None = None) -> list[dict]:
-    """The rows of ``split``; canary users moved to the split of their drawn held-in/held-out set."""
-    return canary_user_split(lambda s: read_split(processed_dir, dataset, s), split, canary_users or {})
-
-
-def split_pairs(processed_dir: Path, dataset: str, split: str, n: int, seed: int,
-                canary_users: dict[str, dict] | None = None) -> list[Pair]:
-    """A seeded sample of n (prompt, target) pairs of a split (with ``canary_users``: each canary user's documents
-    in the split of its drawn set, its substring inserted)."""
-    spec = get_dataset(dataset)
-    rows = apply_canary_users(split_rows(processed_dir, dataset, split, canary_users), canary_users or {},
-                              spec.user_columns)
-    return sample(spec.pairs(rows), n, seed)
-
-
-def text_examples_of(processed_dir: Path, split: str, tok, setup: TextSetup, n: int, seed: int,
-                     canary_users: dict[str, dict] | None = None) -> list[Example]:
-    """``split_pairs`` of the run's dataset, tokenized as the run trains on them."""
-    pairs = split_pairs(processed_dir, setup.dataset, split, n, seed, canary_users)
-    return text_examples(pairs, tok, setup.max_length, setup.objective)
-
-
-def trained_rows(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict] | None = None) -> list[dict]:
-    """The training rows the run's text pairs came from (before canary-user insertion). Exact for datasets
-    with one pair per row (those with secrets: Enron, TOFU), where it is the same seeded draw."""
-    return sample(split_rows(processed_dir, setup.dataset, "train", canary_users), setup.max_text_rows,
-                  stream("finetune.text_rows").int_seed(setup.seed))
 
 
 def secret_control(rows: list[dict], secrets: list[dict], spec, n: int, seed: int) -> tuple[list[dict], dict]:
@@ -69,50 +40,71 @@ def secret_control(rows: list[dict], secrets: list[dict], spec, n: int, seed: in
                   "held_out": [s_["secret_id"] for s_ in held_out], "trained_still_present": int(sum(still))}
 
 
-def training_pairs(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict] | None,
-                   secrets: list[dict] | None) -> tuple[list[Pair], dict | None]:
-    """The run's training pairs and its randomised secret control (None when the dataset has no secrets or
-    ``setup.control_secrets`` is 0)."""
-    spec = get_dataset(setup.dataset)
-    if not (spec.secrets and setup.control_secrets and secrets is not None):
-        return split_pairs(processed_dir, setup.dataset, "train", setup.max_text_rows,
-                           stream("finetune.text_rows").int_seed(setup.seed), canary_users), None
-    rows, control = secret_control(trained_rows(processed_dir, setup, canary_users), secrets, spec,
-                                   setup.control_secrets, setup.control_seed)
-    return spec.pairs(apply_canary_users(rows, canary_users or {}, spec.user_columns)), control
+@dataclass(frozen=True)
+class RunText:
+    """A run's text: its dataset's spec (resolved by the caller from the params it read), the processed data, what
+    decides the run's draws (``setup``) and its canary users. Owns the run's training, held-out, evaluation and
+    secret rows."""
 
+    processed: Path
+    spec: DatasetSpec
+    setup: TextSetup
+    canary_users: dict[str, dict]
 
-def held_in_unseen_rows(processed: Path, dataset: str, canary_users: dict[str, dict]) -> list[dict]:
-    """Non-members of a user-level text pool: never-trained rows (the test split) of held-in users only, the same
-    users the members' trained rows come from (canary users by their drawn set). A row's split within a user is a
-    seeded draw, so the two sides differ only by training. Rows of held-out users differ by who wrote them (on the
-    Enron users run their blind baseline reached AUROC 0.84: a user-inference pool, not a text one), and rows of
-    every user mix the two."""
-    rows = apply_canary_users(split_rows(processed, dataset, "test", canary_users), canary_users,
-                              get_dataset(dataset).user_columns)
-    return [r for r in rows if r["user_set"] == "held_in"]
+    def rows(self, split: str) -> list[dict]:
+        """The rows of ``split``; canary users moved to the split of their drawn held-in/held-out set."""
+        return canary_user_split(lambda s: read_split(self.processed, self.spec, s), split, self.canary_users)
 
+    def pairs(self, split: str, n: int, seed: int) -> list[Pair]:
+        """A seeded sample of n (prompt, target) pairs of a split (each canary user's documents in the split of its
+        drawn set, its substring inserted)."""
+        rows = apply_canary_users(self.rows(split), self.canary_users, self.spec.user_columns)
+        return sample(self.spec.pairs(rows), n, seed)
 
-def heldout_pairs(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict], n: int) -> list[Pair]:
-    """The membership game's never-trained side: ``n`` pairs in draw order (any prefix of them is the draw of a
-    smaller n)."""
-    spec = get_dataset(setup.dataset)
-    seed = stream("finetune.heldout_rows").int_seed(setup.seed)
-    if spec.users:
-        return sample(spec.pairs(held_in_unseen_rows(processed_dir, spec.name, canary_users)), n, seed)
-    return split_pairs(processed_dir, setup.dataset, "test", n, seed, canary_users)
+    def examples(self, split: str, tok, n: int, seed: int) -> list[Example]:
+        """``pairs`` of a split, tokenized as the run trains on them."""
+        return text_examples(self.pairs(split, n, seed), tok, self.setup.max_length, self.setup.objective)
 
+    def trained_rows(self) -> list[dict]:
+        """The training rows the run's text pairs came from (before canary-user insertion). Exact for datasets
+        with one pair per row (those with secrets: Enron, TOFU), where it is the same seeded draw."""
+        return sample(self.rows("train"), self.setup.max_text_rows,
+                      stream("finetune.text_rows").int_seed(self.setup.seed))
 
-def secret_arms(processed_dir: Path, setup: TextSetup, canary_users: dict[str, dict], secrets: list[dict] | None,
-                control: dict | None) -> list[tuple[dict, bool]]:
-    """(secret, trained) of every secret the memorization attacks may score: with the randomised control its
-    candidates and their coins; without it every secret and whether the run's training rows contained it
-    (frequency-confounded: the report says so)."""
-    spec = get_dataset(setup.dataset)
-    if not (spec.secrets and secrets):
-        return []
-    if control:
-        arm = {**{i: True for i in control["trained"]}, **{i: False for i in control["held_out"]}}
-        return [(s, arm[s["secret_id"]]) for s in secrets if s["secret_id"] in arm]
-    trained = spec.trained_secrets(trained_rows(processed_dir, setup, canary_users), secrets)
-    return list(zip(secrets, trained))
+    def training_pairs(self, secrets: list[dict] | None) -> tuple[list[Pair], dict | None]:
+        """The run's training pairs and its randomised secret control (None when the dataset has no secrets or
+        ``setup.control_secrets`` is 0)."""
+        spec, setup = self.spec, self.setup
+        if not (spec.secrets and setup.control_secrets and secrets is not None):
+            return self.pairs("train", setup.max_text_rows, stream("finetune.text_rows").int_seed(setup.seed)), None
+        rows, control = secret_control(self.trained_rows(), secrets, spec, setup.control_secrets,
+                                       setup.control_seed)
+        return spec.pairs(apply_canary_users(rows, self.canary_users, spec.user_columns)), control
+
+    def held_in_unseen_rows(self) -> list[dict]:
+        """Non-members of a user-level text pool: never-trained rows (the test split) of held-in users only, the
+        same users the members' trained rows come from (canary users by their drawn set). A row's split within a
+        user is a seeded draw, so the two sides differ only by training. Rows of held-out users differ by who wrote
+        them (on the Enron users run their blind baseline reached AUROC 0.84: a user-inference pool, not a text
+        one), and rows of every user mix the two."""
+        rows = apply_canary_users(self.rows("test"), self.canary_users, self.spec.user_columns)
+        return [r for r in rows if r["user_set"] == "held_in"]
+
+    def heldout_pairs(self, n: int) -> list[Pair]:
+        """The membership game's never-trained side: ``n`` pairs in draw order (any prefix of them is the draw of a
+        smaller n)."""
+        seed = stream("finetune.heldout_rows").int_seed(self.setup.seed)
+        if self.spec.users:
+            return sample(self.spec.pairs(self.held_in_unseen_rows()), n, seed)
+        return self.pairs("test", n, seed)
+
+    def secret_arms(self, secrets: list[dict] | None, control: dict | None) -> list[tuple[dict, bool]]:
+        """(secret, trained) of every secret the memorization attacks may score: with the randomised control its
+        candidates and their coins; without it every secret and whether the run's training rows contained it
+        (frequency-confounded: the report says so)."""
+        if not (self.spec.secrets and secrets):
+            return []
+        if control:
+            arm = {**{i: True for i in control["trained"]}, **{i: False for i in control["held_out"]}}
+            return [(s, arm[s["secret_id"]]) for s in secrets if s["secret_id"] in arm]
+        return list(zip(secrets, self.spec.trained_secrets(self.trained_rows(), secrets)))

@@ -31,6 +31,7 @@ from ..core.artifacts import Locations
 from ..core.errors import DataError
 from ..core.io import atomic_dir, atomic_file, read_json
 from ..core.seeds import stream
+from ..datasets import DatasetSpec
 from ..finetune.inputs import gather_inputs
 from ..finetune.params import FinetuneParams
 from ..finetune.schema import TextSetup
@@ -73,7 +74,8 @@ def _opaque(run: str, source: str) -> str:
     return hashlib.sha256(f"{run}\0{source}".encode()).hexdigest()[:16]
 
 
-def export_run(run: str, ft: FinetuneParams, where: Locations, out: Path, membership: Path) -> dict:
+def export_run(run: str, ft: FinetuneParams, spec: DatasetSpec, where: Locations, out: Path,
+               membership: Path) -> dict:
     """Write run ``run``'s training set to ``out`` and its membership to ``membership``; returns export.json."""
     from datasets import Dataset
 
@@ -84,7 +86,7 @@ def export_run(run: str, ft: FinetuneParams, where: Locations, out: Path, member
     if first != meta["base_vocab_size"]:
         raise DataError(f"{where.base_model}: tokenizer has {first} tokens, the canaries were drawn for "
                         f"{meta['base_vocab_size']} (rerun the canaries stage)")
-    inputs = gather_inputs(ft, where, canaries, tok)
+    inputs = gather_inputs(ft, spec, where, canaries, tok)
     sources: list[tuple[str, Example]] = [(f"text:{i:06d}", e) for i, e in enumerate(inputs.text)]
     sources += [(f"canary:{cid}", e) for cid, e in zip(inputs.canary_ids, inputs.canaries)]
     sources += [(f"formatted:{i:06d}", e) for i, e in enumerate(inputs.formatted)]
@@ -132,6 +134,7 @@ def export_for(run: str, params_path: Path, out: Path, membership: Path | None) 
     from ..core.artifacts import locations
     from ..core.errors import ConfigError
     from ..core.params import read_params
+    from ..datasets import get_dataset
     from ..finetune.params import load_finetune
 
     raw = read_params(params_path)
@@ -140,4 +143,4 @@ def export_for(run: str, params_path: Path, out: Path, membership: Path | None) 
         if ft.external is None:
             raise ConfigError(f"runs.{run}: not external; pass --membership PATH (where the auditor keeps it)")
         membership = Path(ft.external.membership)
-    return export_run(run, ft, locations(raw, params_path), Path(out), Path(membership))
+    return export_run(run, ft, get_dataset(ft.dataset, raw), locations(raw, params_path), Path(out), Path(membership))

@@ -9,7 +9,6 @@ from typing import Sequence
 from stages.core.cli import run_cli, stage_args
 from stages.core.gx import check_suites
 from stages.core.io import atomic_dir, write_json
-from stages.datasets import get_dataset
 from stages.preprocess.params import load_dataset_params
 from stages.preprocess.write import write_processed
 
@@ -18,8 +17,7 @@ log = logging.getLogger("stages.preprocess")
 
 def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, "dataset")
-    out_dir, params = load_dataset_params(args.dataset, args.params, raw)
-    spec = get_dataset(args.dataset)
+    out_dir, spec, params = load_dataset_params(args.dataset, args.params, raw)
     out = Path(out_dir) / args.dataset
     processed = spec.build(params)
     report = check_suites(spec.contract(processed, params), str(out))

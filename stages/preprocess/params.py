@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..core.params import PARAMS_FILE, load
-from ..datasets import get_dataset
+from ..core.params import PARAMS_FILE, load, read_params
+from ..datasets import DatasetSpec, get_dataset
 
 
 @dataclass(frozen=True)
@@ -18,10 +18,12 @@ class PreprocessSection:
     datasets: dict[str, Any]
 
 
-def load_dataset_params(dataset: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> tuple[str, Any]:
-    """(out_dir, the dataset's params) for ``preprocess@<dataset>``; errors name the key."""
+def load_dataset_params(dataset: str, path: str | Path = PARAMS_FILE, raw: dict | None = None
+                        ) -> tuple[str, DatasetSpec, Any]:
+    """(out_dir, the dataset's spec, its params) for ``preprocess@<dataset>``; errors name the key."""
+    raw = read_params(path) if raw is None else raw
     section = load(PreprocessSection, "preprocess", path, raw)
-    spec = get_dataset(dataset, key="--dataset")
+    spec = get_dataset(dataset, raw, key="--dataset")
     if dataset not in section.datasets:
         raise ConfigError(f"{path}: preprocess.datasets.{dataset}: no params for this dataset")
-    return section.out_dir, load(spec.params, f"preprocess.datasets.{dataset}", path, raw)
+    return section.out_dir, spec, load(spec.params, f"preprocess.datasets.{dataset}", path, raw)

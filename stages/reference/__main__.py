@@ -12,6 +12,7 @@ from stages.core.cli import run_cli, stage_args
 from stages.core.errors import ConfigError
 from stages.core.io import atomic_dir
 from stages.core.params import load
+from stages.datasets import get_dataset
 from stages.finetune.params import load_finetune
 from stages.lm.loading import pick_device
 from stages.reference.train import init_seed, train_reference
@@ -27,7 +28,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ft = load_finetune(ref.run, args.params, raw)
     init_seed(ref.seed)
     with atomic_dir(Path(refs.out_dir) / args.set) as tmp:
-        train_reference(args.set, ref.run, ref.seed, ft, locations(raw, args.params), tmp, pick_device(ft.device))
+        train_reference(args.set, ref.run, ref.seed, ft, get_dataset(ft.dataset, raw), locations(raw, args.params),
+                        tmp, pick_device(ft.device))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from ..canaries.schema import load_canary_users, read_canaries
 from ..core.artifacts import Locations
 from ..core.io import write_json
 from ..core.seeds import stream
-from ..datasets import get_dataset, read_split, sample
+from ..datasets import DatasetSpec, read_split, sample
 from ..finetune.api import TrainConfig, gather_inputs, train
 from ..finetune.params import FinetuneParams
 from ..finetune.schema import TextSetup
@@ -33,25 +33,25 @@ from .schema import REFERENCE_RECORD, REFERENCE_VERSION, recipe_of
 log = logging.getLogger("stages.reference")
 
 
-def population_rows(where: Locations, dataset: str) -> list[dict]:
+def population_rows(where: Locations, spec: DatasetSpec) -> list[dict]:
     """Rows that are never members and never scored: held-out users' set-aside rows (no canary user's), else the
     dataset's evaluation split."""
-    spec = get_dataset(dataset)
     if spec.users:
         canary_users = load_canary_users(where.canaries, spec.name)
-        return [r for r in read_split(where.processed, spec.name, "heldout") if r["user"] not in canary_users]
-    return read_split(where.processed, spec.name, spec.eval_split)
+        return [r for r in read_split(where.processed, spec, "heldout") if r["user"] not in canary_users]
+    return read_split(where.processed, spec, spec.eval_split)
 
 
-def train_reference(name: str, run: str, seed: int, ft: FinetuneParams, where: Locations, out_dir: Path,
-                    device) -> dict:
-    """Train reference set ``name`` (run ``run``'s recipe ``ft`` at ``seed``) into ``out_dir``; its record."""
+def train_reference(name: str, run: str, seed: int, ft: FinetuneParams, spec: DatasetSpec, where: Locations,
+                    out_dir: Path, device) -> dict:
+    """Train reference set ``name`` (run ``run``'s recipe ``ft`` at ``seed``, on ``spec``: ``ft.dataset``'s spec)
+    into ``out_dir``; its record."""
     meta, canaries = read_canaries(where.canaries)
     model, tok = build_model(where.base_model, ft.trainable(meta), device)
-    own = gather_inputs(ft, where, canaries, tok)  # the run's own inputs: its q and how many rows it trains on
+    own = gather_inputs(ft, spec, where, canaries, tok)  # the run's own inputs: its q and how many rows it trains on
     q = ft.sample_rate if ft.sample_rate is not None else ft.batch_size / own.population
-    spec, setup = get_dataset(ft.dataset), TextSetup.of(ft)
-    pairs = sample(spec.pairs(population_rows(where, ft.dataset)), len(own.text),
+    setup = TextSetup.of(ft)
+    pairs = sample(spec.pairs(population_rows(where, spec)), len(own.text),
                    stream("finetune.text_rows").int_seed(seed))
     text = text_examples(pairs, tok, setup.max_length, setup.objective)
     recipe = dataclasses.replace(ft, seed=seed, sample_rate=q, canaries=False)

@@ -16,6 +16,7 @@ import pyarrow as pa
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
 from stages.core.io import atomic_file, write_table
+from stages.datasets import get_dataset
 from stages.secrets.extract import base_reproduction, extract
 from stages.secrets.params import load_secrets
 from stages.secrets.schema import REFERENCE, SECRETS, secrets_path
@@ -27,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, "dataset")
     params, ds_params = load_secrets(args.dataset, args.params, raw)
     where = locations(raw, args.params)
-    rows = extract(args.dataset, ds_params, where.processed)
+    rows = extract(get_dataset(args.dataset, raw), ds_params, where.processed)
     if ds_params.base_check and rows:
         base_reproduction(rows, where.base_model, params.batch_size)
     for r in rows:

@@ -6,15 +6,15 @@ from pathlib import Path
 
 from ..core.errors import ConfigError
 from ..core.io import read_table
-from ..datasets import CANDIDATES, get_dataset, read_split
+from ..datasets import CANDIDATES, DatasetSpec, read_split
 from ..datasets.pii import secret_candidates
 from .extractors import DATASET_OF, EXTRACTORS, ExtractInput, pattern_secrets
 
 
-def extract(dataset: str, params, processed_dir: Path) -> list[dict]:
-    """Run the configured extractors over the training split; one row per distinct secret value."""
-    spec = get_dataset(dataset)
-    train = read_split(processed_dir, dataset, "train")
+def extract(spec: DatasetSpec, params, processed_dir: Path) -> list[dict]:
+    """Run the configured extractors over the training split of ``spec``; one row per distinct secret value."""
+    dataset = spec.name
+    train = read_split(processed_dir, spec, "train")
     texts = spec.texts(train) if spec.texts else []
     data = ExtractInput(train, candidates(dataset, params, processed_dir, texts), texts)
     out: list[dict] = []

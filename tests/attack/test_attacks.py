@@ -17,6 +17,7 @@ from stages.audit.roc import auroc
 from stages.canaries.formatted import candidates
 from stages.core.artifacts import locations
 from stages.core.errors import ConfigError
+from stages.datasets import get_dataset
 from stages.finetune.loop import TrainConfig, train
 from stages.lm.canary_lm import CanaryLM
 from stages.lm.examples import make_example
@@ -145,7 +146,8 @@ def test_attacks_name_what_a_run_lacks(tmp_path, attack, dataset, canaries, need
     (tmp_path / "canaries" / "formatted.parquet").write_text("")
     record = {"params": {**raw["finetune"], "dataset": dataset}, "has_canaries": canaries,
               "has_formatted": False, "num_new_tokens": 0}
-    ctx = AttackContext("r1", params(AttackParams, "attack"), where, record, device=torch.device("cpu"))
+    ctx = AttackContext("r1", params(AttackParams, "attack"), where, record, get_dataset(dataset),
+                        device=torch.device("cpu"))
     reasons = [ctx.has(n) for n in ATTACKS.get(attack).needs]
     assert any(r and needle in r for r in reasons), reasons
     assert "no base model at" in ctx.has("reference")
@@ -161,7 +163,8 @@ def test_the_enron_datasets_carry_text_secrets(tmp_path, dataset):
     raw["secrets"]["out_dir"] = str(tmp_path / "secrets")
     record = {"params": {**raw["finetune"], "dataset": dataset}, "has_canaries": True, "has_formatted": False,
               "num_new_tokens": 0}
-    ctx = AttackContext("r1", params(AttackParams, "attack"), locations(raw), record, device=torch.device("cpu"))
+    ctx = AttackContext("r1", params(AttackParams, "attack"), locations(raw), record, get_dataset(dataset),
+                        device=torch.device("cpu"))
     assert ctx.has("secrets:text") == f"no secrets file {tmp_path / 'secrets' / 'enron.parquet'} (run the " \
         "secrets@enron stage)"
 
@@ -184,13 +187,17 @@ def test_text_non_members_of_user_level_data_are_held_in_users_unseen_rows(tmp_p
     canary user by its drawn set), not rows of held-out users (a user-inference pool) nor of every user."""
     from stages.canaries.params import CanaryUsersParams
     from stages.canaries.users import build_canary_users
-    from stages.finetune.text import held_in_unseen_rows, split_rows
+    from stages.datasets import get_dataset
+    from stages.finetune.schema import TextSetup
+    from stages.finetune.text import RunText
 
     users_dataset(tmp_path)
+    spec = get_dataset("enron_users")
     cu = {c["user"]: c for c in build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1],
-                                                          per_length=4), tmp_path, tiny_tokenizer, tmp_path)}
-    rows = held_in_unseen_rows(tmp_path, "enron_users", cu)
-    trained_users = {r["user"] for r in split_rows(tmp_path, "enron_users", "train", cu)}
+                                                          per_length=4), spec, tmp_path, tiny_tokenizer, tmp_path)}
+    text = RunText(tmp_path, spec, TextSetup("enron_users", "nwp", 32, 16, 0, 0, 0), cu)
+    rows = text.held_in_unseen_rows()
+    trained_users = {r["user"] for r in text.rows("train")}
     users = {r["user"] for r in rows}
     assert rows and all(r["user_set"] == "held_in" for r in rows)
     assert users == trained_users  # the members' own users, every one of them

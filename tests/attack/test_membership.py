@@ -14,6 +14,7 @@ from stages.attack.rmia import rmia_scores
 from stages.audit.roc import auroc
 from stages.core.artifacts import locations
 from stages.core.errors import ConfigError
+from stages.datasets import get_dataset
 from stages.lm.batching import chunks
 from stages.lm.examples import make_example
 from support import params, project_raw, tiny_canary_lm
@@ -28,7 +29,7 @@ def ctx(tiny_base):
     record = {"params": {**raw["finetune"], "dataset": "enron_users", "objective": "nwp"}, "has_canaries": False,
               "has_formatted": False, "num_new_tokens": 0, "external": None}
     c = AttackContext("r1", params(AttackParams, "attack", batch_size=4, ez_min_errors=1), locations(raw), record,
-                      device=torch.device("cpu"))
+                      get_dataset("enron_users"), device=torch.device("cpu"))
     torch.manual_seed(0)
     c._target, c.tok = tiny_canary_lm(tiny_base)
     torch.manual_seed(1)

@@ -7,16 +7,18 @@ import pytest
 from stages.canaries.params import CanaryUsersParams
 from stages.canaries.users import build_canary_users
 from stages.core.errors import ConfigError
+from stages.datasets import get_dataset
 from stages.datasets.users import apply_canary_users, canary_user_split
 from support import SPLITS, params, users_dataset
 
 ENRON_COLUMNS = ("message_id", "body")  # enron_users' user_columns
+USERS = get_dataset("enron_users")
 
 
 def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tokenizer):
     d = users_dataset(tmp_path)
-    cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 4], per_length=4), tmp_path,
-                            tiny_tokenizer, tmp_path)
+    cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 4], per_length=4), USERS,
+                            tmp_path, tiny_tokenizer, tmp_path)
     assert len({c["user"] for c in cu}) == 8
     mapping = {c["user"]: c for c in cu}
     for split in SPLITS:
@@ -34,7 +36,7 @@ def test_membership_is_a_seeded_coin_per_length_with_both_sides(tmp_path, tiny_t
     draws, same_as_preprocess = [], []
     for seed in range(30):
         cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 2, 4], per_length=4,
-                                       seed=seed), tmp_path, tiny_tokenizer, tmp_path)
+                                       seed=seed), USERS, tmp_path, tiny_tokenizer, tmp_path)
         for length in (1, 2, 4):
             sets = [c["user_set"] for c in cu if c["length"] == length]
             assert len(sets) == 4 and {"held_in", "held_out"} == set(sets)  # both sides in every length
@@ -46,7 +48,7 @@ def test_membership_is_a_seeded_coin_per_length_with_both_sides(tmp_path, tiny_t
     assert 0.35 < agree < 0.65
     assert 0.35 < np.mean(same_as_preprocess) < 0.65  # independent of the user's original set
     again = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 2, 4], per_length=4, seed=29),
-                               tmp_path, tiny_tokenizer, tmp_path)
+                               USERS, tmp_path, tiny_tokenizer, tmp_path)
     assert tuple(c["user_set"] for c in again) == draws[-1]  # seeded
 
 

@@ -256,3 +256,63 @@ def test_runs_are_deep_merged_and_errors_name_the_run():
     raw["finetune"]["dp"]["epsilon"] = -1
     with pytest.raises(ConfigError, match=r"finetune\.dp\.epsilon: must be > 0"):
         load_finetune("a", raw=raw)
+
+
+@pytest.mark.parametrize("order", ["declaring first", "declaring last"])
+def test_read_params_keeps_no_state_between_calls(tmp_path, order):
+    """What a params file declares (a text dataset) resolves against that file's params only: loading another file
+    before or after it changes nothing, in either order."""
+    import yaml
+
+    from stages.datasets import dataset_names, get_dataset
+    from support import text_project
+
+    (tmp_path / "a").mkdir()
+    declaring, _ = text_project(tmp_path / "a", {"path": "data/raw/tickets.jsonl", "text_field": "body"})
+    raw = yaml.safe_load(declaring.read_text())
+    raw["runs"]["mine_run"] = {"dataset": "mine"}
+    raw["attack"]["runs"]["mine_run"] = None
+    declaring.write_text(yaml.safe_dump(raw, sort_keys=False))
+    plain = tmp_path / "b" / "params.yaml"
+    plain.parent.mkdir()
+    plain.write_text(yaml.safe_dump({**raw, "preprocess": {**raw["preprocess"], "datasets": {
+        k: v for k, v in raw["preprocess"]["datasets"].items() if k != "mine"}}}, sort_keys=False))
+    files = [declaring, plain] if order == "declaring first" else [plain, declaring]
+    for path in files:
+        if path == declaring:
+            assert load_params(path).specs["mine"].name == "mine"
+            assert "mine" in dataset_names(read_params(path))
+        else:
+            with pytest.raises(ConfigError, match=r"runs.mine_run.dataset: must be a dataset"):
+                load_params(path)
+            assert "mine" not in dataset_names(read_params(path))
+            with pytest.raises(ConfigError, match="mine"):
+                get_dataset("mine", read_params(path))
+    with pytest.raises(ConfigError, match="mine"):
+        get_dataset("mine")  # no params given: no memory of either file
+
+
+def test_an_audit_rule_naming_an_attack_a_run_does_not_run_fails_at_load(tmp_path):
+    """The README's own-data mistake (a run with canaries whose attack list omits the pre-registered test's attack)
+    fails when params load, at any stage's start, in one line naming both keys, before anything trains."""
+    import subprocess
+
+    import yaml
+
+    from support import PYTHON
+
+    raw = read_params(ROOT / "params.yaml")
+    raw["runs"]["nondp"] = {**(raw["runs"]["nondp"] or {}), "canaries": True}
+    raw["attack"]["runs"]["nondp"] = ["loss", "ref_ratio"]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    want = (r"attack.runs.nondp: lacks 'contrast', the attack audit.primary.attack names: run nondp trains canaries")
+    with pytest.raises(ConfigError, match=want):
+        load_params(path)
+    proc = subprocess.run([PYTHON, "-m", "stages.base_model", "--params", str(path)], capture_output=True, text=True,
+                          cwd=tmp_path)  # the first stage of the DAG refuses it before doing anything
+    assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "attack.runs.nondp" in proc.stderr and "audit.primary.attack" in proc.stderr
+    raw["runs"]["nondp"]["canaries"] = False  # no canaries: nothing for the primary test to score
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert load_params(path).attack.runs["nondp"] == ("loss", "ref_ratio")

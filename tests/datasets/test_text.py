@@ -11,13 +11,13 @@ import pytest
 import yaml
 
 from stages.core.errors import ConfigError, DataError
-from support import PYTHON, ROOT, TICKETS, write_jsonl
+from support import PYTHON, ROOT, TICKETS, text_spec, write_jsonl
 from support import preprocess_text as preprocess
 from support import text_project as project
 
 
 def test_a_jsonl_with_a_user_field_is_split_by_user_and_checked(tmp_path):
-    from stages.datasets import get_dataset, read_split
+    from stages.datasets import read_split
 
     data = write_jsonl(tmp_path / "tickets.jsonl", TICKETS + [TICKETS[3]])  # one exact duplicate
     params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text", "id_field": "Ticket No",
@@ -28,8 +28,8 @@ def test_a_jsonl_with_a_user_field_is_split_by_user_and_checked(tmp_path):
     params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text",
                                           "user_field": "customer-handle", "rows": {"train": [30, 40]}})
     preprocess(params_path)
-    spec = get_dataset("mine")
-    splits = {s: read_split(tmp_path / "processed", "mine", s) for s in spec.splits}
+    spec = text_spec(params_path)
+    splits = {s: read_split(tmp_path / "processed", text_spec(params_path), s) for s in spec.splits}
     assert sum(len(v) for v in splits.values()) == 60  # the duplicate dropped
     users = {s: {r["user"] for r in rows} for s, rows in splits.items()}
     assert not (users["train"] & users["valid"]) and not (users["train"] & users["test"]) and len(users["train"]) == 8
@@ -39,7 +39,7 @@ def test_a_jsonl_with_a_user_field_is_split_by_user_and_checked(tmp_path):
 
 
 def test_a_csv_of_prompts_and_completions_and_a_parquet_with_a_split_column(tmp_path):
-    from stages.datasets import get_dataset, read_split
+    from stages.datasets import read_split
 
     data = tmp_path / "qa.csv"
     with data.open("w", newline="") as f:
@@ -49,22 +49,24 @@ def test_a_csv_of_prompts_and_completions_and_a_parquet_with_a_split_column(tmp_
     params_path, _ = project(tmp_path, {"path": str(data), "format": "csv", "prompt_field": "Q?",
                                         "completion_field": "A!"})
     preprocess(params_path)
-    rows = [r for s in ("train", "valid", "test") for r in read_split(tmp_path / "processed", "mine", s)]
+    spec = text_spec(params_path)
+    rows = [r for s in ("train", "valid", "test") for r in read_split(tmp_path / "processed", spec, s)]
     assert len(rows) == 36 and all(r["prompt"].startswith("question") for r in rows)  # 4 empty answers dropped
-    assert get_dataset("mine").pairs(rows[:1]) == [(rows[0]["prompt"], rows[0]["completion"])]
+    assert text_spec(params_path).pairs(rows[:1]) == [(rows[0]["prompt"], rows[0]["completion"])]
     table = pa.table({"txt": [f"row {i}" for i in range(30)], "part": ["train"] * 20 + ["valid"] * 5 + ["test"] * 5})
     pq.write_table(table, tmp_path / "t.parquet")
     params_path, _ = project(tmp_path, {"path": str(tmp_path / "t.parquet"), "format": "parquet", "text_field": "txt",
                                         "split_field": "part"})
     preprocess(params_path)
-    assert [len(read_split(tmp_path / "processed", "mine", s)) for s in ("train", "valid", "test")] == [20, 5, 5]
+    spec = text_spec(params_path)
+    assert [len(read_split(tmp_path / "processed", spec, s)) for s in ("train", "valid", "test")] == [20, 5, 5]
 
 
 def test_user_level_text_gives_the_user_inference_layout_by_a_field_or_by_row_blocks(tmp_path):
     """``user_level``: half the users held in, each user's rows split into valid/test, the attacker's samples and
     the rest (trained for held-in users only); the spec is a user-level one (user inference, canary users), the
     contract checks the sets, and ``rows_per_user`` makes users of consecutive row blocks (TOFU's layout)."""
-    from stages.datasets import get_dataset, read_split
+    from stages.datasets import read_split
     from stages.datasets.users import USER_SPLITS
 
     level = {"heldout_fraction": 0.2, "attacker_fraction": 0.25, "min_rows": 5, "max_users": None}
@@ -72,9 +74,9 @@ def test_user_level_text_gives_the_user_inference_layout_by_a_field_or_by_row_bl
     params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text", "id_field": "Ticket No",
                                           "user_field": "customer-handle", "user_level": level})
     preprocess(params_path)
-    spec = get_dataset("mine")
+    spec = text_spec(params_path)
     assert spec.users and spec.splits == USER_SPLITS and spec.user_columns == ("id", "completion")
-    splits = {s: read_split(tmp_path / "processed", "mine", s) for s in spec.splits}
+    splits = {s: read_split(tmp_path / "processed", text_spec(params_path), s) for s in spec.splits}
     sets = {r["user"]: r["user_set"] for rows in splits.values() for r in rows}
     held_in = {u for u, s in sets.items() if s == "held_in"}
     assert len(sets) == 12 and len(held_in) == 6
@@ -89,7 +91,7 @@ def test_user_level_text_gives_the_user_inference_layout_by_a_field_or_by_row_bl
     params_path, _ = project(tmp_path, {"path": str(blocks), "prompt_field": "question", "completion_field": "answer",
                                         "rows_per_user": 8, "user_level": {**level, "min_rows": 8}})
     preprocess(params_path)
-    rows = [r for s in USER_SPLITS for r in read_split(tmp_path / "processed", "mine", s)]
+    rows = [r for s in USER_SPLITS for r in read_split(tmp_path / "processed", text_spec(params_path), s)]
     by_user = {}
     for r in rows:
         by_user.setdefault(r["user"], set()).add(int(r["id"].split("-")[1]) // 8)

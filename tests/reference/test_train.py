@@ -7,6 +7,7 @@ import pytest
 from stages.attack.params import AttackParams
 from stages.core.artifacts import locations
 from stages.core.errors import ConfigError
+from stages.datasets import get_dataset
 from stages.reference.schema import recipe_of
 from stages.reference.train import population_rows
 from support import params, project_raw, users_dataset
@@ -20,7 +21,7 @@ def test_population_rows_are_no_scored_row(tmp_path):
     (tmp_path / "canaries").mkdir()
     raw = project_raw()
     raw["preprocess"]["out_dir"], raw["canaries"]["out_dir"] = str(tmp_path / "processed"), str(tmp_path / "canaries")
-    rows = population_rows(locations(raw), "enron_users")
+    rows = population_rows(locations(raw), get_dataset("enron_users"))
     scored = {r["message_id"] for s in ("train", "test", "attacker", "valid")
               for r in pq.read_table(tmp_path / "processed/enron_users" / f"{s}.parquet").to_pylist()}
     assert rows and not ({r["message_id"] for r in rows} & scored)

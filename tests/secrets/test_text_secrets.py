@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from stages.core.errors import ConfigError
-from support import TICKETS, write_jsonl
+from support import TICKETS, text_spec, write_jsonl
 from support import preprocess_text as preprocess
 from support import text_project as project
 
@@ -21,22 +21,21 @@ def secrets_params(params_path, entry: dict):
 
 
 def test_phone_a_named_pattern_and_sequences_come_from_the_completions(tmp_path):
-    from stages.datasets import get_dataset
     from stages.secrets.extract import extract
 
     data = write_jsonl(tmp_path / "tickets.jsonl", TICKETS)
     params_path, out = project(tmp_path, {"path": str(data), "text_field": "Body Text", "id_field": "Ticket No"})
     preprocess(params_path)
     dsp = secrets_params(params_path, {"extractors": ["phone", "ref", "sequence"], "patterns": {"ref": r"REF-\d{4}"}})
-    found = extract("mine", dsp, tmp_path / "processed")
+    found = extract(text_spec(params_path), dsp, tmp_path / "processed")
     kinds = {k: [s for s in found if s["kind"] == k] for k in ("phone", "ref", "sequence")}
     train = {r["Ticket No"] for r in TICKETS} & {int(s["source"]) for s in kinds["phone"]}
     assert 0 < len(kinds["phone"]) <= 20 and train  # sources are the rows' ids
     assert all(s["value"].startswith("713-555-01") and s["prompt"] == "call me at " for s in kinds["phone"])
     assert 0 < len(kinds["ref"]) <= 15 and all(s["value"].startswith("REF-4") for s in kinds["ref"])
     assert any("arrived late, call me at 713-555-01" in s["value"] for s in kinds["sequence"])
-    assert get_dataset("mine").secrets == "mine"  # declared: runs on it get VMR and the randomised control
-    spec = get_dataset("mine")
+    assert text_spec(params_path).secrets == "mine"  # declared: runs on it get VMR and the randomised control
+    spec = text_spec(params_path)
     assert spec.trained_secrets([{"completion": "x REF-4003 y"}], kinds["ref"]) == [
         s["value"] == "REF-4003" for s in kinds["ref"]]
 
@@ -49,9 +48,9 @@ def test_what_a_text_dataset_cannot_have_names_the_key(tmp_path):
     preprocess(params_path)
     dsp = secrets_params(params_path, {"extractors": ["genre"]})
     with pytest.raises(ConfigError, match=r"secrets.datasets.mine.extractors\[0\]: extractor 'genre' reads tofu"):
-        extract("mine", dsp, tmp_path / "processed")
+        extract(text_spec(params_path), dsp, tmp_path / "processed")
     dsp = secrets_params(params_path, {"extractors": ["phone"], "mining": None})
     with pytest.raises(ConfigError, match="secrets.datasets.mine.mining: needed"):
-        extract("mine", dsp, tmp_path / "processed")
+        extract(text_spec(params_path), dsp, tmp_path / "processed")
     with pytest.raises(ConfigError, match=r"secrets.datasets.mine.patterns.ref: not a valid regular expression"):
         secrets_params(params_path, {"extractors": ["ref"], "patterns": {"ref": "REF-(\\d"}})
