@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import subprocess
 import time
 from pathlib import Path
 
 import yaml
 
 from stages.audit.params import AuditParams
+from stages.core import vcs
 from stages.core.params import build, section_of
 from stages.studies.attacks import compared, margin, markdown, rows_of
 
@@ -38,10 +38,6 @@ POOLS = [("rmia", "nondp", "text", "Default non-DP run (`nondp`): text rows (tra
          ("tofu-users", "tofu_users", "text", "`tofu_users`: text rows (trained vs never-trained answers of held-in "
           "authors)")]
 OUT = Path("reports/attack_strength")
-
-
-def _git(args: list[str], repo: Path) -> str:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
 
 
 def overrides(repo: Path, files: list[str]) -> list[str]:
@@ -60,16 +56,19 @@ def run_experiment(repo: Path, name: str) -> None:
     """``dvc exp run --temp -n <name>`` with its presets' overrides, in a temporary copy (the workspace stays as it
     is; DVC's cache restores the unchanged stages)."""
     args = [a for o in overrides(repo, EXPERIMENTS[name]) for a in ("-S", o)]
-    subprocess.run(["dvc", "exp", "remove", name], cwd=repo, capture_output=True)  # an earlier one of that name
+    try:
+        vcs.dvc(repo, "exp", "remove", name)  # an earlier one of that name
+    except vcs.VcsError:
+        pass  # none
     start = time.monotonic()
-    subprocess.run(["dvc", "exp", "run", "--temp", "-n", name, *args], cwd=repo, check=True)
+    vcs.dvc(repo, "exp", "run", "--temp", "-n", name, *args, stream=True)
     print(f"attack_strength: experiment {name} took {time.monotonic() - start:.0f} s", flush=True)
 
 
 def experiment_commit(repo: Path, name: str) -> str:
     """The newest commit of DVC experiment ``name`` (``refs/exps/...``; `dvc exp list` shows them)."""
-    refs = [line.split() for line in _git(["for-each-ref", "--sort=-committerdate",
-                                            "--format=%(objectname) %(refname)", "refs/exps"], repo).splitlines()]
+    refs = [line.split() for line in vcs.git(repo, "for-each-ref", "--sort=-committerdate",
+                                             "--format=%(objectname) %(refname)", "refs/exps").splitlines()]
     found = [sha for sha, ref in refs if ref.rsplit("/", 1)[-1] == name]
     if not found:
         raise SystemExit(f"no DVC experiment named {name!r}: run `python -m flows.attack_strength --run`")
@@ -96,9 +95,9 @@ def build_table(repo: Path, fpr: str = "0.01") -> tuple[list[dict], str]:
     records, text = [], []
     for exp, run, pool, title in POOLS:
         rev = experiment_commit(repo, exp)
-        raw = yaml.safe_load(_git(["show", f"{rev}:params.yaml"], repo))
+        raw = yaml.safe_load(vcs.git(repo, "show", f"{rev}:params.yaml"))
         audit = build(AuditParams, raw["audit"], "audit")
-        metrics = json.loads(_git(["show", f"{rev}:{audit.out}"], repo))
+        metrics = json.loads(vcs.git(repo, "show", f"{rev}:{audit.out}"))
         rows = rows_of(metrics["runs"][run], pool, fpr)
         data = scores(repo, rev, f"{section_of(raw, 'attack.out_dir')}/{run}", compared(rows), pool)
         diff = margin(rows, data, audit.bootstrap, audit.seed, audit.min_per_side)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
@@ -27,11 +26,12 @@ if __name__ == "__main__":  # command-line entry: offline Prefect settings befor
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.sweep import _dvc, check_points, committed_metrics, queue_status
+from flows.sweep import check_points, committed_metrics, queue_status
 from stages.attack.api import threat_model
 from stages.audit.params import AuditParams, StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
+from stages.core.vcs import dvc, git_dirty, head
 from stages.finetune.params import load_finetune
 from stages.studies.study import FIELDS, study_rows, summarise
 
@@ -147,18 +147,18 @@ def write_study(out: Path, rows: list[dict], primary: dict) -> None:
 
 @task(name="queue-study-point", cache_policy=NO_CACHE, persist_result=False)
 def queue_point(name: str, sets: list[str], repo: str) -> str:
-    _dvc(["exp", "run", "--queue", "-n", name, *[a for s in sets for a in ("-S", s)], "audit"], repo)
+    dvc(repo, "exp", "run", "--queue", "-n", name, *[a for s in sets for a in ("-S", s)], "audit")
     return name
 
 
 @task(name="run-study-queue", cache_policy=NO_CACHE, persist_result=False, retries=0)
 def run_study_queue(repo: str) -> None:
-    _dvc(["exp", "run", "--run-all", "--jobs", "1"], repo)
+    dvc(repo, "exp", "run", "--run-all", "--jobs", "1")
 
 
 def experiment_revs(repo: str, baseline: str, names: list[str]) -> dict[str, str]:
     revs = {}
-    for entry in json.loads(_dvc(["exp", "show", "--json", "--rev", baseline], repo)):
+    for entry in json.loads(dvc(repo, "exp", "show", "--json", "--rev", baseline)):
         for exp in entry.get("experiments") or []:
             for rev in exp.get("revs") or []:
                 if rev.get("name") in names and not rev.get("error"):  # a failed run is listed with its error
@@ -178,15 +178,13 @@ def audit_study(phase: str, repo: str = ".", collect_only: str | None = None,
     rows = read_study(out)
     points = plan(phase, study, raw, profiles)
     if phase == "confirmation":
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "params.yaml"], cwd=repo).returncode
-        if dirty:
+        if git_dirty(repo, "params.yaml"):
             raise ConfigError("params.yaml: commit the chosen design before any confirmation run")
         done = {r["seed"] for r in rows if r["phase"] == "confirmation"}
         if done & {p["seed"] for p in points.values()}:
             raise ConfigError(f"{out / STUDY_FILE}: confirmation seeds {sorted(done)} already have rows; "
                               "they are never rerun or edited")
-    baseline = collect_only or subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                                              text=True, check=True).stdout.strip()
+    baseline = collect_only or head(repo)
     # resume: points that finished as experiments of an earlier commit are read from there, the rest run at HEAD
     earlier = experiment_revs(repo, resume, list(points)) if resume else {}
     todo = [n for n in points if n not in earlier]

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
 
 from stages.audit.api import design_look, replica_primary
 from stages.audit.params import AuditParams
 from stages.core.params import load, read_params
+from stages.core.vcs import git_dirty, head
 
 
 def main(argv=None) -> None:
@@ -38,13 +38,12 @@ def main(argv=None) -> None:
         data, privacy = replica_primary(repo, name, params)
         per_run.append(data)
     delta = privacy["delta"]
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    rev = head(repo)
     sets = raw["replicas"]["sets"]
     recipe = sets[args.replicas[0]]["run"]
     out = {"replicas": {n: sets[n]["seed"] for n in args.replicas}, "recipe": recipe,
            "recipe_overrides": raw["runs"][recipe], "scratch_commit": rev,
-           "scratch_params_edited": bool(subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "params.yaml"],
-                                                        cwd=repo).returncode), "attack": params.primary.attack,
+           "scratch_params_edited": git_dirty(repo, "params.yaml"), "attack": params.primary.attack,
            "kind": params.primary.kind,
            "privacy": {k: privacy.get(k) for k in ("optimizer", "sample_rate", "steps", "noise_multiplier",
                                                    "epsilon_spent", "delta")},

@@ -16,37 +16,34 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 from pathlib import Path
 
 import yaml
 
-from flows.sweep import _dvc
-from stages.audit.params import SeedRegistry, StudyParams
+from stages.audit.params import PrimaryParams, SeedRegistry, StudyParams
 from stages.core.errors import ConfigError
-from stages.core.params import load, read_params, section_of
+from stages.core.params import build, load, read_params, section_of
+from stages.core.vcs import VcsError, dvc, git, git_dirty, head
 from stages.studies.study import COUPLED_STREAMS, pooled_row, pooled_summary, same_set
 
 POOLED_FILE = "pooled.json"
-
-
-def _git(args: list[str], repo: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+#: the rule keys of audit.primary that params files of older commits predate, as absent (no such rule)
+RULE_KEYS_ABSENT = {"no_dp": None, "runs": {}}
 
 
 def _without(d: dict | None, *keys: str) -> dict:
     return {k: v for k, v in (d or {}).items() if k not in keys}
 
 
-def _rule_of(primary: dict, raw: dict, recipe: str):
-    """The recipe's own guessing rule as params give it: audit.primary.runs.<recipe>, else (a recipe without DP)
-    audit.primary.no_dp, else None (the default k_pos / k_neg, part of the design already)."""
-    own = (primary.get("runs") or {}).get(recipe)
-    if own is not None:
-        return own
+def _rule_of(raw: dict, recipe: str) -> list[int]:
+    """[k_pos, k_neg] of the recipe's primary test as the audit reads it (``PrimaryParams.rule``: its own rule, else
+    for a recipe without DP ``no_dp``, else the default); DP as the run's params set it (``runs.<recipe>.dp.enabled``,
+    else ``finetune.dp.enabled``). Only ``audit.primary`` is built: a params file of any commit whose other sections
+    today's schema no longer reads still gives its rule, and one older than a rule key reads as not having that rule."""
+    primary = build(PrimaryParams, {**RULE_KEYS_ABSENT, **(section_of(raw, "audit.primary") or {})}, "audit.primary")
     default = (section_of(raw, "finetune.dp") or {}).get("enabled")
     dp = (section_of(raw, f"runs.{recipe}.dp") or {}).get("enabled", default)
-    return None if dp else primary.get("no_dp")
+    return list(primary.rule(recipe, bool(dp)))
 
 
 def design_of(raw: dict, recipe: str) -> dict:
@@ -57,7 +54,7 @@ def design_of(raw: dict, recipe: str) -> dict:
     replicas = section_of(raw, "replicas") or {}
     canaries = section_of(raw, "canaries") or {}
     return {"pooled": (section_of(raw, "audit.pooled") or {}).get(recipe),
-            "primary": {**_without(primary, "runs", "no_dp"), "run": _rule_of(primary, raw, recipe)},
+            "primary": {**_without(primary, "runs", "no_dp"), "run": _rule_of(raw, recipe)},
             "replicas": {**_without(replicas, "sets"),
                          "count": sum(1 for r in (replicas.get("sets") or {}).values() if r.get("run") == recipe)},
             "canaries": {**_without(canaries, "seed"), "formatted": _without(canaries.get("formatted"), "seed")},
@@ -68,22 +65,25 @@ def design_of(raw: dict, recipe: str) -> dict:
 def _history(repo: str, rev: str):
     """(commit, params.yaml at it) from ``rev`` back, newest first, while params.yaml exists; ``rev`` itself first
     (whether or not it changed params.yaml), then each earlier commit that changed it."""
-    commits = _git(["log", "--format=%H", rev, "--", "params.yaml"], repo).split()
-    top = _git(["rev-parse", rev], repo).strip()
+    commits = git(repo, "log", "--format=%H", rev, "--", "params.yaml").split()
+    top = git(repo, "rev-parse", rev).strip()
     for commit in ([top] if commits[:1] != [top] else []) + commits:
         try:
-            yield commit, yaml.safe_load(_git(["show", f"{commit}:params.yaml"], repo))
-        except subprocess.CalledProcessError:
+            yield commit, yaml.safe_load(git(repo, "show", f"{commit}:params.yaml"))
+        except VcsError:
             return
 
 
 def design_commit(repo: str, recipe: str, rev: str = "HEAD", raw: dict | None = None) -> str | None:
     """The oldest commit since which params.yaml's pooled design of ``recipe`` has not changed up to ``rev``: that
     of ``rev`` itself, or of ``raw`` (an experiment's params); None when ``rev`` does not hold that design."""
-    head = design_of(raw if raw is not None else yaml.safe_load(_git(["show", f"{rev}:params.yaml"], repo)), recipe)
+    now = design_of(raw if raw is not None else yaml.safe_load(git(repo, "show", f"{rev}:params.yaml")), recipe)
     found = None
     for commit, old in _history(repo, rev):
-        if design_of(old, recipe) != head:
+        try:
+            if design_of(old, recipe) != now:
+                break
+        except ConfigError:  # an audit.primary today's PrimaryParams cannot read: another design
             break
         found = commit
     return found
@@ -102,13 +102,13 @@ def seeds_commit(repo: str, seeds: list[int], rev: str = "HEAD") -> str | None:
 
 def _experiment_commit(repo: str, name: str) -> tuple[str, str]:
     """(experiment commit, its baseline commit) of the DVC experiment ``name`` (``refs/exps/...``)."""
-    refs = [line.split() for line in _git(["for-each-ref", "--format=%(objectname) %(refname)", "refs/exps"],
-                                          repo).splitlines()]
+    refs = [line.split() for line in git(repo, "for-each-ref", "--format=%(objectname) %(refname)",
+                                         "refs/exps").splitlines()]
     found = [sha for sha, ref in refs if ref.rsplit("/", 1)[-1] == name]
     if len(found) != 1:
         raise ConfigError(f"--exp {name}: {'no' if not found else 'more than one'} DVC experiment of that name "
                           "(`dvc exp list` shows them)")
-    return found[0], _git(["rev-parse", f"{found[0]}^"], repo).strip()
+    return found[0], git(repo, "rev-parse", f"{found[0]}^").strip()
 
 
 def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
@@ -116,19 +116,19 @@ def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
     or those of the DVC experiment ``experiment`` (its commit holds params.yaml, dvc.lock and the metrics)."""
     repo = str(Path(repo).resolve())
     if experiment is None:
-        if subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "params.yaml", "dvc.lock"], cwd=repo).returncode:
+        if git_dirty(repo, "params.yaml", "dvc.lock"):
             raise ConfigError("params.yaml, dvc.lock: commit the reproduced state before recording its pooled tests")
-        status = _dvc(["status", "audit"], repo)
+        status = dvc(repo, "status", "audit")
         if "up to date" not in status:
             raise ConfigError("dvc.lock: the audit is stale (`dvc repro` first): " + status.strip().splitlines()[0])
-        rev = head = _git(["rev-parse", "HEAD"], repo).strip()
+        rev = params_commit = head(repo)
     else:  # an experiment's commit is what `dvc exp run` reproduced: its lock is up to date by construction
-        rev, head = _experiment_commit(repo, experiment)
-    params_text = _git(["show", f"{rev}:params.yaml"], repo)
-    lock_text = _git(["show", f"{rev}:dvc.lock"], repo)
+        rev, params_commit = _experiment_commit(repo, experiment)
+    params_text = git(repo, "show", f"{rev}:params.yaml")
+    lock_text = git(repo, "show", f"{rev}:dvc.lock")
     raw = yaml.safe_load(params_text)
     work = read_params(Path(repo) / "params.yaml")  # where the record goes: the workspace's study folder
-    metrics = json.loads(_git(["show", f"{rev}:{section_of(raw, 'audit.out')}"], repo))
+    metrics = json.loads(git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
     out = Path(repo) / load(StudyParams, "study", Path(repo) / "params.yaml", work).out_dir
     registry = load(SeedRegistry, "audit.seeds", Path(repo) / "params.yaml", work)  # the seeds' status now
     f = out / POOLED_FILE
@@ -146,14 +146,14 @@ def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
             raise ConfigError(f"{out / lock}: already written (a recorded row names it)")
         (out / "locks").mkdir(parents=True, exist_ok=True)
         (out / lock).write_text(lock_text)
-        design = design_commit(repo, recipe, head, raw)
-        seeds = seeds_commit(repo, pooled["seeds"], head)
+        design = design_commit(repo, recipe, params_commit, raw)
+        seeds = seeds_commit(repo, pooled["seeds"], params_commit)
         # registered before the runs: in a commit older than the one holding the results (workspace), or in the
         # experiment's baseline or earlier (an experiment's results live in its own commit)
-        before = None not in (design, seeds) and (experiment is not None or head not in (design, seeds))
+        before = None not in (design, seeds) and (experiment is not None or params_commit not in (design, seeds))
         new.append(pooled_row(pooled, registry=registry, streams=streams, design_commit=design,
-                              seeds_commit=seeds, params_commit=head, experiment=experiment, params_sha256=digest,
-                              lock=lock, registered_before=before))
+                              seeds_commit=seeds, params_commit=params_commit, experiment=experiment,
+                              params_sha256=digest, lock=lock, registered_before=before))
     rows += new
     tmp = out / f".{POOLED_FILE}.tmp"
     tmp.write_text(json.dumps({"rows": rows, "summary": pooled_summary(rows, registry)}, indent=1))

@@ -26,7 +26,6 @@ import argparse
 import json
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -42,15 +41,9 @@ from prefect.cache_policies import NO_CACHE
 from stages.core.errors import ConfigError
 from stages.core.formatting import flatten
 from stages.core.params import read_params
+from stages.core.vcs import VcsError, dvc, git, head
 from stages.params import validate_params
 from stages.studies.compare import sweep_markdown
-
-
-def _dvc(args: list[str], repo: str) -> str:
-    proc = subprocess.run(["dvc", *args], cwd=repo, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"dvc {' '.join(args)} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
-    return proc.stdout
 
 
 def experiment_params(repo: str | Path, sets: list[str]) -> dict:
@@ -84,21 +77,23 @@ def check_points(repo: str | Path, names: dict[str, list[str]]) -> None:
 
 @task(name="queue-experiment", cache_policy=NO_CACHE, persist_result=False)
 def queue(name: str, sets: list[str], repo: str) -> str:
-    _dvc(["exp", "run", "--queue", "-n", name, *[a for s in sets for a in ("-S", s)]], repo)
+    dvc(repo, "exp", "run", "--queue", "-n", name, *[a for s in sets for a in ("-S", s)])
     return name
 
 
 @task(name="run-queue", cache_policy=NO_CACHE, persist_result=False, retries=0)
 def run_queue(repo: str, jobs: int) -> None:
-    _dvc(["exp", "run", "--run-all", "--jobs", str(jobs)], repo)
+    dvc(repo, "exp", "run", "--run-all", "--jobs", str(jobs))
 
 
 def committed_metrics(repo: str, metrics_file: str = "reports/metrics.json"):
     """Reader of the metrics file as committed in an experiment's commit: the whole file, lists included
     (`dvc exp show` keeps only scalars, so bootstrap intervals would be lost). None if it is not committed."""
     def read(rev: str) -> dict | None:
-        proc = subprocess.run(["git", "show", f"{rev}:{metrics_file}"], cwd=repo, capture_output=True, text=True)
-        return json.loads(proc.stdout) if proc.returncode == 0 else None
+        try:
+            return json.loads(git(repo, "show", f"{rev}:{metrics_file}"))
+        except VcsError:
+            return None
     return read
 
 
@@ -122,7 +117,7 @@ def collect(show: list, names: list[str], metrics_file: str = "reports/metrics.j
 def queue_status(repo: str) -> dict[str, str]:
     """Experiment name -> status (Queued, Running, Success, Failed, ...) from `dvc queue status`."""
     out = {}
-    for line in _dvc(["queue", "status"], repo).splitlines()[1:]:
+    for line in dvc(repo, "queue", "status").splitlines()[1:]:
         parts = line.split()
         if len(parts) >= 4 and re.fullmatch(r"[0-9a-f]{7,}", parts[0]):
             out[parts[1]] = parts[-1]
@@ -137,7 +132,7 @@ def write_tables(name: str, names: dict[str, list[str]], baseline: str, repo: st
     if unfinished:
         raise RuntimeError(f"sweep {name}: experiments not finished: "
                            + ", ".join(f"{n} ({st}; `dvc queue logs {n}`)" for n, st in unfinished.items()))
-    rows = collect(json.loads(_dvc(["exp", "show", "--json", "--rev", baseline], repo)), list(names),
+    rows = collect(json.loads(dvc(repo, "exp", "show", "--json", "--rev", baseline)), list(names),
                    read=committed_metrics(repo))
     order = {n: i for i, n in enumerate(names)}
     rows.sort(key=lambda r: order[r["experiment"]])
@@ -164,8 +159,7 @@ def sweep(name: str, points: list[list[str]], repo: str = ".", jobs: int = 1,
     repo = str(Path(repo).resolve())
     log = get_run_logger()
     names = {f"{name}-{i}": pts for i, pts in enumerate(points)}
-    baseline = collect_only or subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                                              text=True, check=True).stdout.strip()
+    baseline = collect_only or head(repo)
     if not collect_only:
         check_points(repo, names)
         for exp, pts in names.items():

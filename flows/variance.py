@@ -26,11 +26,11 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
     from stages.core.prefect_env import apply_offline_defaults
@@ -45,6 +45,7 @@ from flows.api_server import shared_api
 from stages.core.env import OFFLINE_ENV
 from stages.core.errors import ConfigError, DataError
 from stages.core.params import read_params
+from stages.core.vcs import dvc, git
 from stages.params import Params, load_params, validate_params
 from stages.variance.api import (
     RUN,
@@ -65,12 +66,9 @@ ENV = {**OFFLINE_ENV,
        "GIT_COMMITTER_NAME": "leakaudit-sweep", "GIT_COMMITTER_EMAIL": "sweep@leakaudit.invalid"}
 
 
-def sh(args: list[str], cwd: str | Path, env: dict | None = None) -> str:
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env={**os.environ, **ENV, **(env or {})})
-    if proc.returncode != 0:
-        tail = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()][-3:]
-        raise RuntimeError(f"{' '.join(args[:3])} failed: {' | '.join(tail)}")
-    return proc.stdout
+def sh(tool: Callable[..., str], cwd: str | Path, *args: str, env: dict | None = None) -> str:
+    """``tool`` (``stages.core.vcs.git`` or ``dvc``) in ``cwd`` with the sweep's environment (``ENV``, then ``env``)."""
+    return tool(cwd, *args, env={**ENV, **(env or {})})
 
 
 def checked_points(params_file: Path) -> tuple[Params, list[dict]]:
@@ -96,20 +94,20 @@ def run_point(point: dict, git_remote: str, dvc_remote: str, rev: str, targets: 
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     phases: dict[str, float] = {}
 
-    def phase(name: str, args: list[str], cwd: Path, **kw) -> str:
+    def phase(name: str, tool: Callable[..., str], cwd: Path, *args: str, **kw) -> str:
         t = time.time()
-        out = sh(args, cwd=cwd, **kw)
+        out = sh(tool, cwd, *args, **kw)
         phases[name] = phases.get(name, 0.0) + time.time() - t
         return out
 
     try:
-        phase("clone", ["git", "clone", "--quiet", git_remote, str(clone)], cwd=clone.parent)
-        phase("clone", ["git", "checkout", "--quiet", rev], cwd=clone)
-        phase("clone", ["dvc", "remote", "add", "--local", "--default", "--force", "sweep", dvc_remote], cwd=clone)
+        phase("clone", git, clone.parent, "clone", "--quiet", git_remote, str(clone))
+        phase("clone", git, clone, "checkout", "--quiet", rev)
+        phase("clone", dvc, clone, "remote", "add", "--local", "--default", "--force", "sweep", dvc_remote)
         apply_point(clone / "params.yaml", point)
-        phase("experiment", ["dvc", "exp", "run", "--pull", "--name", point["point"], *targets], cwd=clone, env=env)
-        phase("push", ["dvc", "exp", "push", "origin", point["point"]], cwd=clone)
-        exp_rev = sh(["git", "rev-parse", exp_ref(rev, point["point"])], cwd=clone).strip()
+        phase("experiment", dvc, clone, "exp", "run", "--pull", "--name", point["point"], *targets, env=env)
+        phase("push", dvc, clone, "exp", "push", "origin", point["point"])
+        exp_rev = sh(git, clone, "rev-parse", exp_ref(rev, point["point"])).strip()
         get_run_logger().info("point %s: %s", point["point"], ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()))
         return {"point": point["point"], "rev": exp_rev, "seconds": time.time() - t0, "phases": phases,
                 "worker_cwd": os.getcwd(), "clone": str(clone)}
@@ -130,17 +128,17 @@ def setup_remotes(repo: Path, sp: SweepParams) -> tuple[str, str, str]:
     git_remote, dvc_remote = remotes(repo, sp)
     if not sp.git_remote and not (Path(git_remote) / "HEAD").exists():
         Path(git_remote).mkdir(parents=True, exist_ok=True)
-        sh(["git", "init", "--quiet", "--bare", git_remote], cwd=repo)
+        sh(git, repo, "init", "--quiet", "--bare", git_remote)
     if not sp.dvc_remote:
         Path(dvc_remote).mkdir(parents=True, exist_ok=True)
-    if sh(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo).strip():
+    if sh(git, repo, "status", "--porcelain", "--untracked-files=no").strip():
         raise RuntimeError(f"{repo}: uncommitted changes: the points run the committed HEAD (commit first)")
-    rev = sh(["git", "rev-parse", "HEAD"], cwd=repo).strip()
-    sh(["git", "push", "--quiet", "--force", git_remote, f"{rev}:refs/heads/sweep-{sp.name}"], cwd=repo)
-    sh(["dvc", "remote", "add", "--local", "--force", "sweep", dvc_remote], cwd=repo)
+    rev = sh(git, repo, "rev-parse", "HEAD").strip()
+    sh(git, repo, "push", "--quiet", "--force", git_remote, f"{rev}:refs/heads/sweep-{sp.name}")
+    sh(dvc, repo, "remote", "add", "--local", "--force", "sweep", dvc_remote)
     # every cached output dvc.lock names: the shared upstream the points pull, and the rest (an experiment loads
     # every output of dvc.lock when it commits)
-    sh(["dvc", "push", "--remote", "sweep"], cwd=repo)
+    sh(dvc, repo, "push", "--remote", "sweep")
     return git_remote, dvc_remote, rev
 
 
@@ -163,10 +161,10 @@ def collect(repo: Path, git_remote: str, rev: str, done: dict[str, dict], failed
             params: Params) -> list[dict]:
     """Pull the finished experiments' refs and tabulate every point from its experiment's metrics."""
     if done:
-        sh(["dvc", "exp", "pull", "--no-cache", "--force", git_remote, *[exp_ref(rev, n) for n in done]], cwd=repo)
+        sh(dvc, repo, "exp", "pull", "--no-cache", "--force", git_remote, *[exp_ref(rev, n) for n in done])
 
     def read_run(exp_rev: str) -> dict:
-        return json.loads(sh(["git", "show", f"{exp_rev}:reports/metrics.json"], cwd=repo))["runs"][RUN]
+        return json.loads(sh(git, repo, "show", f"{exp_rev}:reports/metrics.json"))["runs"][RUN]
 
     vp = params.variance
     return tabulate(pts, done, failed, read_run, vp.measure, vp.sweep.diverged_loss, params.audit.primary.confidences)
@@ -280,8 +278,8 @@ def variance_study(repo: str = ".", params_file: str = "params.yaml", which: str
         fut.wait()  # the future's state is final only after wait()
         if fut.state.is_completed():
             done = fut.result()
-            sh(["dvc", "exp", "pull", "--no-cache", "--force", git_remote, exp_ref(rev, p["point"])], cwd=root)
-            run = json.loads(sh(["git", "show", f"{done['rev']}:reports/metrics.json"], cwd=root))["runs"][study.run]
+            sh(dvc, root, "exp", "pull", "--no-cache", "--force", git_remote, exp_ref(rev, p["point"]))
+            run = json.loads(sh(git, root, "show", f"{done['rev']}:reports/metrics.json"))["runs"][study.run]
             why = diverged(run, sp.diverged_loss)
             rows[p["point"]] = study_record(p, run, "failed" if why else "completed", why, done, rev)
             log.info("model %s: %s in %.0f s (experiment %s)", p["point"], rows[p["point"]]["status"],

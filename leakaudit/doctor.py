@@ -63,12 +63,12 @@ def _writable(what: str, folder: Path) -> tuple[bool, str, str]:
 
 
 def _dvc_cache(repo: Path) -> tuple[bool, str, str]:
-    import subprocess
+    from stages.core.vcs import VcsError, dvc
 
-    proc = subprocess.run(["dvc", "cache", "dir"], cwd=repo, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        return False, "DVC cache", (proc.stderr.strip().splitlines() or ["`dvc cache dir` failed"])[-1]
-    return _writable("DVC cache", Path(proc.stdout.strip()))
+    try:
+        return _writable("DVC cache", Path(dvc(repo, "cache", "dir").strip()))
+    except VcsError as exc:
+        return False, "DVC cache", str(exc)
 
 
 def checks(repo: Path) -> list[tuple[bool, str, str]]:
