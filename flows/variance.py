@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterable, Iterator
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
     from stages.core.prefect_env import apply_offline_defaults
@@ -157,6 +157,23 @@ def exp_ref(rev: str, name: str) -> str:
     return f"refs/exps/{rev[:2]}/{rev[2:]}/{name}"
 
 
+def finished(futures: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any, str | None]]:
+    """Each (key, Prefect future) once its state is final (only after ``wait()``), in the order given: (key, the
+    task's result, None) when it completed, else (key, None, why): the failure after the task's retries (500
+    characters at most), or "not run". Any failure of a point is recorded, never fatal."""
+    for key, fut in futures:
+        fut.wait()
+        if fut.state.is_completed():
+            yield key, fut.result(), None
+            continue
+        try:
+            fut.result(raise_on_failure=True)
+            why = "not run"
+        except BaseException as exc:  # noqa: BLE001 - any failure of a point is recorded, never fatal
+            why = " ".join(str(exc).split())[:500] or type(exc).__name__
+        yield key, None, why
+
+
 def collect(repo: Path, git_remote: str, rev: str, done: dict[str, dict], failed: dict[str, str], pts: list[dict],
             params: Params) -> list[dict]:
     """Pull the finished experiments' refs and tabulate every point from its experiment's metrics."""
@@ -185,18 +202,14 @@ def variance_sweep(repo: str = ".", params_file: str = "params.yaml") -> list[di
     futures = {p["point"]: point_task.submit(p, git_remote, dvc_remote, rev, list(sp.targets), sp.worker_dir,
                                              sp.cluster.threads_per_worker, sp.keep_clones) for p in pts}
     done, failed = {}, {}
-    for name, fut in futures.items():
-        fut.wait()
-        if fut.state.is_completed():
-            done[name] = fut.result()
-            log.info("point %s: done in %.0f s (experiment %s; worker cwd %s, clone %s)", name, done[name]["seconds"],
-                     done[name]["rev"][:8], done[name]["worker_cwd"], done[name]["clone"])
+    for name, result, why in finished(futures.items()):
+        if why is None:
+            done[name] = result
+            log.info("point %s: done in %.0f s (experiment %s; worker cwd %s, clone %s)", name, result["seconds"],
+                     result["rev"][:8], result["worker_cwd"], result["clone"])
         else:
-            try:
-                fut.result(raise_on_failure=True)
-            except BaseException as exc:  # noqa: BLE001 - any failure of a point is recorded, never fatal
-                failed[name] = " ".join(str(exc).split())[:500] or type(exc).__name__
-            log.warning("point %s: FAILED after %d retries: %s", name, sp.retries, failed.get(name))
+            failed[name] = why
+            log.warning("point %s: FAILED after %d retries: %s", name, sp.retries, why)
     rows = collect(root, git_remote, rev, done, failed, pts, params)
     write_points(root / vp.table, rows, {"sweep": sp.name, "base_commit": rev, "params": asdict(sp)})
     md = markdown(rows, sp.name, rev, params.audit.primary.confidences)
@@ -273,11 +286,8 @@ def variance_study(repo: str = ".", params_file: str = "params.yaml", which: str
                                  sp.cluster.threads_per_worker, sp.keep_clones): p for p in todo}
     from prefect.futures import as_completed
 
-    for fut in as_completed(list(futures)):
-        p = futures[fut]
-        fut.wait()  # the future's state is final only after wait()
-        if fut.state.is_completed():
-            done = fut.result()
+    for p, done, why in finished((futures[fut], fut) for fut in as_completed(list(futures))):
+        if why is None:
             sh(dvc, root, "exp", "pull", "--no-cache", "--force", git_remote, exp_ref(rev, p["point"]))
             run = json.loads(sh(git, root, "show", f"{done['rev']}:reports/metrics.json"))["runs"][study.run]
             why = diverged(run, sp.diverged_loss)
@@ -285,11 +295,6 @@ def variance_study(repo: str = ".", params_file: str = "params.yaml", which: str
             log.info("model %s: %s in %.0f s (experiment %s)", p["point"], rows[p["point"]]["status"],
                      done["seconds"], done["rev"][:8])
         else:
-            try:
-                fut.result(raise_on_failure=True)
-                why = "not run"
-            except BaseException as exc:  # noqa: BLE001 - any failure of a model is recorded, never fatal
-                why = " ".join(str(exc).split())[:500] or type(exc).__name__
             rows[p["point"]] = study_record(p, None, "failed", why, None, rev)
             log.warning("model %s: FAILED after %d retries: %s", p["point"], sp.retries, why)
         write()

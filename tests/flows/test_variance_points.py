@@ -3,7 +3,7 @@ and the flow's check that every point's params load before any point is dispatch
 import pytest
 import yaml
 
-from flows.variance import checked_points
+from flows.variance import checked_points, finished
 from stages.core.errors import ConfigError
 from stages.core.params import load
 from stages.finetune.params import load_finetune
@@ -59,3 +59,33 @@ def test_a_bad_point_fails_before_dispatch_with_one_line_naming_the_key(tmp_path
     with pytest.raises(ConfigError, match=key) as err:
         checked_points(tmp_path / "params.yaml")
     assert "\n" not in str(err.value) and "variance point cpu-" in str(err.value)
+
+
+class _Future:
+    """A Prefect future's surface that ``finished`` reads: final after wait(), a result or the failure it raises."""
+
+    def __init__(self, result=None, error=None, completed=True):
+        self.value, self.error, self.waited = result, error, False
+        self.state = type("State", (), {"is_completed": lambda _: completed})()
+
+    def wait(self):
+        self.waited = True
+
+    def result(self, raise_on_failure=False):
+        assert self.waited  # the state is final only after wait()
+        if raise_on_failure and self.error is not None:
+            raise self.error
+        return self.value
+
+
+def test_finished_gives_each_points_result_or_why_it_failed_in_the_order_given():
+    """The one failure loop of the sweep and the studies: a failure is recorded (whitespace folded, 500 characters
+    at most), never raised; a future that neither completed nor raised is "not run"."""
+    futures = [("a", _Future({"rev": "abc"})),
+               ("b", _Future(error=RuntimeError("dvc exp run failed:\n  " + "x" * 600), completed=False)),
+               ("c", _Future(completed=False)), ("d", _Future(error=KeyboardInterrupt(), completed=False))]
+    out = list(finished(iter(futures)))
+    assert [k for k, _, _ in out] == ["a", "b", "c", "d"]
+    assert out[0] == ("a", {"rev": "abc"}, None)
+    assert out[1][1] is None and out[1][2].startswith("dvc exp run failed: xxx") and len(out[1][2]) == 500
+    assert out[2] == ("c", None, "not run") and out[3] == ("d", None, "KeyboardInterrupt")
