@@ -310,9 +310,9 @@ def write_plan(repo: str = ".", params_file: str = "params.yaml") -> dict:
     params, raw, _ = checked_study(Path(repo) / params_file, "silent")
     study = params.variance.silent
     run = json.loads((Path(repo) / params.audit.out).read_text())["runs"][study.run]
-    priv, prim = run["privacy"], run["audit_primary"]
-    out = plan(study, round(priv["expected_batch_size"] / priv["sample_rate"]), prim["m"],
-               (prim["k_pos"], prim["k_neg"]), priv["accountant"])
+    prim = run["audit_primary"]
+    out = plan(study, run["training"]["n_population"], prim["m"],
+               (prim["k_pos"], prim["k_neg"]), run["privacy"]["accountant"])
     write_json(Path(repo) / study.plan, {"study": study_meta(params, raw, "silent")["study"], **out})
     return out
 

@@ -88,7 +88,7 @@ def trial(spec: dict) -> dict | None:
         model = unsharded(SimpleNamespace(base_model=Path(spec["base"])), model.spec, result.gathered, cpu)
     after = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     nll = mean_nll(model, examples(model.base_vocab, 30)[-8:], tok.pad_token_id)["nll"]
-    return {"update": {n: after[n] - before[n] for n in before}, "nll": nll, "privacy": result.privacy,
+    return {"update": {n: after[n] - before[n] for n in before}, "nll": nll, "privacy": result.privacy.to_json(),
             "resumed_from": result.resumed_from, "stopped": False}
 
 

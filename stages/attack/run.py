@@ -15,7 +15,7 @@ from ..finetune.schema import RunRecord
 from ..lm.loading import pick_device
 from .catalog import ATTACKS, Attack
 from .context import AttackContext
-from .schema import ATTACK_VERSION, FAMILY_SCHEMAS, LOGPROBS, write_record
+from .schema import FAMILY_SCHEMAS, LOGPROBS, AttackRecord, write_record
 
 log = logging.getLogger("stages.attack")
 
@@ -73,6 +73,5 @@ def run_attacks(run: str, params, where: Locations, record: RunRecord, dataset: 
             write_json(out_dir / f"{a.name}.json", out)
         log.info("attack %s on %s done", a.name, run)
     write_table(pa.Table.from_pylist(ctx.cache_rows(), schema=LOGPROBS), out_dir / "logprobs.parquet", LOGPROBS)
-    write_record(out_dir, {"version": ATTACK_VERSION, "run": run,
-                           "attacks": {a.name: a.declared() for a in attacks}, "skipped": skipped,
-                           "model_fingerprints": ctx.fingerprints, "user_score": params.user_score})
+    write_record(out_dir, AttackRecord(run=run, attacks={a.name: a.declared() for a in attacks}, skipped=skipped,
+                                       model_fingerprints=ctx.fingerprints, user_score=params.user_score))

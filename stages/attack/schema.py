@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -73,13 +75,32 @@ class AttackMeta(TypedDict):
     baseline: bool  # model-free: a shift check on non-randomised pools, not a leakage number
 
 
-class AttackRecord(TypedDict):
-    version: int
+@dataclass(frozen=True)
+class AttackRecord:
+    """data/scores/<run>/run.json: which attacks ran on which weights (written with ``ATTACK_VERSION``)."""
+
     run: str
     attacks: dict[str, AttackMeta]  # attack -> what it declares, in the order they ran
     skipped: dict[str, str]  # attack of the default list (attack.attacks) the run cannot have -> why
     model_fingerprints: dict[str, str]  # target / reference -> fingerprint of the weights scored
     user_score: str  # the per-example score user inference averaged per user (attack.user_score)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": ATTACK_VERSION, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> "AttackRecord":
+        """The record of ``data``; another version or a missing or unknown key is refused, naming the stage."""
+        stage = f"attack@{Path(where).parent.name}"
+        if data.get("version") != ATTACK_VERSION:
+            raise DataError(f"{where}: attack record version {data.get('version')!r}, expected {ATTACK_VERSION} "
+                            f"(rerun the {stage} stage)")
+        names = [f.name for f in dataclasses.fields(cls)]
+        keys = set(data) - {"version"}
+        if keys != set(names):
+            raise DataError(f"{where}: attack record keys {sorted(keys)}, expected {sorted(names)} (rerun the {stage} "
+                            "stage)")
+        return cls(**{k: data[k] for k in names})
 
 
 def same_ranking(attacks: dict[str, AttackMeta]) -> dict[str, list[list[str]]]:
@@ -99,16 +120,12 @@ def baseline_attacks(attacks: dict[str, AttackMeta]) -> list[str]:
 
 
 def write_record(scores_dir: Path, record: AttackRecord) -> None:
-    write_json(Path(scores_dir) / "run.json", record)
+    write_json(Path(scores_dir) / "run.json", record.to_json())
 
 
 def read_record(scores_dir: Path) -> AttackRecord:
     path = Path(scores_dir) / "run.json"
-    record = read_json(path, f"attack@{Path(scores_dir).name}")
-    if record.get("version") != ATTACK_VERSION:
-        raise DataError(f"{path}: attack record version {record.get('version')!r}, expected {ATTACK_VERSION} "
-                        f"(rerun the attack@{Path(scores_dir).name} stage)")
-    return record
+    return AttackRecord.from_json(read_json(path, f"attack@{Path(scores_dir).name}"), str(path))
 
 
 def read_attack_table(scores_dir: Path, attack: str, family: str) -> pa.Table:

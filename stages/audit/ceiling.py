@@ -35,7 +35,7 @@ from scipy.stats import binom
 from ..core.privacy import calibrate_sigma
 from .gdp import gdp_epsilon_lower_bound
 from .one_run import epsilon_lower_bound, guesses
-from .schema import clip_guesses, confidence_tag
+from .schema import BoundKeys, clip_guesses, mcse_key
 
 
 def _mixture(sample_rate: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -146,13 +146,14 @@ def percentile_mc(value: float, sample) -> tuple[float, float]:
     return float(np.mean(z)), float(np.std(z, ddof=1) / math.sqrt(n)) if n > 1 else math.nan
 
 
-def summarise_trials(vals, prefix: str) -> dict:
-    """``<prefix>_{median,p10,p90}`` of simulated bounds and each one's Monte Carlo error ``..._mcse``."""
+def summarise_trials(vals, keys: BoundKeys, name: str) -> dict:
+    """The median and 10% / 90% quantiles of simulated bounds of statistic ``name`` (``keys.ideal``), each with its
+    Monte Carlo error (``mcse_key``)."""
     out = {}
-    for q_name, q in (("median", 50), ("p10", 10), ("p90", 90)):
+    for summary, q in (("median", 50), ("p10", 10), ("p90", 90)):
         mc = quantile_mc(vals, q)
-        out[f"{prefix}_{q_name}"] = mc["value"]
-        out[f"{prefix}_{q_name}_mcse"] = mc["se"]
+        out[keys.ideal(name, summary)] = mc["value"]
+        out[mcse_key(keys.ideal(name, summary))] = mc["se"]
     return out
 
 
@@ -174,9 +175,8 @@ def ideal_audit(sample_rate: float, steps: int, noise_multiplier: float, *, m: i
                               seed=seed)
     out: dict = {"trials": int(trials), "seed": int(seed), "correct_median": float(np.median([c[2] for c in counts]))}
     for c in confidences:
-        tag = confidence_tag(c)
         for name, gdp in (("eps_lb", False), ("gdp_eps_lb", True)):
-            out.update(summarise_trials(trial_bounds(counts, delta, c, gdp), f"ideal_{name}_{tag}"))
+            out.update(summarise_trials(trial_bounds(counts, delta, c, gdp), BoundKeys(c), name))
     return out
 
 

@@ -25,11 +25,12 @@ import numpy as np
 from scipy.stats import binom
 
 from ..core.seeds import DERIVATION, stream
+from ..finetune.schema import PrivacyRecord
 from .ceiling import ideal_counts, percentile_mc, summarise_trials, trial_bounds
 from .curve import ASSUMPTION as CURVE_ASSUMPTION
 from .one_run import guesses
 from .primary import bounds, curve_bounds
-from .schema import clip_guesses, confidence_tag
+from .schema import BoundKeys, clip_guesses
 
 PREREGISTERED, DEVELOPMENT = "preregistered", "development"
 
@@ -92,7 +93,7 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
            "m": m, "r": r, "v": v, "delta": delta, "accountant_epsilon": float(first["epsilon_spent"]),
            "sample_rate": first["sample_rate"], "steps": first["steps"],
            "noise_multiplier": first["noise_multiplier"], "optimizer": first.get("optimizer"),
-           "rng": first.get("rng"), "secure_rng": str(first.get("rng", "")).startswith("secure"),
+           "secure_rng": bool(PrivacyRecord.from_json(first).secure_rng),
            **bounds(m, r, v, delta, confidences, gdp=True), **curve_bounds(m, r, v, first, delta, confidences),
            "curve_assumption": CURVE_ASSUMPTION, "streams": DERIVATION}
     trials, seed = params.ceiling.trials, params.ceiling.seed
@@ -103,7 +104,7 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
     for c in confidences:
         for name, gdp in (("eps_lb", False), ("gdp_eps_lb", True)):
             vals = trial_bounds([tuple(int(x) for x in row) for row in pooled], delta, c, gdp)
-            out.update(summarise_trials(vals, f"ideal_{name}_{confidence_tag(c)}"))
+            out.update(summarise_trials(vals, BoundKeys(c), name))
     per_m: dict[int, np.ndarray] = {}  # runs of one m share the same simulated counts (same seed): drawn once
     for single, (mi, _, vi) in zip(singles, counts):
         if mi not in per_m:

@@ -23,7 +23,7 @@ from .curve import ASSUMPTION as CURVE_ASSUMPTION
 from .curve import curve_epsilon_lower_bound
 from .gdp import gdp_epsilon, gdp_mu_lower_bound
 from .one_run import epsilon_lower_bound, guesses
-from .schema import clip_guesses, confidence_key, confidence_tag
+from .schema import BoundKeys, Bounds, clip_guesses
 
 #: kind -> attack -> (item ids, scores, members), canary kinds only
 Canaries = dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]
@@ -87,11 +87,10 @@ def bounds(m: int, r: int, v: int, delta: float, confidences, gdp: bool = True) 
     """eps_lb_<c> (Steinke) and, with ``gdp``, gdp_eps_lb_<c> / gdp_mu_lb_<c> (Gaussian trade-off) of (m, r, v)."""
     out = {}
     for c in confidences:
-        out[confidence_key(c)] = epsilon_lower_bound(m, r, v, delta, c) if r else 0.0
-        if gdp:  # gdp_epsilon_lower_bound, without searching for mu twice
-            mu = gdp_mu_lower_bound(m, r, v, c) if r else 0.0
-            out[f"gdp_mu_lb_{confidence_tag(c)}"] = mu
-            out[f"gdp_{confidence_key(c)}"] = (gdp_epsilon(mu, delta) if mu > 0 else 0.0) if delta > 0 else None
+        eps = epsilon_lower_bound(m, r, v, delta, c) if r else 0.0
+        mu = (gdp_mu_lower_bound(m, r, v, c) if r else 0.0) if gdp else None  # searched for once, not twice
+        gdp_eps = (gdp_epsilon(mu, delta) if mu > 0 else 0.0) if gdp and delta > 0 else None
+        out.update(Bounds(c, eps, mu, gdp_eps).to_metrics(gdp))
     return out
 
 
@@ -115,7 +114,7 @@ def primary_test(canaries: Canaries, params, delta: float, run: str, dp: bool = 
             "delta": delta, "precision": v / r if r else None,
             **bounds(m, r, v, delta, p.confidences),
             # the most this test can show: every one of its r guesses right
-            **{confidence_key(c, "max_provable_"): epsilon_lower_bound(m, r, r, delta, c) if r else 0.0
+            **{BoundKeys(c).stat("max_provable_eps_lb"): epsilon_lower_bound(m, r, r, delta, c) if r else 0.0
                for c in p.confidences}}
 
 
@@ -126,8 +125,8 @@ def curve_bounds(m: int, r: int, v: int, privacy: dict, delta: float, confidence
     accountant = privacy.get("accountant") if privacy.get("accountant") in ("prv", "rdp") else "prv"
     for c in confidences:
         res = curve_epsilon_lower_bound(m, r, v, privacy["sample_rate"], privacy["steps"], delta, c, accountant)
-        out[confidence_key(c, "curve_")] = res["epsilon"]
-        out[f"curve_sigma_lb_{confidence_tag(c)}"] = res["sigma"]
+        out[BoundKeys(c).stat("curve_eps_lb")] = res["epsilon"]
+        out[BoundKeys(c).stat("curve_sigma_lb")] = res["sigma"]
     return out
 
 
@@ -152,11 +151,10 @@ def with_ceiling(primary: dict, privacy: dict, params) -> dict:
            **curve_bounds(primary["m"], primary["r"], primary["v"], privacy, delta, params.confidences),
            "curve_assumption": CURVE_ASSUMPTION}
     for c in params.confidences:
-        for prefix in ("", "gdp_"):
-            key = prefix + confidence_key(c)
-            med = out.get(f"ideal_{key}_median")
-            out[f"{prefix}efficiency_{confidence_tag(c)}"] = (out[key] / med) if med and out.get(key) is not None \
-                else None
+        keys = BoundKeys(c)
+        for name in ("eps_lb", "gdp_eps_lb"):
+            med, key = out.get(keys.ideal(name)), keys.stat(name)
+            out[keys.efficiency(name)] = (out[key] / med) if med and out.get(key) is not None else None
     return out
 
 
@@ -182,7 +180,7 @@ def exploratory_family(canaries: Canaries, params, delta: float, declared: dict[
                 tests.append({"attack": names[0], "same_ranking": names[1:], "kind": kind, "k_pos": eff[0],
                               "k_neg": eff[1], "m": m, "r": r, "v": v})
     n = len(tests)
-    levels = {confidence_key(c): 1 - (1 - c) / n for c in params.confidences}
+    levels = {BoundKeys(c).eps_lb: 1 - (1 - c) / n for c in params.confidences}
     for t in tests:  # keyed by the family-wise confidence the correction keeps
         t.update({key: epsilon_lower_bound(t["m"], t["r"], t["v"], delta, level) if t["r"] else 0.0
                   for key, level in levels.items()})

@@ -76,7 +76,7 @@ def declared_rankings(where: Locations, runs: list[str]) -> dict[str, list[list[
     identically, over every run's attacks: what the exploratory family counted once."""
     out: dict[str, list[list[str]]] = {}
     for run in runs:
-        for kind, groups in same_ranking(read_record(where.scores_dir(run))["attacks"]).items():
+        for kind, groups in same_ranking(read_record(where.scores_dir(run)).attacks).items():
             known = out.setdefault(kind, [])
             for group in groups:
                 mine = next((g for g in known if g[0] == group[0]), None)

@@ -7,13 +7,14 @@ import numpy as np
 
 from ..attack.schema import (
     FAMILY_SCHEMAS,
+    AttackRecord,
     baseline_attacks,
     read_attack_json,
     read_attack_table,
     read_record,
     same_ranking,
 )
-from ..finetune.schema import read_manifest, read_run
+from ..finetune.schema import PrivacyRecord, read_manifest, read_run
 from .exposure import summarize
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
 from .response import canary_response
@@ -69,12 +70,12 @@ def by_length(groups, lengths: dict[str, int], params) -> dict[str, dict]:
     return out
 
 
-def blind_groups(scores_dir: Path, record: dict) -> list:
+def blind_groups(scores_dir: Path, record: AttackRecord) -> list:
     """The model-free baseline's out-of-fold scores (``groups_of``; the attack declared ``baseline``), read once;
     empty without one."""
-    baselines = baseline_attacks(record["attacks"])
+    baselines = baseline_attacks(record.attacks)
     if len(baselines) > 1:
-        raise ValueError(f"attack@{record['run']}: more than one model-free baseline ({', '.join(baselines)})")
+        raise ValueError(f"attack@{record.run}: more than one model-free baseline ({', '.join(baselines)})")
     return groups_of(read_attack_table(scores_dir, baselines[0], "membership")) if baselines else []
 
 
@@ -129,21 +130,22 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
         "privacy": info["privacy"],
         # public quantities only: the member count and q x n are the auditor's (the run's auditor.json)
         "training": {**{k: info[k] for k in ("steps", "sample_rate", "expected_exposures_per_member",
-                                             "n_population")}, "divisor": info["privacy"].get("divisor")},
+                                             "n_population")},
+                     "public_divisor": PrivacyRecord.from_json(info["privacy"]).public_divisor},
         "trainable": trainable_summary(info),
         "dataset": info["params"]["dataset"],
         "utility": {"valid_nll": info["valid"]["nll"], "valid_perplexity": info["valid"]["perplexity"]},
         "attacks": {},
         # attacks of the default list the run cannot have, with the reason (attack.attacks: left out, not failed)
-        "attacks_skipped": dict(record["skipped"]),
+        "attacks_skipped": dict(record.skipped),
         "other": {},
     }
-    if "user_inference" in record["attacks"]:
-        result["user_score"] = record["user_score"]
+    if "user_inference" in record.attacks:
+        result["user_score"] = record.user_score
     roc: list[dict] = []
     canaries: Canaries = {}
     blind = blind_groups(scores_dir, record)
-    for attack, meta in record["attacks"].items():
+    for attack, meta in record.attacks.items():
         family = meta["family"]
         if family not in FAMILY_SCHEMAS:  # e.g. inversion: a JSON summary, passed on as written
             result["other"][attack] = read_attack_json(scores_dir, attack)
@@ -161,16 +163,16 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
             per_length = by_length(groups, user_lengths, params)
             if per_length:
                 result.setdefault("canary_users_by_length", {})[attack] = per_length
-            roc += roc_rows(record["run"], attack, groups)
+            roc += roc_rows(record.run, attack, groups)
         elif family == "exposure":
             result["exposure"] = summarize(table)
         elif family == "memorization":
             result.setdefault("memorization", {})[attack] = memorization_summary(table, params,
                                                                                  info["secret_control"])
-    primary = primary_test(canaries, params, delta, record["run"], dp=bool(info["privacy"].get("dp")))
+    primary = primary_test(canaries, params, delta, record.run, dp=bool(info["privacy"].get("dp")))
     result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
         else primary
-    result["audit_exploratory"] = exploratory_family(canaries, params, delta, same_ranking(record["attacks"]))
+    result["audit_exploratory"] = exploratory_family(canaries, params, delta, same_ranking(record.attacks))
     if canaries and not info["external"]:  # an external run's inclusion counts are unknown
         result["canary_response"] = canary_response(canaries, params.primary.kind, member_inclusions(run_dir),
                                                     info["privacy"], params.bootstrap, params.seed,

@@ -25,7 +25,16 @@ from .manifest import write_run_manifest
 from .params import FinetuneParams
 from .privacy.engine import privacy_profile
 from .record import auditor_record, external_record, write_timing
-from .schema import AUDITOR_FILE, EXTERNAL_DIR, RunRecord, TextSetup, write_auditor, write_run
+from .schema import (
+    AUDITOR_FILE,
+    EXTERNAL_DIR,
+    PrivacyRecord,
+    RunRecord,
+    TextSetup,
+    no_dp_record,
+    write_auditor,
+    write_run,
+)
 from .sealed import canaries_digest, canary_token, read_membership
 
 log = logging.getLogger("stages.finetune")
@@ -71,19 +80,20 @@ def check_tokenizer(tok, model, meta: dict, where: str) -> None:
                         f"{base + n} (resize the embedding to the exported tokenizer)")
 
 
-def claimed_privacy(ft: FinetuneParams) -> dict:
+def claimed_privacy(ft: FinetuneParams) -> PrivacyRecord:
     """The trainer's claim, with our accountant's epsilon of the stated (sigma, q, T) beside it."""
     c = ft.external.claim
     if c is None:
-        return {"dp": False, "external": True, "epsilon_spent": float("inf"), "sample_rate": None, "steps": None}
+        return no_dp_record(None, None, external=True)
     from opacus.accountants import PRVAccountant
 
     acc = PRVAccountant()
     acc.history = [(c.noise_multiplier, c.sample_rate, c.steps)]
-    return {"dp": True, "external": True, "claimed": True, "accountant": "trainer's claim", "rng": "the trainer's",
-            "epsilon_spent": c.epsilon, "delta": c.delta, "noise_multiplier": c.noise_multiplier,
-            "sample_rate": c.sample_rate, "steps": c.steps, "max_grad_norm": None,
-            "accountant_epsilon_of_claim": float(acc.get_epsilon(delta=c.delta)), "profile": privacy_profile(acc)}
+    return PrivacyRecord(dp=True, external=True, claimed=True, accountant="trainer's claim",
+                         epsilon_spent=c.epsilon, delta=c.delta, noise_multiplier=c.noise_multiplier,
+                         sample_rate=c.sample_rate, steps=c.steps, max_grad_norm=None,
+                         accountant_epsilon_of_claim=float(acc.get_epsilon(delta=c.delta)),
+                         profile=privacy_profile(acc))
 
 
 def import_external(run: str, ft: FinetuneParams, dataset: DatasetSpec, where: Locations, out_dir: Path,
@@ -102,7 +112,7 @@ def import_external(run: str, ft: FinetuneParams, dataset: DatasetSpec, where: L
     privacy = claimed_privacy(ft)
     record = external_record(run, ft, meta, inputs, model, device, where, utility, privacy,
                              {"model_kind": kind, "files": digests, "membership_sha256": membership["sha256"],
-                              "claim": privacy.get("claimed", False)})
+                              "claim": bool(privacy.claimed)})
     write_run(out_dir / "run.json", record)
     # shares of the exported set (each example once), not of a sampling schedule the pipeline did not run
     write_auditor(out_dir / AUDITOR_FILE, auditor_record(run, inputs, 1.0, 0.0, None, None, scheduled=[]))

@@ -2,7 +2,8 @@
 either non-private AdamW (averaged-gradient clipping) or opacus DP-SGD/DP-Adam.
 
 Sampling (``sampling.py``): at every step each training example is included independently with probability
-q = batch_size / n (Poisson sampling, as the DP accountant assumes), from a seeded generator. The
+q = batch_size / population (Poisson sampling, as the DP accountant assumes), from a seeded generator; the
+population is the fixed candidate pool (every canary, member or not: ``inputs.Inputs.population``), so q is public. The
 same sampler is used without DP, so DP and non-DP runs differ only in clipping and noise.
 
 DP (``privacy/``, the engine: ``privacy/engine.py``): the model is wrapped by opacus for per-example clipping, the
@@ -46,16 +47,17 @@ from .loss import per_sample_losses
 from .params import DPParams, FinetuneParams
 from .privacy.engine import Private, dp_step, make_private, spent
 from .sampling import fixed_schedule, poisson_draw, poisson_rate, sampler_seed
+from .schema import PrivacyRecord, no_dp_record
 
 
 @dataclass
 class TrainResult:
     steps: int
     sample_rate: float
-    expected_batch_size: float
+    expected_drawn_batch: float  # q x n: the private expected batch (the noise divisor is public: q x population)
     n_examples: int
     seconds: float
-    privacy: dict = field(default_factory=dict)
+    privacy: PrivacyRecord | None = None  # the run's privacy record (schema.PrivacyRecord)
     log: list = field(default_factory=list)
     resumed_from: int = 0
     #: steps that sampled each example (the pool, then the scheduled ones), counted as the batches were drawn
@@ -325,8 +327,8 @@ def train(model, examples: Sequence[Example], config: TrainConfig) -> TrainResul
     gathered = sharding.gather(model) if s.sharded else None
     if config.checkpoint and s.rank == 0:
         config.checkpoint.clear()
-    return TrainResult(steps=config.steps, sample_rate=s.q, expected_batch_size=s.q * s.n, n_examples=s.n,
-                       seconds=seconds, privacy=spent(s.private) if s.private else {"dp": False},
+    return TrainResult(steps=config.steps, sample_rate=s.q, expected_drawn_batch=s.q * s.n, n_examples=s.n,
+                       seconds=seconds, privacy=spent(s.private) if s.private else no_dp_record(s.q, config.steps),
                        log=s.log, resumed_from=s.start, inclusions=s.counts, gathered=gathered)
 
 

@@ -13,7 +13,7 @@ from ..lm.trainable import Trainable
 from .inputs import Inputs
 from .loop import TrainResult, world
 from .params import FinetuneParams
-from .schema import RUN_VERSION, TIMING_FILE, AuditorRecord, RunRecord
+from .schema import RUN_VERSION, TIMING_FILE, AuditorRecord, PrivacyRecord, RunRecord
 
 
 def canary_shares(canary_ex, formatted_ex, pool, scheduled, q: float, scheduled_rate: float) -> dict:
@@ -49,13 +49,13 @@ def timing_facts(result: TrainResult, device) -> dict:
     A DP run's total time depends on the sampled examples' lengths, outside the accountant: labelled so."""
     steps = [rec["seconds"] for rec in result.log if "seconds" in rec]
     private = {"not_covered_by_dp": "wall-clock time depends on the sampled examples' lengths; an operator-side "
-                                    "log, not released with the model"} if result.privacy.get("dp") else {}
+                                    "log, not released with the model"} if result.privacy.dp else {}
     return {"train_seconds": round(result.seconds, 3), "resumed_from_step": result.resumed_from,
             "device": str(device), **({"step_seconds": steps} if steps else {}), **private}
 
 
 def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result: TrainResult, model, device,
-               where: Locations, utility: dict, privacy: dict) -> RunRecord:
+               where: Locations, utility: dict, privacy: PrivacyRecord) -> RunRecord:
     """run.json: public quantities only (the candidate pool's size, q, T, the privacy record); member counts and
     member-only statistics go to ``auditor_record``."""
     return {
@@ -81,13 +81,13 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "final_loss": result.log[-1].get("loss") if result.log else None,  # DP runs: none (loop.dp_record)
         "valid": {"rows": len(inputs.evals), **utility},
-        "privacy": privacy,
+        "privacy": privacy.to_json(),
         "external": None,
     }
 
 
 def auditor_record(run: str, inputs: Inputs, sample_rate: float, scheduled_rate: float,
-                   expected_batch_size: float | None, gradients: dict | None, scheduled=None) -> AuditorRecord:
+                   expected_drawn_batch: float | None, gradients: dict | None, scheduled=None) -> AuditorRecord:
     """auditor.json: the run's member counts and member-only statistics (``schema.AuditorRecord``); the canary
     shares are per step (pool at rate q, ``scheduled`` at ``scheduled_rate``; an external run: the exported set)."""
     return {
@@ -98,13 +98,13 @@ def auditor_record(run: str, inputs: Inputs, sample_rate: float, scheduled_rate:
         "n_formatted_rows": len(inputs.formatted),
         **canary_shares(inputs.canaries, inputs.formatted, inputs.pool,
                         inputs.scheduled if scheduled is None else scheduled, sample_rate, scheduled_rate),
-        "expected_batch_size": expected_batch_size,
+        "expected_drawn_batch": expected_drawn_batch,
         "canary_gradients": gradients,
     }
 
 
 def external_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, model, device, where: Locations,
-                    utility: dict, privacy: dict, external: dict) -> RunRecord:
+                    utility: dict, privacy: PrivacyRecord, external: dict) -> RunRecord:
     """run.json of a run trained elsewhere and imported (``external.py``): the trainer's claim as ``privacy``, the
     imported files' digests as ``external``."""
     spec = ft.trainable(meta)
@@ -117,10 +117,10 @@ def external_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, mo
         "n_population": inputs.population, "has_canaries": bool(inputs.canaries),
         "has_formatted": bool(inputs.formatted), "canary_users": sorted(inputs.canary_users),
         "secret_control": inputs.secret_control,
-        "sample_rate": privacy["sample_rate"], "steps": privacy["steps"],
+        "sample_rate": privacy.sample_rate, "steps": privacy.steps,
         "expected_exposures_per_member": None, "canary_insertion": "external",
         "trainable_parameters": sum(p.numel() for p in model.parameters()), "final_loss": None,
         "valid": {"rows": len(inputs.evals), **utility},
-        "privacy": privacy,
+        "privacy": privacy.to_json(),
         "external": external,
     }

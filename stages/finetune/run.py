@@ -80,16 +80,15 @@ def run_finetune(run: str, ft: FinetuneParams, dataset: DatasetSpec, where: Loca
     utility = mean_nll(model, inputs.evals, tok.pad_token_id)
     save_model(model, out_dir)
     write_log(out_dir / "train_log.jsonl", result.log)
-    privacy = result.privacy if result.privacy["dp"] else {
-        "dp": False, "epsilon_spent": float("inf"), "sample_rate": result.sample_rate, "steps": result.steps}
+    privacy = result.privacy
     record = run_record(run, ft, meta, inputs, result, model, device, where, utility, privacy)
     write_run(out_dir / "run.json", record)
     write_auditor(out_dir / AUDITOR_FILE, auditor_record(run, inputs, result.sample_rate,
-                                                         ft.canary_repetitions / ft.steps, result.expected_batch_size,
+                                                         ft.canary_repetitions / ft.steps, result.expected_drawn_batch,
                                                          gradients))
     write_run_manifest(out_dir, inputs, result.inclusions)
     write_timing(ft, run, timing_facts(result, device))
-    took = "" if privacy["dp"] else f" in {result.seconds:.0f} s"  # a DP run's time: the timing file, labelled
+    took = "" if privacy.dp else f" in {result.seconds:.0f} s"  # a DP run's time: the timing file, labelled
     log.info("run %s: %d steps%s, valid ppl %.2f, epsilon %s", run, result.steps, took,
-             utility["perplexity"] or float("nan"), privacy.get("epsilon_spent"))
+             utility["perplexity"] or float("nan"), privacy.epsilon_spent)
     return record

@@ -16,6 +16,8 @@ Timings and host facts are not here (they would change the run's hash without it
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -26,11 +28,13 @@ import pyarrow.parquet as pq
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json, write_table
 
-RUN_VERSION = 7  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
+RUN_VERSION = 8  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
 #                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed;
 #                 5: canary_inclusions, canary_gradients, privacy.divisor; 6: external;
 #                 7: canary_inclusions, train_seconds and resumed_from_step gone (manifest.parquet, the timing file);
-#                 8: member counts, canary shares, expected_batch_size (q n) and canary_gradients moved to auditor.json
+#                 (7 also: member counts, canary shares, q n and canary_gradients moved to auditor.json)
+#                 8: privacy is a PrivacyRecord: secure_rng (bool) for the rng sentence, public_divisor for divisor
+#                    and expected_batch_size (both q x n_population); auditor.json's q x n is expected_drawn_batch
 RUN_FILE = "run.json"
 #: the run's auditor-only record (member counts and member-only statistics): never part of a released model
 AUDITOR_FILE = "auditor.json"
@@ -52,6 +56,81 @@ MANIFEST = pa.schema([
     pa.field("target", pa.string(), nullable=True),
 ], metadata={"manifest_version": str(MANIFEST_VERSION)})
 EXTERNAL_DIR = "external"  # the imported model of a run trained elsewhere
+
+
+@dataclass(frozen=True)
+class PrivacyRecord:
+    """A run's privacy record (run.json ``privacy``; the audit copies it into metrics.json): public quantities only.
+
+    Every run has ``dp``, ``epsilon_spent`` (inf without DP), ``sample_rate`` and ``steps`` (None: an external run
+    with no claim). A DP run trained here fills the mechanism's fields; a trainer's claim (``claimed``) fills its
+    stated (epsilon, delta, sigma, q, T) and our accountant's epsilon of them. ``to_json`` leaves out the fields a
+    run of its kind does not have (None), except those whose null is a statement: ``sharding`` of a run trained
+    here (single process), ``max_grad_norm`` of a claim (unknown)."""
+
+    dp: bool
+    epsilon_spent: float
+    sample_rate: float | None
+    steps: int | None
+    target_epsilon: float | None = None
+    delta: float | None = None
+    noise_multiplier: float | None = None
+    max_grad_norm: float | None = None
+    accountant: str | None = None  # prv | rdp; a claim: "trainer's claim"
+    #: q x n_population, over all processes: what the noisy clipped sum is divided by (public; never q x n, the
+    #: expected drawn batch, which is the auditor's: auditor.json ``expected_drawn_batch``)
+    public_divisor: float | None = None
+    optimizer: str | None = None
+    grad_sample_mode: str | None = None
+    world_size: int | None = None
+    sharding: str | None = None  # ddp | fsdp | None (one process)
+    #: noise (and the sampler) from OS entropy with opacus' secure_mode; False: seeded by finetune.seed (the guarantee
+    #: then assumes the seed is secret); None: not trained here (a trainer's claim)
+    secure_rng: bool | None = None
+    grad_sample_mode_requested: str | None = None
+    grad_sample_mode_reason: str | None = None
+    accounted_steps: int | None = None
+    accountant_history: list | None = None  # [sigma, q, steps] as the accountant booked them
+    profile: list | None = None  # [{delta, epsilon}] of the accountant
+    external: bool | None = None  # an imported run (finetune.external)
+    claimed: bool | None = None  # the record is the trainer's claim, not measured
+    accountant_epsilon_of_claim: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            when = _NULL_MEANS.get(f.name)
+            if value is not None or f.name in _ALWAYS or (when is not None and getattr(self, when) is not None):
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "privacy") -> "PrivacyRecord":
+        """The record of ``data`` (run.json's ``privacy``, or its copy in metrics.json); an unknown key is refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise DataError(f"{where}: unknown privacy key {unknown[0]!r} (a record of another version?)")
+        eps = data.get("epsilon_spent")
+        return cls(**{**data, "epsilon_spent": math.inf if eps in ("inf", None) else float(eps)})
+
+    @property
+    def rng_label(self) -> str:
+        """How the run's noise was drawn, in words (the report's training table)."""
+        if self.secure_rng is None:
+            return "the trainer's"
+        return "secure (OS entropy, opacus secure_mode)" if self.secure_rng else "seeded (finetune.seed)"
+
+
+#: fields every privacy record writes; fields written as null when another is set (a statement, not an absence)
+_ALWAYS = ("dp", "epsilon_spent", "sample_rate", "steps")
+_NULL_MEANS = {"sharding": "world_size", "max_grad_norm": "claimed"}
+
+
+def no_dp_record(sample_rate: float | None, steps: int | None, external: bool | None = None) -> PrivacyRecord:
+    """The privacy record of a run without a DP guarantee."""
+    return PrivacyRecord(dp=False, epsilon_spent=math.inf, sample_rate=sample_rate, steps=steps, external=external)
 
 
 class RunRecord(TypedDict):
@@ -76,7 +155,7 @@ class RunRecord(TypedDict):
     trainable_parameters: int
     final_loss: float | None
     valid: dict[str, Any]  # rows, tokens, nll, perplexity
-    privacy: dict[str, Any]  # dp, epsilon_spent, delta, noise_multiplier, sample_rate, steps, divisor, ...
+    privacy: dict[str, Any]  # PrivacyRecord.to_json() (read it with PrivacyRecord.from_json)
     #: a run trained elsewhere (finetune.external): model_kind (hf | peft), files (path -> sha-256 of the imported
     #: copy in external/), membership_sha256, claim (whether the privacy record is the trainer's claim); else None
     external: dict[str, Any] | None
@@ -96,7 +175,9 @@ class AuditorRecord(TypedDict):
     canary_share_of_loss_tokens: float
     formatted_canary_share_of_tokens: float
     formatted_canary_share_of_loss_tokens: float
-    expected_batch_size: float | None  # q x n_examples (the public divisor is q x n_population: privacy.divisor)
+    #: q x n_examples: the expected drawn batch (private: n counts members; the public divisor is q x n_population,
+    #: privacy.public_divisor)
+    expected_drawn_batch: float | None
     #: the canaries' gradient diagnostics per kind (finetune.diagnostics; DP runs, else None)
     canary_gradients: dict[str, Any] | None
 

@@ -62,7 +62,7 @@ def train_reference(name: str, run: str, seed: int, ft: FinetuneParams, spec: Da
               "recipe": recipe_of(json.loads(json.dumps(dataclasses.asdict(ft)))),
               "trainable": model.spec.to_json(), "rows": len(text), "sample_rate": q, "steps": result.steps,
               "population_split": "heldout" if spec.users else spec.eval_split,
-              "privacy": {k: result.privacy.get(k) for k in ("dp", "epsilon_spent", "delta")}}
+              "privacy": {k: getattr(result.privacy, k) for k in ("dp", "epsilon_spent", "delta")}}
     write_json(out_dir / REFERENCE_RECORD, record)
     return record
 

@@ -50,7 +50,7 @@ SECTIONS = (headline_section, summary_section,
 
 def threat_models(where: Locations, runs: list[str]) -> dict[str, str]:
     """attack -> the threat model it declares, as its runs' attack records hold it."""
-    return {a: meta["threat_model"] for r in runs for a, meta in read_record(where.scores_dir(r))["attacks"].items()}
+    return {a: meta["threat_model"] for r in runs for a, meta in read_record(where.scores_dir(r)).attacks.items()}
 
 
 def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path("."),

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..audit.schema import BoundKeys, mcse_key
 from ..core.formatting import ci, fmt
+from ..finetune.schema import PrivacyRecord
 
 OPTIMIZERS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
+#: headline.json keys of the memorization figures (fine-tuned minus base, trained secrets)
+MINUS_BASE_KEYS = {"vmr": "vmr_minus_base", "air": "air_minus_base", "acr": "acr_minus_base"}
 
 
 def optimizer_label(privacy: dict) -> str:
@@ -19,14 +23,10 @@ def optimizer_label(privacy: dict) -> str:
     return f"DP-{OPTIMIZERS.get(base.lower(), base)}"
 
 
-def _conf(key: str) -> str:
-    return key.rsplit("_", 1)[-1]
-
-
 def mc(p: dict, key: str, nd: int = 3, trials=None) -> str:
     """A simulated figure ``p[key]`` with its Monte Carlo standard error ``p[key + "_mcse"]`` ("1.921 ± 0.018"); one
     recorded without it (an older audit) says so, with its trial count where known."""
-    value, se = p.get(key), p.get(f"{key}_mcse")
+    value, se = p.get(key), p.get(mcse_key(key))
     if value is None:
         return "–"
     if se is not None:
@@ -37,7 +37,7 @@ def mc(p: dict, key: str, nd: int = 3, trials=None) -> str:
 
 def secret_seed_clause(privacy: dict) -> str:
     """What the accountant's epsilon assumes about the randomness (only a secure-RNG run bounds the true epsilon)."""
-    if str(privacy.get("rng", "")).startswith("secure"):
+    if PrivacyRecord.from_json(privacy, "metrics.json privacy").secure_rng:
         return ""
     return " (the accountant's ε assumes the seed is secret; this run's sampler and noise are seeded from params)"
 
@@ -88,19 +88,19 @@ def candidates(r: dict, fpr: str) -> list[tuple[str, str, dict]]:
     return [c for c in cands if c[2].get("auroc_ci95") is not None] or cands
 
 
-def _pooled_figures(run: str, pooled: dict | None, bounds: list[str]) -> list[Figure]:
+def _pooled_figures(run: str, pooled: dict | None, bounds: list[BoundKeys]) -> list[Figure]:
     """The recipe's pooled pre-registered test: the headline bound of a recipe run as K replicas."""
     if not pooled or not bounds:
         return []
-    pre, labels = f"pooled.{run}", " / ".join(_conf(b) + "%" for b in bounds)
+    pre, labels = f"pooled.{run}", " / ".join(b.tag + "%" for b in bounds)
     k = len(pooled["runs"])
     status = ("pre-registered" if pooled["seed_status"] == "preregistered"
               else "development seeds: a look, not a pre-registered test")
     figs = [Figure(f"pooled audit ε̂, {k} runs ({labels}, δ = {pooled['delta']:.0e})",
-                   " / ".join(fmt(pooled.get(b), 2) for b in bounds), f"{pre}.{bounds[0]}",
+                   " / ".join(fmt(pooled.get(b.eps_lb), 2) for b in bounds), f"{pre}.{bounds[0].eps_lb}",
                    f"{status}; {pooled['v']} of {pooled['r']} right, m {pooled['m']}, seeds "
                    f"{', '.join(map(str, pooled['seeds']))}; assumption-free",
-                   f"pooled_{bounds[0]}")]
+                   bounds[0].headline("pooled"))]
     return figs
 
 
@@ -119,7 +119,7 @@ def _gdp_note(privacy: dict) -> str:
             "q = 1, as here)")
 
 
-def _audit_figures(run: str, r: dict, bounds: list[str], threats: dict[str, str],
+def _audit_figures(run: str, r: dict, bounds: list[BoundKeys], threats: dict[str, str],
                    pooled: dict | None = None) -> list[Figure]:
     p, pv, pre = r.get("audit_primary"), r["privacy"], f"runs.{run}"
     figs = [Figure(f"accountant ε (δ = {pv['delta']:.0e})", fmt(pv["epsilon_spent"], 2),
@@ -129,29 +129,29 @@ def _audit_figures(run: str, r: dict, bounds: list[str], threats: dict[str, str]
     if not p or not bounds:
         return figs + [Figure("audit ε̂", "– (no canaries)")]
     figs += _pooled_figures(run, pooled, bounds)
-    labels = " / ".join(_conf(b) + "%" for b in bounds)
+    labels = " / ".join(b.tag + "%" for b in bounds)
     alone = "this run alone: " if pooled else ""
     status = ("pre-registered" if p.get("seed_status") == "preregistered"
               else "development seed: a look, not a pre-registered test")
-    figs.append(Figure(f"{alone}audit ε̂ ({labels}, δ = {p['delta']:.0e})", " / ".join(fmt(p.get(b), 2) for b in bounds),
-                       f"{pre}.audit_primary.{bounds[0]}",
+    figs.append(Figure(f"{alone}audit ε̂ ({labels}, δ = {p['delta']:.0e})",
+                       " / ".join(fmt(p.get(b.eps_lb), 2) for b in bounds), f"{pre}.audit_primary.{bounds[0].eps_lb}",
                        f"{status}; {p['attack']} on {p['kind']} canaries ({threats.get(p['attack'], '?')}), "
-                       f"{p['v']} of {p['r']} guesses right; assumption-free", f"audit_{bounds[0]}"))
+                       f"{p['v']} of {p['r']} guesses right; assumption-free", bounds[0].headline("audit")))
     if pooled:  # the single run's other bounds are in the audit section
         return figs
-    if p.get(f"gdp_{bounds[0]}") is not None:
+    if p.get(bounds[0].gdp_eps_lb) is not None:
         figs.append(Figure(f"{alone}audit ε̂, Gaussian curve assumed ({labels})",
-                           " / ".join(fmt(p.get(f"gdp_{b}"), 2) for b in bounds),
-                           f"{pre}.audit_primary.gdp_{bounds[0]}",
-                           _gdp_note(pv), f"audit_gdp_{bounds[0]}"))
-    ideal = f"ideal_{bounds[0]}_median"
+                           " / ".join(fmt(p.get(b.gdp_eps_lb), 2) for b in bounds),
+                           f"{pre}.audit_primary.{bounds[0].gdp_eps_lb}",
+                           _gdp_note(pv), bounds[0].headline("audit_gdp")))
+    ideal = bounds[0].ideal()
     if p.get(ideal) is not None:
-        figs.append(Figure(f"{alone}ideal ε̂ ({_conf(bounds[0])}%, median)", mc(p, ideal, 2),
+        figs.append(Figure(f"{alone}ideal ε̂ ({bounds[0].tag}%, median)", mc(p, ideal, 2),
                            f"{pre}.audit_primary.{ideal}", "median of simulated audits of an ideal white-box canary "
                            "(heuristic linear model; a valid audit can exceed it)"
                            + (f", ± its Monte Carlo standard error over {p.get('ideal_trials', '?')} trials"
-                              if p.get(f"{ideal}_mcse") is not None else ""),
-                           f"attainable_{bounds[0]}"))
+                              if p.get(mcse_key(ideal)) is not None else ""),
+                           bounds[0].headline("attainable")))
     return figs
 
 
@@ -192,13 +192,13 @@ def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
         figs.append(Figure(f"{metric.upper()} fine-tuned − base", ci(t["minus_base"], t["minus_base_ci95"]),
                            f"{pre}.memorization.{metric}.trained.minus_base",
                            f"{t['secrets']} real secrets" + (", randomised control" if m.get("randomised") else ""),
-                           f"{metric}_minus_base"))
+                           MINUS_BASE_KEYS[metric]))
     figs.append(Figure("validation perplexity", fmt(r["utility"]["valid_perplexity"], 1),
                        f"{pre}.utility.valid_perplexity", "utility", "valid_perplexity"))
     return figs
 
 
-def reading(r: dict, bounds: list[str], fpr: str | None, pooled: dict | None = None) -> str:
+def reading(r: dict, bounds: list[BoundKeys], fpr: str | None, pooled: dict | None = None) -> str:
     """One plain-language sentence on what the numbers together say: every bound with its confidence and delta; a
     development seed's bound as a look; "the true epsilon lies between" only where the accountant's epsilon is a
     guarantee about the released randomness (a secure-RNG run)."""
@@ -206,15 +206,15 @@ def reading(r: dict, bounds: list[str], fpr: str | None, pooled: dict | None = N
     if not (p and bounds):
         return _attack_reading(r, fpr)
     test = pooled if pooled else p
-    lb, conf, delta = test.get(bounds[0]) or 0.0, _conf(bounds[0]), test["delta"]
+    lb, conf, delta = test.get(bounds[0].eps_lb) or 0.0, bounds[0].tag, test["delta"]
     at = f"at {conf}% confidence (δ = {delta:.0e})"
     development = test.get("seed_status") != "preregistered"
     what = (f"pooled test over {len(pooled['runs'])} independent runs of this recipe" if pooled
             else "audit's one test")
     what = (f"the {what}, on development seeds (a look that informed the design, not a pre-registered test, so "
             "not evidence),") if development else f"the pre-registered {what}"
-    ideal = test.get(f"ideal_{bounds[0]}_median")
-    ceiling = (f"; ideal canaries (heuristic) give a median ε̂ of {mc(test, f'ideal_{bounds[0]}_median', 2)}, this "
+    ideal = test.get(bounds[0].ideal())
+    ceiling = (f"; ideal canaries (heuristic) give a median ε̂ of {mc(test, bounds[0].ideal(), 2)}, this "
                f"count sits at their percentile {mc(test, 'ideal_percentile', 1)}"
                if ideal is not None and test.get("ideal_percentile") is not None else "")
     if pv.get("dp") and lb > pv["epsilon_spent"]:
@@ -230,7 +230,7 @@ def reading(r: dict, bounds: list[str], fpr: str | None, pooled: dict | None = N
             found = f"finds no leakage it can show (ε̂ = 0 {at}){secret_seed_clause(pv)}"
         return (f"Consistent with the accountant (ε = {pv['epsilon_spent']:.2f} at δ = {pv['delta']:.0e}, "
                 f"{optimizer_label(pv)}): {what} {found}{ceiling}.")
-    most = p.get(f"max_provable_{bounds[0]}")
+    most = p.get(bounds[0].stat("max_provable_eps_lb"))
     cap = f" ({p['r']} guesses, all right, can show at most ε ≥ {most:.2f} {at})" if most is not None else ""
     if lb > 0:
         return f"No DP guarantee, and {what} shows this run leaks: ε ≥ {lb:.2f} {at}{cap}."
@@ -256,7 +256,7 @@ def _attack_reading(r: dict, fpr: str | None) -> str:
             + (" No DP guarantee." if not r["privacy"].get("dp") else ""))
 
 
-def headlines(runs: dict, bases: dict[str, dict], bounds: list[str], fpr: str | None,
+def headlines(runs: dict, bases: dict[str, dict], bounds: list[BoundKeys], fpr: str | None,
               pooled: dict | None = None, threats: dict[str, str] | None = None) -> list[Headline]:
     """Per run; a recipe with a pooled test (``pooled``: metrics.json ``pooled``) leads with it; ``threats``: attack
     -> the threat model it declares (the attack records)."""
@@ -340,13 +340,13 @@ def lineage_markdown(rows: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-def headline_metrics(heads: list[Headline], numbers: dict, runs: dict, bounds: list[str]) -> dict:
+def headline_metrics(heads: list[Headline], numbers: dict, runs: dict, bounds: list[BoundKeys]) -> dict:
     """reports/headline.json: run -> the headline numbers by key (every bound of the primary test), for
     `dvc metrics diff` between experiments. ``numbers``: metrics.json flattened (dotted path -> number)."""
     out = {}
     for h in heads:
         vals = {f.key: numbers[f.path] for f in h.figures if f.key and f.path in numbers}
         primary = runs[h.run].get("audit_primary") or {}
-        vals.update({f"audit_{b}": primary[b] for b in bounds if primary.get(b) is not None})
+        vals.update({b.headline("audit"): primary[b.eps_lb] for b in bounds if primary.get(b.eps_lb) is not None})
         out[h.run] = vals
     return out

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..audit.schema import Metrics, bound_keys, confidence_of, confidence_tag, fpr_keys
+from ..audit.schema import BoundKeys, Metrics, bound_keys, fpr_keys
 from ..core.artifacts import Locations
 from ..core.io import write_json
 from .headline import headlines
@@ -36,8 +36,8 @@ class Inputs:
         return self.metrics["runs"]
 
     @property
-    def bounds(self) -> list[str]:
-        """eps_lb_<c> keys, one per audit.primary.confidences; the first is the one compared and plotted."""
+    def bounds(self) -> list[BoundKeys]:
+        """The keys of each of audit.primary.confidences' bounds; the first is the one compared and plotted."""
         return bound_keys(self.metrics)
 
     @property
@@ -60,12 +60,9 @@ class Inputs:
         return min(self.fprs, key=lambda f: (abs(float(f) - 0.01), float(f)), default=None)
 
 
-def bound_label(key: str) -> str:
-    """eps_lb_95 -> ε̂95: a bound key's column label (the key read back through the audit's key helpers)."""
-    confidence = confidence_of(key)
-    if confidence is None:
-        raise ValueError(f"{key!r} is not a one-run bound key")
-    return "ε̂" + confidence_tag(confidence)
+def bound_label(keys: BoundKeys) -> str:
+    """ε̂95: the column label of the assumption-free bound at one confidence."""
+    return keys.label
 
 
 def pct(fpr: str) -> str:

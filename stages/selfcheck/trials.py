@@ -260,7 +260,7 @@ def _trial(sc: SelfcheckParams, config: Config, recorder: Recorder, initial: dic
     error = max(float((f - r).abs().max()) for f, r in zip(final, replayed)) / max(moved, 1e-30)
     keys = ("epsilon_spent", "delta", "noise_multiplier", "sample_rate", "steps", "grad_sample_mode", "world_size",
             "accountant", "max_grad_norm", "optimizer", "accountant_history")
-    privacy = {k: result.privacy[k] for k in keys}
+    privacy = {k: getattr(result.privacy, k) for k in keys}
     counts = np.zeros(len(members), dtype=np.int64)
     counts[members] = result.inclusions
     score = project({n: initial[n] for n in own}, {n: p.detach() for n, p in own.items()}, recorder.initial)

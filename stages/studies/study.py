@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from ..audit.ceiling import ideal_counts, trial_bounds
+from ..audit.ceiling import ideal_counts, percentile_mc, trial_bounds
 from ..audit.gdp import gdp_epsilon_lower_bound
 from ..audit.one_run import epsilon_lower_bound
 from ..audit.pooled import PREREGISTERED, seed_status
@@ -70,7 +70,7 @@ def study_rows(metrics: dict, study, *, seed: int, phase: str, profile: str, exp
                 "noise_multiplier": sigma, "accountant_epsilon": privacy["epsilon_spent"], "delta": delta,
                 "m": m, "r": r, "v": v, "eps_lb_95": eps, "gdp_eps_lb_95": gdp,
                 "ideal_eps_lb_95_median": med, "ideal_gdp_eps_lb_95_median": med_gdp,
-                "ideal_percentile": float(100 * np.mean(ideal < eps) + 50 * np.mean(ideal == eps)),
+                "ideal_percentile": percentile_mc(eps, ideal)[0],
                 "efficiency_95": eps / med if med > 0 else None,
                 "gdp_efficiency_95": gdp / med_gdp if med_gdp > 0 else None,
                 "valid_perplexity": res["utility"]["valid_perplexity"]})

@@ -7,7 +7,7 @@ from .analysis import analyse, config_key
 from .paired import silent_result
 from .params import VarianceParams
 from .plots import eps_delta, jitter_plot, profiles_plot, selection_plot, study_plot
-from .schema import read_points
+from .schema import SCORE_COLUMNS, read_points
 from .study import study_result
 
 STATS = ("mean", "max")
@@ -18,7 +18,7 @@ def analyse_table(params: VarianceParams) -> tuple[dict, list[dict]]:
     table's rows."""
     rows, meta = read_points(params.table)
     stats = (params.primary, *[s for s in STATS if s != params.primary])
-    per = {s: analyse(rows, f"score_{s}", params.min_points, params.control_alpha) for s in stats}
+    per = {s: analyse(rows, SCORE_COLUMNS[s], params.min_points, params.control_alpha) for s in stats}
     first = per[params.primary]
     return {"sweep": meta.get("sweep"), "base_commit": meta.get("base_commit"), "measure": params.measure,
             "primary": params.primary, "control_alpha": params.control_alpha, "points": first["points"],
@@ -40,9 +40,9 @@ def draw(result: dict, rows: list[dict], params: VarianceParams, out: Path) -> d
         files["study"] = "study.png"
     if not done:
         return files
-    jitter_plot(done, [f"score_{s}" for s in result["statistics"]], params.measure.upper(), out / "jitter.png")
+    jitter_plot(done, [SCORE_COLUMNS[s] for s in result["statistics"]], params.measure.upper(), out / "jitter.png")
     files["jitter"] = "jitter.png"
-    primary = f"score_{params.primary}"
+    primary = SCORE_COLUMNS[params.primary]
     for key, a in result["statistics"][params.primary].items():
         means = [m for m in a["config_means"] if m[primary] is not None and m["utility"] is not None]
         if a["picks"]:

@@ -43,6 +43,9 @@ POINTS = pa.schema([
     ("profile", PROFILE),           # the accountant's privacy profile epsilon(delta)
 ])
 
+#: the column of each statistic of the privacy score (variance.primary: mean | max)
+SCORE_COLUMNS = {"mean": "score_mean", "max": "score_max"}
+
 
 def write_points(path: str | Path, rows: list[dict], meta: Mapping) -> None:
     table = pa.Table.from_pylist(rows, schema=POINTS.with_metadata({"sweep": json.dumps(meta, sort_keys=True)}))

@@ -37,6 +37,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..audit.schema import ideal_median_key
 from .analysis import spearman_of
 
 INDEPENDENT = "independent groups (the registered test; this study's groups share their seeds)"
@@ -215,7 +216,7 @@ def residual_analysis(rows: Sequence[Mapping], measure: str, pairs: Sequence[tup
     (Friedman within seeds, Kruskal-Wallis), and each same-(q, T) pair on its paired seeds (``paired_wilcoxon``;
     the ideal is the same for both, so the residuals' differences are the raw ones). Exploratory: added after the
     models ran, no registered level. None where the rows carry no ideal."""
-    ideal = f"ideal_{measure}_median"
+    ideal = ideal_median_key(measure)
     res = [{**r, "residual": round(float(r[measure]) - float(r[ideal]), 9)} for r in rows
            if _finite(r.get(measure)) and _finite(r.get(ideal))]
     if not res:
@@ -251,10 +252,17 @@ def analyse_study(rows: Sequence[Mapping], measures: Sequence[str], q2_against: 
     first = measures[0]
     seeds = [r["seed"] for r in rows]
     x = [r.get(first) for r in rows]
-    out["ideal_prediction"] = spearman_ci(x, [r.get(f"ideal_{first}_median") for r in rows], bootstrap, seed, seeds)
+    out["ideal_prediction"] = spearman_ci(x, [r.get(ideal_median_key(first)) for r in rows], bootstrap, seed, seeds)
     out["residual"] = residual_analysis(rows, first, pairs)
     out["q2"] = {y: spearman_ci(x, [r.get(y) for r in rows], bootstrap, seed, seeds) for y in q2_against}
     return out
+
+
+#: a configuration's medians over its models: measure -> its key in the summary
+MEDIAN_COLUMNS = {"eps_lb_95": "median_eps_lb_95", "gdp_eps_lb_95": "median_gdp_eps_lb_95",
+                  "member_shift": "median_member_shift", "ideal_eps_lb_95_median": "median_ideal_eps_lb_95_median",
+                  "valid_perplexity": "median_valid_perplexity", "exposure": "median_exposure",
+                  "exposure_control": "median_exposure_control"}
 
 
 def config_summaries(rows: Sequence[Mapping], configs: Mapping, delta: float) -> list[dict]:
@@ -277,9 +285,7 @@ def config_summaries(rows: Sequence[Mapping], configs: Mapping, delta: float) ->
         out.append({"config": name, "batch_size": c.batch_size, "steps": c.steps, "lr": c.lr,
                     "sample_rate": first.get("sample_rate"), "noise_multiplier": first.get("noise_multiplier"),
                     "models": len(done), "seeds": [x["seed"] for x in done],
-                    **{f"median_{k}": med(k) for k in ("eps_lb_95", "gdp_eps_lb_95", "member_shift",
-                                                        "ideal_eps_lb_95_median", "valid_perplexity", "exposure",
-                                                        "exposure_control")},
+                    **{column: med(k) for k, column in MEDIAN_COLUMNS.items()},
                     "pooled": {"m": m, "r": r, "v": v,
                                "eps_lb_95": epsilon_lower_bound(m, r, v, delta, 0.95) if r else None,
                                "gdp_eps_lb_95": gdp_epsilon_lower_bound(m, r, v, delta, 0.95) if r else None}})

@@ -17,6 +17,7 @@ def test_gpu_preset_matches_its_planned_ceiling(tmp_path):
     assert all(" " not in ln for ln in lines)  # the documented $(grep | sed) command splits on whitespace
     path = tmp_path / "params.yaml"
     shutil.copy(ROOT / "params.yaml", path)
+    shutil.copy(ROOT / "studies.yaml", tmp_path / "studies.yaml")
     apply_overrides(path, lines)
     raw = read_params(path)
     ft = load_finetune("gpu_dp_audit", path, raw)
@@ -38,6 +39,7 @@ def test_the_confirmation_set_preset_changes_seeds_only_and_they_are_preregister
     assert all(" " not in ln for ln in lines)
     path = tmp_path / "params.yaml"
     shutil.copy(ROOT / "params.yaml", path)
+    shutil.copy(ROOT / "studies.yaml", tmp_path / "studies.yaml")
     apply_overrides(path, lines)
     raw, base = read_params(path), read_params(ROOT / "params.yaml")
     validate_params(raw, str(path))

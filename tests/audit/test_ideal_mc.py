@@ -12,7 +12,7 @@ from stages.audit.pooled import pooled_test
 from support import params
 
 PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
-           "delta": 1e-5, "optimizer": "DP-sgd", "accountant": "prv", "rng": "seeded (finetune.seed)"}
+           "delta": 1e-5, "optimizer": "DP-sgd", "accountant": "prv", "secure_rng": False}
 
 
 def test_the_quantile_interval_covers_and_its_error_shrinks_like_one_over_root_n():

@@ -8,7 +8,7 @@ from stages.audit.pooled import design_look, median_interval, pooled_test, seed_
 from support import params
 
 PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
-           "delta": 1e-5, "optimizer": "DP-adamw", "accountant": "prv", "rng": "seeded (finetune.seed)"}
+           "delta": 1e-5, "optimizer": "DP-adamw", "accountant": "prv", "secure_rng": False}
 REGISTRY = SeedRegistry(development=(0, 1), preregistered=(7, 8, 9))
 
 

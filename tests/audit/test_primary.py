@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from stages.attack.schema import ATTACK_VERSION, SCORES, write_record
+from stages.attack.schema import SCORES, AttackRecord, write_record
 from stages.audit.ceiling import last_iterate_epsilon
 from stages.audit.one_run import epsilon_lower_bound, guesses
 from stages.audit.params import AuditParams
@@ -56,9 +56,10 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0, decla
         {"source": "canary", "candidate_id": f"{k}-{i}", "group": k, "member": bool(members[k][i]), "rank": i,
          "inclusions": int(i % 4) if members[k][i] else 0, "prompt": None, "target": None}
         for k in members for i in range(M)])
-    write_record(scores_dir, {"version": ATTACK_VERSION, "run": "r",
-                              "attacks": {a: _meta(declared.get(a)) for a in ("loss", "ref_ratio", "zlib")},
-                              "skipped": {"whitebox": "run r was trained elsewhere"}, "model_fingerprints": {}})
+    write_record(scores_dir, AttackRecord(run="r",
+                                          attacks={a: _meta(declared.get(a)) for a in ("loss", "ref_ratio", "zlib")},
+                                          skipped={"whitebox": "run r was trained elsewhere"}, model_fingerprints={},
+                                          user_score="ref_ratio"))
     return members, loss, ref
 
 

@@ -43,9 +43,9 @@ def test_noisy_ghost_and_hooks_runs_spend_the_same_epsilon(tiny_base):
             steps=3, batch_size=4, physical_batch_size=3, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0,
             pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=4.0, delta=1e-5, grad_sample_mode=mode)))
         out[mode] = res.privacy
-    assert [out[k]["grad_sample_mode"] for k in out] == list(out)
+    assert [out[k].grad_sample_mode for k in out] == list(out)
     for key in ("epsilon_spent", "noise_multiplier", "accounted_steps", "profile"):
-        assert out["ghost"][key] == out["hooks"][key] == out["bk"][key], key
+        assert getattr(out["ghost"], key) == getattr(out["hooks"], key) == getattr(out["bk"], key), key
 
 
 @pytest.mark.parametrize("mode", ["ghost", "bk"])

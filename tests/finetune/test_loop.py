@@ -66,7 +66,7 @@ def test_non_dp_training_memorizes_members_only(model):
     assert moved[member_rows].min() > moved[other_rows].max()
     torch.testing.assert_close(moved[other_rows], moved[other_rows][:1].expand(len(other_rows)))
     assert (s1 - s0)[members].mean() > 1.0  # members became much more likely
-    assert res.privacy == {"dp": False} and res.steps == 30
+    assert not res.privacy.dp and res.privacy.epsilon_spent == float("inf") and res.steps == 30
 
 
 def test_vocabulary_secrets_are_learned_through_their_own_rows(model):
@@ -96,9 +96,9 @@ def test_dp_training_moves_lora_and_new_rows_and_spends_target_epsilon(model):
     rows_before = m.new_head.weight.detach().clone()
     emb_before = m.new_embed.weight.detach().clone()
     res = _train(m, tok, dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), steps=20)
-    assert res.privacy["dp"] and res.privacy["accounted_steps"] == 20
-    assert res.privacy["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
-    assert res.privacy["noise_multiplier"] == pytest.approx(
+    assert res.privacy.dp and res.privacy.accounted_steps == 20
+    assert res.privacy.epsilon_spent == pytest.approx(8.0, rel=0.02)
+    assert res.privacy.noise_multiplier == pytest.approx(
         calibrate_sigma(8.0, 1e-5, res.sample_rate, 20, "prv"), rel=1e-9)
     assert all((p.detach() - lora[n]).abs().max() > 0 for n, p in m.named_parameters() if n in lora)
     moved = (m.new_head.weight.detach() - rows_before).norm(dim=1)
@@ -113,7 +113,7 @@ def test_dp_empty_poisson_batch_still_steps(model):
     res = train(m, exs * 1, TrainConfig(
         steps=3, batch_size=1, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=3,
         pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=50.0, delta=1e-5)))
-    assert res.privacy["accounted_steps"] == 3
+    assert res.privacy.accounted_steps == 3
     assert (m.new_head.weight.detach() - before).abs().max() > 0
 
 
@@ -152,13 +152,13 @@ def test_weights_really_move_under_dp(tiny_base, paradigm, optimizer):
     res = train(m, canary_examples([c for c in _canaries() if c["member"]], "sft"), TrainConfig(
         steps=3, batch_size=10, physical_batch_size=4, lr=1e-2, weight_decay=0.0, clip_norm=1.0, seed=0,
         pad_id=tok.pad_token_id, dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5), optimizer=optimizer))
-    assert res.privacy["optimizer"] == f"DP-{optimizer}" and res.privacy["accounted_steps"] == 3
+    assert res.privacy.optimizer == f"DP-{optimizer}" and res.privacy.accounted_steps == 3
     after = dict(m.named_parameters())
     for n, before in trainable.items():  # every trainable tensor moved (noise alone moves it under DP)
         assert (after[n].detach() - before).abs().max() > 0, n
     for n, before in frozen.items():
         torch.testing.assert_close(after[n].detach(), before)
-    eps = [p["epsilon"] for p in res.privacy["profile"]]
+    eps = [p["epsilon"] for p in res.privacy.profile]
     assert eps == sorted(eps)  # epsilon grows as delta shrinks (profile is ordered by decreasing delta)
 
 
@@ -189,7 +189,7 @@ def test_resume_after_a_crash_reaches_the_same_result(tiny_base, tmp_path):
     res, state = run(ck)
     assert res.resumed_from == 4 and not ck.path.exists()
     assert res.log == ref.log and np.array_equal(res.inclusions, ref.inclusions)
-    assert res.privacy["epsilon_spent"] == ref.privacy["epsilon_spent"] and res.privacy["accounted_steps"] == 6
+    assert res.privacy.epsilon_spent == ref.privacy.epsilon_spent and res.privacy.accounted_steps == 6
     for k in ref_state:
         torch.testing.assert_close(state[k], ref_state[k], rtol=0, atol=0)
     # a checkpoint of other inputs is ignored
@@ -258,11 +258,11 @@ def test_rate_and_delta_come_from_the_candidate_pool_not_the_membership_draw(mod
     (n0, a), (n1, b) = runs
     assert n0 != n1
     assert a.sample_rate == b.sample_rate == 10 / 40
-    assert a.privacy["delta"] == b.privacy["delta"] == pytest.approx(40 ** -1.1)
-    assert a.privacy["noise_multiplier"] == b.privacy["noise_multiplier"]
-    assert a.expected_batch_size == pytest.approx(10 / 40 * n0)  # what the pool actually yields per step
+    assert a.privacy.delta == b.privacy.delta == pytest.approx(40 ** -1.1)
+    assert a.privacy.noise_multiplier == b.privacy.noise_multiplier
+    assert a.expected_drawn_batch == pytest.approx(10 / 40 * n0)  # what the pool actually yields per step
     # DP-SGD divides by a public constant: the candidate pool's expected batch, the same for both neighbours
-    assert a.privacy["divisor"] == b.privacy["divisor"] == 10
+    assert a.privacy.public_divisor == b.privacy.public_divisor == 10
 
 
 def test_neighbouring_pools_get_the_same_dp_sgd_divisor(tiny_base):
@@ -275,7 +275,7 @@ def test_neighbouring_pools_get_the_same_dp_sgd_divisor(tiny_base):
             steps=1, batch_size=10, physical_batch_size=8, lr=1e-3, weight_decay=0.0, clip_norm=1.0, seed=0,
             pad_id=tok.pad_token_id, optimizer="sgd", dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5),
             population=40))
-        divisors.append(res.privacy["divisor"])
+        divisors.append(res.privacy.public_divisor)
     assert divisors == [10, 10]
     assert public_divisor(0.25, 40) == 10 and public_divisor(0.25, 40, world_size=2) == 5
 

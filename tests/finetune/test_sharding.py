@@ -15,6 +15,7 @@ import torch
 import yaml
 
 from stages.core.errors import ConfigError
+from stages.core.params import read_params
 from stages.finetune.params import load_finetune
 from stages.finetune.privacy.strategies import resolve
 from stages.finetune.sharding import untie_frozen
@@ -22,7 +23,7 @@ from support import ROOT
 
 
 def _params(tmp_path, **distributed_and_dp):
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_params(ROOT / "params.yaml")
     dp = distributed_and_dp.pop("dp", {})
     raw["runs"]["probe"] = {"distributed": distributed_and_dp, "dp": dp}
     raw["attack"]["runs"]["probe"] = None
@@ -142,7 +143,7 @@ def test_with_noise_fsdp_adds_the_specified_noise_once(tiny_base, tmp_path, monk
     for got, want in zip(noisy, local):
         _assert_same_update(got["update"], want["update"], 1e-4)
         pv = got["privacy"]
-        unit = pv["noise_multiplier"] * pv["max_grad_norm"] / pv["divisor"]  # lr 1: one step's noise std
+        unit = pv["noise_multiplier"] * pv["max_grad_norm"] / pv["public_divisor"]  # lr 1: one step's noise std
         for k, v in got["update"].items():
             z = (v - noiseless["update"][k]).double() / unit
             squares += float((z ** 2).sum())

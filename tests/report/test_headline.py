@@ -3,6 +3,7 @@ import re
 
 import pytest
 
+from stages.audit.schema import BoundKeys
 from stages.core.formatting import flatten
 from stages.report.headline import (
     anchor,
@@ -14,7 +15,7 @@ from stages.report.headline import (
     strongest_attack,
 )
 
-BOUNDS = ["eps_lb_95", "eps_lb_99"]
+BOUNDS = [BoundKeys(0.95), BoundKeys(0.99)]
 
 
 def _attack(tpr, lo, hi, auroc=0.6):
@@ -25,8 +26,8 @@ def _attack(tpr, lo, hi, auroc=0.6):
 def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False, status="preregistered", secure=True):
     r = {"dataset": "personachat", "privacy": {"dp": dp, "delta": 1e-5, "epsilon_spent": acct if dp else "inf",
                                               "target_epsilon": acct, "noise_multiplier": 0.6, "accountant": "prv",
-                                              "optimizer": "DP-adamw", "sample_rate": 0.03,
-                                              "rng": "secure (OS entropy)" if secure else "seeded (finetune.seed)"},
+                                              "optimizer": "DP-adamw", "sample_rate": 0.03, "steps": 80,
+                                              "secure_rng": secure},
          "trainable": {"paradigm": "lora"}, "training": {"steps": 80, "sample_rate": 0.03},
          "utility": {"valid_perplexity": 50.0},
          "attacks": {"loss": {"text": _attack(0.5, 0.3, 0.7), "new_token": _attack(0.2, 0.1, 0.3)},

@@ -111,7 +111,8 @@ def test_training_table_needs_no_timings():
     from stages.report.sections.training import training_section
 
     run = {"dataset": "personachat", "privacy": {"dp": True, "noise_multiplier": 0.8, "max_grad_norm": 1.0,
-                                                  "grad_sample_mode": "bk"},
+                                                  "grad_sample_mode": "bk", "epsilon_spent": 8.0,
+                                                  "sample_rate": 0.2, "steps": 10, "secure_rng": False},
            "training": {"sample_rate": 0.2, "steps": 10, "expected_exposures_per_member": 2.0, "n_population": 100},
            "utility": {"valid_perplexity": 70.0}}
     md = to_markdown("t", [training_section(_inputs({"dp": run}, []))], Path("."))

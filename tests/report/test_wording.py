@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stages.audit.schema import BoundKeys
 from stages.core.params import section_of
 from stages.report.build import SECTIONS
 from stages.report.headline import headline_markdown, headlines
@@ -86,7 +87,7 @@ def test_the_gaussian_note_is_right_per_run(report, committed_metrics):
              if not r["privacy"].get("dp") and (r.get("audit_primary") or {}).get("gdp_eps_lb_95") is not None]
     assert nondp  # the committed inputs have a run without DP and with a Gaussian bound: its note is checked here
     assert "no DP mechanism here: the ε of the Gaussian mechanism" in report
-    heads = headlines(committed_metrics["runs"], {}, ["eps_lb_95", "eps_lb_99"], "0.01")
+    heads = headlines(committed_metrics["runs"], {}, [BoundKeys(0.95), BoundKeys(0.99)], "0.01")
     for h in heads:
         for f in h.figures:
             if f.key == "audit_gdp_eps_lb_95":
@@ -96,7 +97,7 @@ def test_the_gaussian_note_is_right_per_run(report, committed_metrics):
     run = copy.deepcopy(committed_metrics["runs"][nondp[0]])
     run["privacy"].update(dp=True, sample_rate=0.23, epsilon_spent=8.0, delta=1e-5, target_epsilon=8.0,
                           noise_multiplier=0.8, accountant="prv", optimizer="DP-sgd")
-    note = next(f.note for f in headlines({"x": run}, {}, ["eps_lb_95"], "0.01")[0].figures
+    note = next(f.note for f in headlines({"x": run}, {}, [BoundKeys(0.95)], "0.01")[0].figures
                 if f.key == "audit_gdp_eps_lb_95")
     assert "exact only at q = 1, which DP-SGD at q = 0.23 < 1 does not meet" in note
 

@@ -228,10 +228,10 @@ def _probe_run(secure: bool, seed: int = 4):
 def test_secure_rng_runs_differ_seeded_runs_repeat_and_the_log_holds_no_data_statistics():
     (a, wa), (b, wb) = _probe_run(True), _probe_run(True)
     assert not torch.equal(wa, wb) and not np.array_equal(a.inclusions, b.inclusions)  # noise and sampler unseeded
-    assert a.privacy["rng"].startswith("secure")
+    assert a.privacy.secure_rng is True
     (c, wc), (d, wd) = _probe_run(False), _probe_run(False)
     assert torch.equal(wc, wd) and np.array_equal(c.inclusions, d.inclusions)
-    assert c.privacy["rng"].startswith("seeded")
+    assert c.privacy.secure_rng is False
     for res in (a, c):  # a DP run's step log: the step index only (no batch size, tokens, loss or time)
         assert res.log == [{"step": k + 1} for k in range(3)]
 

@@ -16,6 +16,7 @@ from ...lm.batching import collate
 from ...lm.scoring import autocast
 from ..loss import per_sample_losses
 from ..sampling import secure_seed
+from ..schema import PrivacyRecord
 from .layers import register_for
 from .strategies import ClippingStrategy, get_strategy, resolve
 
@@ -113,18 +114,18 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
     cls = strategy.optimizer_class(world_size > 1)
     # the clipped sum is divided by the public expected batch: per rank, as opacus' distributed optimizers then
     # average the ranks' (sum / expected share) over the world
-    divisor = public_divisor(sample_rate, population, world_size)
+    per_process_divisor = public_divisor(sample_rate, population, world_size)
     opt = cls(optimizer, noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm,
-              expected_batch_size=divisor, loss_reduction="mean", generator=noise, secure_mode=dp.secure_rng)
+              expected_batch_size=per_process_divisor, loss_reduction="mean", generator=noise,
+              secure_mode=dp.secure_rng)
     accountant = create_accountant(mechanism=dp.accountant)
     opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=sample_rate))
     privacy = {"dp": True, "target_epsilon": dp.epsilon, "delta": delta, "noise_multiplier": sigma,
                "max_grad_norm": dp.max_grad_norm, "accountant": dp.accountant, "sample_rate": sample_rate,
-               "steps": steps, "expected_batch_size": sample_rate * population,
-               "divisor": divisor * world_size, "optimizer": f"DP-{optimizer_name}",
+               "steps": steps, "public_divisor": per_process_divisor * world_size, "optimizer": f"DP-{optimizer_name}",
                "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size,
                "sharding": ("fsdp" if strategy.sharded else "ddp") if world_size > 1 else None,
-               "rng": "secure (OS entropy, opacus secure_mode)" if dp.secure_rng else "seeded (finetune.seed)"}
+               "secure_rng": dp.secure_rng}
     if requested == "auto":  # what auto chose, and why where it is not bk
         privacy["grad_sample_mode_requested"] = requested
         if why:
@@ -132,14 +133,15 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
     return Private(net, opt, accountant, noise, privacy, strategy, strategy.ledger(net), strategy.targets(model))
 
 
-def spent(private: Private) -> dict:
-    """The run's privacy record, completed with the accountant's epsilon at delta and its profile."""
+def spent(private: Private) -> PrivacyRecord:
+    """The run's privacy record: the mechanism's parameters with the accountant's epsilon at delta and its
+    profile."""
     acc = private.accountant
-    return {**private.privacy, "epsilon_spent": float(acc.get_epsilon(delta=private.privacy["delta"])),
-            "accounted_steps": int(sum(h[-1] for h in acc.history)),
-            # (sigma, q, steps) as the accountant booked them (public: the run's own parameters)
-            "accountant_history": [[float(h[0]), float(h[1]), int(h[2])] for h in acc.history],
-            "profile": privacy_profile(acc)}
+    return PrivacyRecord(**private.privacy, epsilon_spent=float(acc.get_epsilon(delta=private.privacy["delta"])),
+                         accounted_steps=int(sum(h[-1] for h in acc.history)),
+                         # (sigma, q, steps) as the accountant booked them (public: the run's own parameters)
+                         accountant_history=[[float(h[0]), float(h[1]), int(h[2])] for h in acc.history],
+                         profile=privacy_profile(acc))
 
 
 def dp_step(private: Private, params, examples, parts, pad_id: int, device, pad_to: int | None = None

@@ -1,6 +1,7 @@
 """The pre-registered one-run test of every run with canaries (the headline ε̂), assumption-free and Gaussian-DP."""
 from __future__ import annotations
 
+from ...audit.schema import BoundKeys
 from ...core.formatting import Table, fmt
 from ..headline import mc
 from ..inputs import Inputs, bound_label
@@ -23,8 +24,9 @@ def gaussian_vs_composed() -> str:
             f"accountant's) gives {g['composed']:.2f}")
 
 
-def _pair(p: dict, prefix: str, bounds: list[str]) -> str:
-    return " / ".join(fmt(p.get(prefix + b)) for b in bounds)
+def _pair(p: dict, stat: str, bounds: list[BoundKeys]) -> str:
+    """One statistic of the test at every confidence, e.g. "1.853 / 1.421"."""
+    return " / ".join(fmt(p.get(b.stat(stat))) for b in bounds)
 
 
 def audit_section(inp: Inputs) -> Section:
@@ -44,9 +46,10 @@ def audit_section(inp: Inputs) -> Section:
         at.rows.append([run, acct, f"{p['attack']} on {p['kind']}, k₊={p['k_pos']}, k₋={p['k_neg']}",
                         inp.threats.get(p["attack"], "?"), _status(p), f"{p['delta']:.2g}", f"{p['m']} ({members})",
                         f"{p['v']} of {p['r']}",
-                        _pair(p, "", bounds), _pair(p, "curve_", bounds) if pv.get("dp") else "– (no DP)",
-                        _pair(p, "gdp_", bounds), mc(p, "ideal_percentile", 1) if p.get("ideal_percentile") is not None
-                        else "–"])
+                        _pair(p, "eps_lb", bounds),
+                        _pair(p, "curve_eps_lb", bounds) if pv.get("dp") else "– (no DP)",
+                        _pair(p, "gdp_eps_lb", bounds),
+                        mc(p, "ideal_percentile", 1) if p.get("ideal_percentile") is not None else "–"])
     if not at.rows:
         return Section("Audit: the pre-registered test", paragraphs=["No run has canaries: nothing to audit."])
     return Section("Audit: the pre-registered test (headline ε̂)", tables=[at, *pooled_tables(inp)], paragraphs=[
@@ -87,12 +90,12 @@ def pooled_tables(inp: Inputs) -> list[Table]:
         b0, trials = bounds[0], p.get("ideal_trials")
         t.rows.append([recipe, len(p["runs"]), _status(p), f"{fmt(p['accountant_epsilon'])} (δ={p['delta']:.2g})",
                        f"k₊={p['k_pos_per_run']}, k₋={p['k_neg_per_run']}", p["m"], f"{p['v']} of {p['r']}",
-                       _pair(p, "", bounds), _pair(p, "curve_", bounds), _pair(p, "gdp_", bounds),
-                       f"{mc(p, f'ideal_{b0}_median')} [{fmt(p.get(f'ideal_{b0}_p10'))}, "
-                       f"{fmt(p.get(f'ideal_{b0}_p90'))}]", mc(p, "ideal_percentile", 1), trials])
+                       _pair(p, "eps_lb", bounds), _pair(p, "curve_eps_lb", bounds), _pair(p, "gdp_eps_lb", bounds),
+                       f"{mc(p, b0.ideal())} [{fmt(p.get(b0.ideal(summary='p10')))}, "
+                       f"{fmt(p.get(b0.ideal(summary='p90')))}]", mc(p, "ideal_percentile", 1), trials])
         for single in p["single_runs"]:
             s.rows.append([recipe, single["run"], _status(single), single["m"], f"{single['v']} of {single['r']}",
-                           _pair(single, "", bounds), _pair(single, "gdp_", bounds),
+                           _pair(single, "eps_lb", bounds), _pair(single, "gdp_eps_lb", bounds),
                            mc(single, "ideal_percentile", 1, trials)])
     return [t, s]
 
@@ -117,7 +120,7 @@ def pooled_paragraphs(inp: Inputs) -> list[str]:
                "bound's comparison with it, is about a mechanism whose seed is secret)")
             + ". The own-curve column tests the composed Poisson-subsampled Gaussian of this q and T: it reports "
             f"the accountant's ε at the smallest σ′ the counts reject "
-            f"(σ′ ≥ {fmt(p.get('curve_sigma_lb_' + inp.bounds[0].rsplit('_', 1)[-1]))}); "
+            f"(σ′ ≥ {fmt(p.get(inp.bounds[0].stat('curve_sigma_lb')))}); "
             f"it assumes {p.get('curve_assumption')}. "
             f"Where the runs fall in the ideal: each run's count among the ideal audit's simulated counts "
             f"(percentile, never a ratio of one run's bound to the ideal's median); median over the "

@@ -22,17 +22,17 @@ def ceiling_section(inp: Inputs) -> Section | None:
                if (r.get("audit_primary") or {}).get("last_iterate_epsilon") is not None]
     regimes += [(f"{name} (planned, not run)", p, p) for name, p in (inp.metrics.get("planned") or {}).items()]
     for name, p, pv in regimes:
-        ideal = [p[f"ideal_{first}_{q}"] for q in ("p10", "median", "p90")]
-        ideal_gdp = [p[f"ideal_gdp_{first}_{q}"] for q in ("p10", "median", "p90")]
+        ideal = [p[first.ideal("eps_lb", q)] for q in ("p10", "median", "p90")]
+        ideal_gdp = [p[first.ideal("gdp_eps_lb", q)] for q in ("p10", "median", "p90")]
         t.rows.append([name, pv["sample_rate"], pv["steps"], pv["noise_multiplier"], f"{p['delta']:.2g}",
                        p["accountant_epsilon"], p["last_iterate_epsilon"],
-                       f"{mc(p, f'ideal_{first}_median')} [{fmt(ideal[0])}, {fmt(ideal[2])}]", p.get(first),
+                       f"{mc(p, first.ideal())} [{fmt(ideal[0])}, {fmt(ideal[2])}]", p.get(first.eps_lb),
                        mc(p, "ideal_percentile", 1) if p.get("ideal_percentile") is not None else "–",
-                       f"{mc(p, f'ideal_gdp_{first}_median')} [{fmt(ideal_gdp[0])}, {fmt(ideal_gdp[2])}]",
-                       p.get(f"gdp_{first}"), p.get("ideal_trials")])
+                       f"{mc(p, first.ideal('gdp_eps_lb'))} [{fmt(ideal_gdp[0])}, {fmt(ideal_gdp[2])}]",
+                       p.get(first.gdp_eps_lb), p.get("ideal_trials")])
         rows.append({"name": name, "accountant": p["accountant_epsilon"], "last_iterate": p["last_iterate_epsilon"],
-                     "ideal": ideal, "ideal_gdp": ideal_gdp, "measured": p.get(first),
-                     "measured_gdp": p.get(f"gdp_{first}")})
+                     "ideal": ideal, "ideal_gdp": ideal_gdp, "measured": p.get(first.eps_lb),
+                     "measured_gdp": p.get(first.gdp_eps_lb)})
     if not rows:
         return None
     png = inp.plots_dir / "ceiling.png"

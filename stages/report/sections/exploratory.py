@@ -17,10 +17,11 @@ def exploratory_section(inp: Inputs) -> Section | None:
                   + [f"{bound_label(b)} corrected" for b in bounds])
         for x in e["tests"]:
             t.rows.append([x["attack"] + (f" (= {', '.join(x['same_ranking'])})" if x["same_ranking"] else ""),
-                           x["kind"], x["k_pos"], x["k_neg"], f"{x['v']} of {x['r']}"] + [x.get(b) for b in bounds])
+                           x["kind"], x["k_pos"], x["k_neg"], f"{x['v']} of {x['r']}"]
+                          + [x.get(b.eps_lb) for b in bounds])
         tables.append(t)
         same = "; ".join(f"{', '.join(i['attacks'])} on {i['kind']}" for i in e["identical_rankings"])
-        best = e["best"].get(bounds[0], {}) if bounds else {}
+        best = e["best"].get(bounds[0].eps_lb, {}) if bounds else {}
         paras.append(
             f"{run}: family of N = {e['family_size']} distinct tests, each at confidence "
             + ", ".join(f"{v:.5f}" for v in e["per_test_confidence"].values())

@@ -29,7 +29,7 @@ def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, P
     if not (pv.get("dp") and pv.get("profile") and canary and inp.bounds):
         return None
     first = inp.bounds[0]
-    got = (r.get("audit_primary") or {}).get(first) or 0.0
+    got = (r.get("audit_primary") or {}).get(first.eps_lb) or 0.0
     png = inp.plots_dir / f"privacy_{run}.png"
     label = bound_label(first)
     said = "the trainer's claimed" if pv.get("claimed") else "accountant"  # an external run's claim is not ours

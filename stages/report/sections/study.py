@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...audit.schema import mcse_key
 from ...core.formatting import Table, fmt
 from ..headline import optimizer_label
 from ..render import Section
@@ -94,7 +95,7 @@ def _mc(r: dict, key: str, nd: int = 3):
     computed it says so (and its trial count where recorded)."""
     if r.get(key) is None:
         return None
-    if r.get(f"{key}_mcse") is not None:
-        return f"{fmt(r[key], nd)} ± {fmt(r[f'{key}_mcse'], nd)}"
+    if r.get(mcse_key(key)) is not None:
+        return f"{fmt(r[key], nd)} ± {fmt(r[mcse_key(key)], nd)}"
     n = r.get("ideal_trials")
     return f"{fmt(r[key], nd)} (Monte Carlo error not recorded" + (f", {n} trials)" if n else ")")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...core.formatting import Table, fmt
+from ...finetune.schema import PrivacyRecord
 from ..inputs import Inputs
 from ..render import Section
 
@@ -29,7 +30,7 @@ def training_section(inp: Inputs) -> Section:
                         pv.get("noise_multiplier"), pv.get("max_grad_norm"),
                         t["sample_rate"], t["steps"], t["expected_exposures_per_member"], t["n_population"],
                         r["utility"]["valid_perplexity"],
-                        pv.get("rng", "seeded (finetune.seed)") if pv.get("dp") else "—", _clipping(pv)])
+                        PrivacyRecord.from_json(pv).rng_label if pv.get("dp") else "—", _clipping(pv)])
     return Section("Training, privacy accounting and utility", tables=[tr], paragraphs=[
         "Poisson sampling at rate q per step; DP runs use opacus DP-SGD (per-example clipping at C, Gaussian "
         "noise σ·C, σ calibrated so the accountant spends the target ε at δ; clipping: how the per-example norms "

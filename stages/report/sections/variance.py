@@ -5,6 +5,7 @@ from pathlib import Path
 
 from ...core.formatting import Table, fmt
 from ...core.io import read_json
+from ...variance.schema import SCORE_COLUMNS
 from ..render import Section
 from .silent import second_study
 
@@ -30,7 +31,8 @@ def control_passes(a: dict) -> bool:
 def _explain(a: dict, measure: str, stat: str, eps: str, risks: dict, controlled: bool) -> str:
     """The sentences for a reader handed one epsilon (worded from this sweep's own numbers). ``controlled``: the
     control test passed; without it no conclusion is drawn from the spread and no configuration is named."""
-    means = [m[f"score_{stat}"] for m in a["config_means"] if m[f"score_{stat}"] is not None]
+    column = SCORE_COLUMNS[stat]
+    means = [m[column] for m in a["config_means"] if m[column] is not None]
     lo, hi = (min(means), max(means)) if means else (None, None)
     v = a["variance"]
     eps = eps_label(eps, a)
