@@ -178,8 +178,8 @@ def audit_study(phase: str, repo: str = ".", collect_only: str | None = None,
     rows = read_study(out)
     points = plan(phase, study, raw, profiles)
     if phase == "confirmation":
-        if git_dirty(repo, "params.yaml"):
-            raise ConfigError("params.yaml: commit the chosen design before any confirmation run")
+        if git_dirty(repo, "params.yaml", "studies.yaml"):
+            raise ConfigError("params.yaml, studies.yaml: commit the chosen design before any confirmation run")
         done = {r["seed"] for r in rows if r["phase"] == "confirmation"}
         if done & {p["seed"] for p in points.values()}:
             raise ConfigError(f"{out / STUDY_FILE}: confirmation seeds {sorted(done)} already have rows; "

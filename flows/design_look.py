@@ -43,7 +43,7 @@ def main(argv=None) -> None:
     recipe = sets[args.replicas[0]]["run"]
     out = {"replicas": {n: sets[n]["seed"] for n in args.replicas}, "recipe": recipe,
            "recipe_overrides": raw["runs"][recipe], "scratch_commit": rev,
-           "scratch_params_edited": git_dirty(repo, "params.yaml"), "attack": params.primary.attack,
+           "scratch_params_edited": git_dirty(repo, "params.yaml", "studies.yaml"), "attack": params.primary.attack,
            "kind": params.primary.kind,
            "privacy": {k: privacy.get(k) for k in ("optimizer", "sample_rate", "steps", "noise_multiplier",
                                                    "epsilon_spent", "delta")},

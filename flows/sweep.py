@@ -40,7 +40,7 @@ from prefect.cache_policies import NO_CACHE
 
 from stages.core.errors import ConfigError
 from stages.core.formatting import flatten
-from stages.core.params import read_params
+from stages.core.params import STUDIES_FILE, read_params
 from stages.core.vcs import VcsError, dvc, git, head
 from stages.params import validate_params
 from stages.studies.compare import sweep_markdown
@@ -55,6 +55,8 @@ def experiment_params(repo: str | Path, sets: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "params.yaml"
         shutil.copyfile(Path(repo) / "params.yaml", target)
+        if (Path(repo) / STUDIES_FILE).is_file():  # read with it (stages.core.params.read_params)
+            shutil.copyfile(Path(repo) / STUDIES_FILE, Path(tmp) / STUDIES_FILE)
         overrides = to_path_overrides(sets).get("params.yaml", [])
         try:
             apply_overrides(target, overrides)

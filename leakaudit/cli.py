@@ -85,11 +85,18 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=4200)
     ui.add_argument("--cron", default=None, help="schedule, e.g. '0 3 * * *' (none: trigger from the UI)")
     ui.add_argument("--name", default="leakage-audit", help="deployment name")
-    add("doctor", "check the environment: packages, model file, data paths, writable caches")
+    add("doctor", "check the environment: packages, model file, data paths, writable caches").add_argument(
+        "--params", action="store_true", help="print each run's derived values instead (pool, q = batch / pool, q T)")
     sc = add("selfcheck", "the DP engine audits itself: gradient canaries trained through the fine-tune's own DP path, "
                           "tested against the mechanism its accountant booked (params: selfcheck)")
     sc.add_argument("--params", default="params.yaml")
     sc.add_argument("--out", default=None, help="default: selfcheck.out in the params")
+    _handoff_commands(add)
+    return ap
+
+
+def _handoff_commands(add) -> None:
+    """export-canaries and release: a run's data out to a trainer elsewhere, and its model out alone."""
     ex = add("export-canaries", "write a run's canary-augmented training set (no membership column) to train it "
                                 "elsewhere, and the sealed membership file the audit of that model reads")
     ex.add_argument("--run", required=True, help="the run whose params decide the set (runs.<run>)")
@@ -104,7 +111,6 @@ def _parser() -> argparse.ArgumentParser:
     rl.add_argument("--params", default="params.yaml")
     ex.add_argument("--no-repro", action="store_true",
                     help="do not `dvc repro` the stages the export reads (base model, data, secrets, canaries)")
-    return ap
 
 
 def _first(text: str) -> str:
@@ -231,7 +237,8 @@ def cmd_export_canaries(args) -> int:
     repo = Path(args.repo)
     params = repo / args.params
     if not args.no_repro:
-        spec = get_dataset(load_finetune(args.run, params, read_params(params)).dataset)
+        raw = read_params(params)
+        spec = get_dataset(load_finetune(args.run, params, raw).dataset, raw)
         stages = ["canaries"] + ([f"secrets@{spec.secrets}"] if spec.secrets else [])
         from flows.dvc_adapter import exit_on_signal, run_dvc
         from stages.core.errors import StageError
@@ -257,8 +264,11 @@ def cmd_release(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from leakaudit.doctor import checks
+    from leakaudit.doctor import checks, derived
 
+    if args.params:
+        print(derived(Path(args.repo)))
+        return 0
     failed = 0
     for ok, what, detail in checks(Path(args.repo)):
         failed += not ok

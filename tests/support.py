@@ -65,7 +65,8 @@ def make_tiny_lm(vocab_size: int, seed: int = 0, arch: str = "llama"):
 
 def copy_project(dest: Path) -> Path:
     """A fresh git + DVC checkout of this project (code, dvc.yaml, params, vendored data)."""
-    for item in ["stages", "flows", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore", "pyproject.toml", "data/raw",
+    for item in ["stages", "flows", "leakaudit", "dvc.yaml", "params.yaml", "studies.yaml", ".dvcignore", ".gitignore",
+                 "pyproject.toml", "data/raw",
                  "reports/sweeps", "reports/variance/points.parquet", "reports/variance/audit_points.parquet",
                  "reports/variance/silent_points.parquet", "reports/variance/silent_plan.json",
                  "reports/audit_study", "reports/selfcheck.json",
@@ -272,7 +273,9 @@ def text_project(tmp_path, entry: dict) -> tuple:
     """A params file with the text dataset ``mine`` (``entry`` over the defaults) writing under tmp_path."""
     import yaml
 
-    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    from stages.core.params import read_params
+
+    p = read_params(ROOT / "params.yaml")  # with studies.yaml: the file written below stands alone
     p["preprocess"]["out_dir"] = str(tmp_path / "processed")
     p["preprocess"]["datasets"]["mine"] = {"kind": "text", "format": "jsonl", "text_field": None, "prompt_field": None,
                                            "completion_field": None, "id_field": None, "user_field": None,

@@ -21,16 +21,15 @@ import yaml
 from .errors import ConfigError
 
 PARAMS_FILE = "params.yaml"
+#: the research studies' designs, beside params.yaml (read with it: ``read_params``)
+STUDIES_FILE = "studies.yaml"
 
 #: the privacy accountants (opacus PRV and RDP): the one type of every ``accountant`` key (finetune.dp,
 #: audit.ceiling.planned.<regime>, selfcheck)
 Accountant = Literal["prv", "rdp"]
 
 
-def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
-    """The mapping of a params file; nothing is remembered between calls (what a name only params declare, a text
-    dataset, resolves against the mapping a caller passes on: ``stages.datasets.get_dataset(name, raw)``)."""
-    path = Path(path)
+def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
     try:
@@ -40,6 +39,36 @@ def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
+
+
+def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
+    """The params of a project: ``path`` (params.yaml, the pipeline's keys) with the studies file beside it
+    (``STUDIES_FILE``, the research studies' designs) merged in where there is one; a key both files hold is refused,
+    so every key has one home. Nothing is remembered between calls (what a name only params declare, a text
+    dataset, resolves against the mapping a caller passes on: ``stages.datasets.get_dataset(name, raw)``)."""
+    path = Path(path)
+    data = _read_yaml(path)
+    studies = path.parent / STUDIES_FILE
+    if path.name != STUDIES_FILE and studies.is_file():
+        data = merge_studies(data, _read_yaml(studies), studies)
+    return data
+
+
+def merge_studies(params: dict, studies: dict, where: str | Path = STUDIES_FILE) -> dict:
+    """``params`` with the studies file's sections added (its ``variance`` keys beside params.yaml's); a key both
+    hold is a ConfigError naming it."""
+    out = dict(params)
+    for key, value in studies.items():
+        if key not in out:
+            out[key] = value
+            continue
+        if not (isinstance(value, dict) and isinstance(out[key], dict)):
+            raise ConfigError(f"{where}: {key}: also in the params file (a key lives in one of the two)")
+        both = sorted(set(value) & set(out[key]))
+        if both:
+            raise ConfigError(f"{where}: {key}.{both[0]}: also in the params file (a key lives in one of the two)")
+        out[key] = {**out[key], **value}
+    return out
 
 
 def _type_name(tp: Any) -> str:

@@ -156,7 +156,7 @@ def test_a_missing_or_extra_dep_is_caught(tmp_path):
     import, and it names the stage and file; --write restores the equality."""
     import shutil
 
-    for item in ("stages", "dvc.yaml", "params.yaml", ".dvcignore"):
+    for item in ("stages", "dvc.yaml", "params.yaml", "studies.yaml", ".dvcignore"):
         src = ROOT / item
         (shutil.copytree(src, tmp_path / item, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
          else shutil.copy2(src, tmp_path / item))

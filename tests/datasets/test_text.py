@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from stages.core.errors import ConfigError, DataError
+from stages.core.params import read_params
 from support import PYTHON, ROOT, TICKETS, text_spec, write_jsonl
 from support import preprocess_text as preprocess
 from support import text_project as project
@@ -179,7 +180,7 @@ def test_the_readmes_params_block_for_your_own_text_is_valid_params():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Audit your own private text", 1)[1].split("\n## ", 1)[0]
     block = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
-    raw = deep_merge(yaml.safe_load((ROOT / "params.yaml").read_text()), block)
+    raw = deep_merge(read_params(ROOT / "params.yaml"), block)
     params = validate_params(raw, "README.md")
     assert params.runs["tickets_dp"].dataset == "tickets" and params.runs["tickets_dp"].dp.enabled
     assert params.datasets["tickets"].user_field == "customer" and params.datasets["tickets"].user_level.min_rows == 4

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 import yaml
 
+from stages.core.params import read_params
 from support import ROOT
 
 README = ROOT / "README.md"
@@ -24,7 +25,7 @@ def _flat(text: str) -> str:
 
 def _params() -> dict:
     # only the sections that stay in params.yaml: model, preprocess, canaries, finetune, runs, attack, audit
-    return yaml.safe_load((ROOT / "params.yaml").read_text())
+    return read_params(ROOT / "params.yaml")
 
 
 def _run(p: dict, name: str) -> dict:

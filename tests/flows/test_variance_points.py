@@ -5,7 +5,7 @@ import yaml
 
 from flows.variance import checked_points, finished
 from stages.core.errors import ConfigError
-from stages.core.params import load
+from stages.core.params import load, read_params
 from stages.finetune.params import load_finetune
 from stages.variance.api import RUN, apply_point, diverged, points
 from stages.variance.params import VarianceParams
@@ -13,7 +13,7 @@ from support import ROOT
 
 
 def test_every_point_is_one_dp_run_whose_params_read_back_exactly(tmp_path):
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_params(ROOT / "params.yaml")  # with studies.yaml: written whole into a file of its own
     raw["variance"]["sweep"]["delta"] = 1e-5  # PyYAML writes 1.0e-05, which reads back as a float (1e-05 would not)
     raw["variance"]["sweep"]["grid"]["lr"] = [0.0001, 0.00002]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
@@ -50,7 +50,7 @@ def test_every_point_of_the_project_grid_validates():
     (("run", "objective"), "nosuch", r"runs\.point\.objective"),               # a choice outside its Literal
 ])
 def test_a_bad_point_fails_before_dispatch_with_one_line_naming_the_key(tmp_path, where, value, key):
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_params(ROOT / "params.yaml")
     node = raw["variance"]["sweep"]
     for part in where[:-1]:
         node = node[part]

@@ -18,13 +18,15 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
     project = tiny_project
     run(["dvc", "repro", "canaries", "secrets@tofu", "secrets@enron"], project)  # the shared upstream, pushed once
     p = yaml.safe_load((project / "params.yaml").read_text())
-    p["variance"]["sweep"].update(
+    studies = yaml.safe_load((project / "studies.yaml").read_text())
+    studies["variance"]["sweep"].update(
         name="t", epsilons=[8.0], grid={"batch_size": [4, 100000], "steps": [2], "lr": [0.01]}, seeds=[0],
         run={"dataset": "tofu", "objective": "sft", "canaries": True, "max_length": 32, "max_text_rows": 16,
              "eval_rows": 8},
         attacks=["loss", "air"], retries=1, work_dir=str(tmp_path / "remotes"), worker_dir=str(tmp_path / "clones"))
     p["audit"]["primary"].update(attack="loss", kind="new_token")  # a test before may have left another primary
     (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    (project / "studies.yaml").write_text(yaml.safe_dump(studies, sort_keys=False))
     run(["git", "add", "-A"], project)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sweep params"], project)
     # the driver runs from an empty directory, so the LocalCluster's worker processes start there, holding no copy
@@ -83,9 +85,10 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
 
     (project / "reports/variance/audit_points.parquet").unlink()  # the project's own study (another design)
     p = yaml.safe_load((project / "params.yaml").read_text())
-    p["variance"]["study"].update(run="dp", seeds=[3201, 3202], configs={
+    studies = yaml.safe_load((project / "studies.yaml").read_text())
+    studies["variance"]["study"].update(run="dp", seeds=[3201, 3202], configs={
         "X": {"batch_size": 4, "steps": 2, "lr": 0.01}, "Y": {"batch_size": 8, "steps": 2, "lr": 0.02}})
-    (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    (project / "studies.yaml").write_text(yaml.safe_dump(studies, sort_keys=False))
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "study params"], project)
     assert (project / "reports/variance/audit_points.parquet").exists() is False
     study = [PYTHON, "-m", "flows.variance", "--repo", str(project), "--study"]
@@ -116,8 +119,8 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
     # the design never changes under a table that has models; an unregistered seed is refused before any model
     for seeds, says in (([3201, 3203], "audit_points.parquet: written for another study design"),
                         ([3201, 7], "variance.study.seeds: must stand in audit.seeds.preregistered")):
-        p["variance"]["study"]["seeds"] = seeds
-        (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+        studies["variance"]["study"]["seeds"] = seeds
+        (project / "studies.yaml").write_text(yaml.safe_dump(studies, sort_keys=False))
         out = run(study, empty, check=False, env={"PREFECT_HOME": str(tmp_path / "prefect")})
         last = out.stderr.strip().splitlines()[-1]
         assert out.returncode == 2 and last.startswith("error: ") and says in last, out.stderr[-2000:]

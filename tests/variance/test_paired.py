@@ -3,8 +3,8 @@ see at one (q, T, sigma), each paired by seed with the base; Wilcoxon per settin
 tables (labelled: values drawn here, no model trained)."""
 import numpy as np
 import pytest
-import yaml
 
+from stages.core.params import read_params
 from stages.variance.grid import study_points
 from stages.variance.paired import analyse_silent, holm, paired_tests, power
 from stages.variance.params import SilentParams
@@ -54,7 +54,7 @@ def test_power_is_the_level_under_no_effect_and_grows_with_the_effect():
 
 
 def test_the_committed_second_study_is_registered_and_differs_only_where_the_accountant_is_silent():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_params(ROOT / "params.yaml")
     study = params(SilentParams, "variance.silent")
     assert study.registered(raw) == []
     assert len(study.configs) >= 3 and len(study.seeds) >= 8

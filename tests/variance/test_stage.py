@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
+from stages.core.params import read_params
 from stages.report.render import to_markdown
 from stages.report.sections.variance import variance_section
 from stages.variance.__main__ import main
@@ -58,7 +59,7 @@ def test_table_round_trip_keeps_the_sweep_metadata(tmp_path):
 
 
 def test_stage_writes_the_analysis_and_the_report_shows_it(tmp_path, monkeypatch):
-    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p = read_params(ROOT / "params.yaml")
     p["variance"].update(table=str(tmp_path / "points.parquet"), out_dir=str(tmp_path / "analysis"))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(no_study_models(p, tmp_path)))
     write_points(tmp_path / "points.parquet", rows(), {"sweep": "syn", "base_commit": "f" * 40})
@@ -92,7 +93,7 @@ def test_the_conclusion_follows_the_control_test(tmp_path, control_gap):
     """Trained secrets above their never-trained control (gap -0.5: the control scores lower) let the section
     conclude and name a pick; a control that scores like the trained arm (gap 0: every pair tied) is the landed
     sweep's case, and then the same spread is not evidence and no configuration is recommended."""
-    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p = read_params(ROOT / "params.yaml")
     p["variance"].update(table=str(tmp_path / "points.parquet"), out_dir=str(tmp_path / "analysis"))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(no_study_models(p, tmp_path)))
     pts = [r | {"control_mean": r["score_mean"] + control_gap} if r["status"] == "completed" else r for r in rows()]

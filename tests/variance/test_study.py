@@ -2,8 +2,8 @@
 here), and the committed study's registration (its seeds fresh, its run configured)."""
 import numpy as np
 import pytest
-import yaml
 
+from stages.core.params import read_params
 from stages.variance import study as vs
 from stages.variance.params import StudyParams
 from stages.variance.study import analyse_study, kruskal, kruskal_power, spearman_ci
@@ -80,7 +80,7 @@ def test_the_committed_study_is_registered_before_its_models():
     """Its seeds stand in audit.seeds.preregistered and are no development seed; its run is configured; >= 4
     configurations x >= 4 seeds at epsilon 8, delta 1e-5 (the issue's grid; 5 seeds for power 0.91 under the
     ideal)."""
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_params(ROOT / "params.yaml")
     study = params(StudyParams, "variance.study")
     assert study.registered(raw) == []
     assert len(study.configs) >= 4 and len(study.seeds) >= 4 and (study.epsilon, study.delta) == (8.0, 1e-5)
