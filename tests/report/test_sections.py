@@ -1,6 +1,7 @@
 """Report sections that turn checks into words: the blind-baseline verdicts and the canary-kind comparison."""
 from pathlib import Path
 
+from stages.audit.schema import BoundKeys
 from stages.report.inputs import Inputs
 from stages.report.render import to_markdown
 from stages.report.sections.blind import blind_section
@@ -100,9 +101,9 @@ def test_canary_designs_reads_the_bound_at_the_audits_clipped_guess_counts():
              {"attack": "loss", "same_ranking": [], "kind": "random", "m": 40, "k_pos": 10, "k_neg": 10,
               "eps_lb_95": 0.4}]
     r = {"audit_exploratory": {"tests": tests}}
-    assert _family_bound(r, "loss", "random", {"k_pos": 100, "k_neg": 50}, "eps_lb_95") == 1.2
-    assert _family_bound(r, "loss", "random", {"k_pos": 10, "k_neg": 10}, "eps_lb_95") == 0.4
-    assert _family_bound(r, "zlib", "random", {"k_pos": 10, "k_neg": 10}, "eps_lb_95") is None
+    assert _family_bound(r, "loss", "random", {"k_pos": 100, "k_neg": 50}, BoundKeys(0.95)) == 1.2
+    assert _family_bound(r, "loss", "random", {"k_pos": 10, "k_neg": 10}, BoundKeys(0.95)) == 0.4
+    assert _family_bound(r, "zlib", "random", {"k_pos": 10, "k_neg": 10}, BoundKeys(0.95)) is None
 
 
 def test_training_table_needs_no_timings():

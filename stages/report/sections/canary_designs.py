@@ -1,19 +1,19 @@
 """Canary designs compared: each kind's loss-attack TPR, AUROC and corrected bound, and what the comparison rests on."""
 from __future__ import annotations
 
-from ...audit.schema import NON_CANARY_GROUPS, clip_guesses
+from ...audit.schema import NON_CANARY_GROUPS, BoundKeys, clip_guesses
 from ...core.formatting import Table, ci
 from ..inputs import Inputs, bound_label, pct
 from ..render import Section
 
 
-def _family_bound(r: dict, attack: str, kind: str, primary: dict, key: str | None) -> float | None:
+def _family_bound(r: dict, attack: str, kind: str, primary: dict, keys: BoundKeys | None) -> float | None:
     """The Bonferroni-corrected bound of (attack, kind) at the primary's guess counts, from the exploratory family
     (None when that (k_pos, k_neg) is not in its grid)."""
     for t in (r.get("audit_exploratory") or {}).get("tests", []):
-        if (kind == t["kind"] and attack in [t["attack"], *t["same_ranking"]] and key
+        if (kind == t["kind"] and attack in [t["attack"], *t["same_ranking"]] and keys
                 and (t["k_pos"], t["k_neg"]) == clip_guesses(primary["k_pos"], primary["k_neg"], t["m"])):
-            return t.get(key)
+            return t.get(keys.eps_lb)
     return None
 
 
