@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from stages.core import lineage
+from stages.core.vcs import VcsError
 
 #: seconds a stopped stage gets after SIGINT (the stage exits 130, DVC releases its locks: ~4 s on 2 busy cores)
 #: before SIGKILL (then DVC's lock entries name a dead process, which the next DVC command drops)
@@ -54,7 +55,7 @@ def dvc_status(repo: str | Path, stages: Sequence[str] = ()) -> dict:
                      text=True) as proc:
         out, err = proc.communicate()
     if proc.returncode != 0:
-        raise RuntimeError(f"dvc status failed (exit {proc.returncode}): {(err.strip().splitlines() or [''])[-1]}")
+        raise VcsError(["dvc", "status", "--json", *stages], proc.returncode, err)
     return json.loads(out or "{}") or {}
 
 
