@@ -99,7 +99,7 @@ def main() -> None:
         res = train(m, exs, TrainConfig(steps=3, batch_size=8, physical_batch_size=4, lr=0.05, weight_decay=0.0,
                                         clip_norm=1.0, seed=0, pad_id=tok.pad_token_id, progress=False,
                                         dp=dp_params(enabled=True, epsilon=8.0, delta=1e-5, grad_sample_mode=mode)))
-        out[f"train_{mode}"] = {"epsilon_spent": res.privacy["epsilon_spent"], "steps": res.steps,
+        out[f"train_{mode}"] = {"epsilon_spent": res.privacy.epsilon_spent, "steps": res.steps,
                                 "finite": all(bool(torch.isfinite(p).all()) for p in m.parameters()),
                                 "seconds": round(time.time() - t0, 2)}
     m.eval()

@@ -113,9 +113,10 @@ def load_context(args) -> dict:
     from stages.canaries.schema import read_canaries
     from stages.core.artifacts import locations
     from stages.core.params import read_params
+    from stages.datasets import get_dataset
     from stages.finetune.params import load_finetune
     from stages.finetune.schema import TextSetup
-    from stages.finetune.text import text_examples_of
+    from stages.finetune.text import RunText
     from stages.lm.examples import canary_examples
     from stages.lm.loading import load_tokenizer
 
@@ -124,7 +125,8 @@ def load_context(args) -> dict:
     where = locations(raw, args.params)
     meta, canaries = read_canaries(where.canaries)
     tok = load_tokenizer(where.base_model)
-    text = text_examples_of(where.processed, "train", tok, TextSetup.of(ft), ft.max_text_rows, ft.seed)
+    run_text = RunText(where.processed, get_dataset(ft.dataset, raw), TextSetup.of(ft), {})
+    text = run_text.examples("train", tok, ft.max_text_rows, ft.seed)
     examples = text + [e for k, rows in canaries.items()
                        for e in canary_examples([r for r in rows if r["member"]], ft.objective)]
     return {"ft": ft, "meta": meta, "model_dir": where.base_model, "examples": examples}

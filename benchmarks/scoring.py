@@ -37,9 +37,10 @@ def workload(args):
     from stages.canaries.schema import read_canaries
     from stages.core.artifacts import locations
     from stages.core.params import read_params
+    from stages.datasets import get_dataset
     from stages.finetune.params import load_finetune
     from stages.finetune.schema import TextSetup
-    from stages.finetune.text import text_examples_of
+    from stages.finetune.text import RunText
     from stages.lm.canary_lm import CanaryLM
     from stages.lm.examples import canary_examples
     from stages.lm.loading import load_base
@@ -50,7 +51,8 @@ def workload(args):
     meta, canaries = read_canaries(where.canaries)
     base, tok = load_base(where.base_model)
     model = CanaryLM(base, num_new=meta["num_new_tokens"], init=meta["new_token_init"]).eval()
-    text = text_examples_of(where.processed, "test", tok, TextSetup.of(ft), args.text_rows, 0)
+    run_text = RunText(where.processed, get_dataset(ft.dataset, raw), TextSetup.of(ft), {})
+    text = run_text.examples("test", tok, args.text_rows, 0)
     examples = [e for rows in canaries.values() for e in canary_examples(rows, "sft")] + text
     return model, tok, examples, canaries
 

@@ -1,4 +1,4 @@
-"""Each DVC stage's code deps are exactly the project modules its command imports (``leakaudit deps``).
+"""Each DVC stage's code deps are exactly the project modules its command imports (``python -m flows.deps``).
 
 A stage's command is ``python -m stages.<stage>``; the files Python runs for it are the import closure of
 ``stages.<stage>.__main__``: every import statement anywhere in a file (lazy imports inside functions included), a
@@ -6,7 +6,7 @@ package's ``__init__`` before its modules, and every module of a package whose `
 (``pkgutil.iter_modules(__path__)``). dvc.yaml lists that closure for each stage, a folder standing for all of its
 modules where every one of them is in the closure, so editing a module reruns exactly the stages that import it.
 
-``python -m flows.deps --check`` exits 1 naming each stage whose listed code deps differ from its closure;
+``python -m flows.deps`` (no flag) exits 1 naming each stage whose listed code deps differ from its closure;
 ``--write`` rewrites the ``stages/`` lines of each stage's ``deps:`` in dvc.yaml (comments and data deps kept);
 ``--lock`` exits 1 naming each stage whose code, params or raw-data deps no longer match dvc.lock (outputs absent
 from a clean clone's cache are fine): CI runs it, so main's dvc.lock is main's code's.
@@ -273,7 +273,7 @@ def stale(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, list[str]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="leakaudit deps", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m flows.deps", description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite dvc.yaml's code deps to each stage's closure")
     ap.add_argument("--lock", action="store_true",
                     help="check that dvc.lock matches the code and params (exit 1 naming each stale stage)")

@@ -45,7 +45,7 @@ def test_gguf_to_safetensors_and_dp_step(tmp_path):
     res = train(m, exs, TrainConfig(
         steps=2, batch_size=4, physical_batch_size=4, lr=1e-3, weight_decay=0.0, clip_norm=1.0, seed=0,
         pad_id=tok.pad_token_id, dp=params(DPParams, "finetune.dp", enabled=True, epsilon=8.0, delta=1e-5)))
-    assert res.privacy["accounted_steps"] == 2 and res.privacy["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
+    assert res.privacy.accounted_steps == 2 and res.privacy.epsilon_spent == pytest.approx(8.0, rel=0.02)
     assert (m.new_head.weight.detach() - head0).abs().max() > 0
     after = token_logprobs(m, exs, tok.pad_token_id)
     assert all(np.isfinite(a).all() and a.shape == b.shape == (1,) for a, b in zip(after, before))

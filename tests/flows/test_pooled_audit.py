@@ -77,7 +77,7 @@ def test_a_dvc_experiments_pooled_test_is_recorded_with_its_baseline(tmp_path):
         y = rng.random(300) < 0.5
         members.append({"run": name, "seeds": [seed], "scores": rng.normal(size=300) + 2.0 * y, "labels": y,
                         "privacy": {"sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8, "epsilon_spent": 8.0,
-                                    "delta": 1e-5, "optimizer": "DP-sgd", "rng": "seeded (finetune.seed)"}})
+                                    "delta": 1e-5, "optimizer": "DP-sgd", "secure_rng": False, "dp": True}})
     pooled = pooled_test(members, (20, 0), 1e-5, audit, audit.seeds)
     (tmp_path / "pooled_fixture.json").write_text(json.dumps({"pooled": {"dp_eps8": pooled}}))
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"audit": {

@@ -50,4 +50,5 @@ def ceiling_section(inp: Inputs) -> Section | None:
         "read by its percentile in it, not by one run's bound divided by its median. Each simulated median and "
         "percentile carries its Monte Carlo standard error over the simulated trials (order-statistic interval for "
         "a median, binomial for a percentile). More exposures per canary (q·T) raise the ceiling; "
-        "the planned rows are regimes not run here (σ from the accountant) — see README, GPU preset."])
+        "the planned rows are regimes not run here (σ from the accountant) — see docs/running.md, Experiments "
+        "(presets/gpu_dp_audit.args)."])
