@@ -60,11 +60,6 @@ class Inputs:
         return min(self.fprs, key=lambda f: (abs(float(f) - 0.01), float(f)), default=None)
 
 
-def bound_label(keys: BoundKeys) -> str:
-    """ε̂95: the column label of the assumption-free bound at one confidence."""
-    return keys.label
-
-
 def pct(fpr: str) -> str:
     """0.01 -> 1%: an FPR key as a percentage."""
     return f"{float(fpr) * 100:g}%"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...audit.schema import BoundKeys
 from ...core.formatting import Table, fmt
 from ..headline import mc
-from ..inputs import Inputs, bound_label
+from ..inputs import Inputs
 from ..render import Section
 
 #: The Gaussian curve is not DP-SGD's at q < 1, in numbers: at the dp_eps8 recipe's q = 0.2297, T = 10, sigma = 0.8154
@@ -31,7 +31,7 @@ def _pair(p: dict, stat: str, bounds: list[BoundKeys]) -> str:
 
 def audit_section(inp: Inputs) -> Section:
     bounds = inp.bounds
-    label = " / ".join(bound_label(b) for b in bounds)
+    label = " / ".join(b.label for b in bounds)
     at = Table(["run", "accountant ε (δ)", "primary test", "threat model", "seeds", "audit δ", "m (members)",
                 "right of guesses", f"{label} assumption-free (Steinke)", f"{label} own curve assumed",
                 f"{label} Gaussian curve assumed (μ-GDP)", "percentile in ideal"])
@@ -79,10 +79,10 @@ def pooled_tables(inp: Inputs) -> list[Table]:
     if not pooled:
         return []
     bounds = inp.bounds
-    label = " / ".join(bound_label(b) for b in bounds)
+    label = " / ".join(b.label for b in bounds)
     t = Table(["recipe (pooled)", "runs", "seeds", "accountant ε (δ)", "rule per run", "m", "right of guesses",
                f"{label} assumption-free", f"{label} own curve assumed", f"{label} Gaussian curve assumed",
-               f"ideal {bound_label(bounds[0])} median ± MC error [p10, p90]", "percentile in ideal ± MC error",
+               f"ideal {bounds[0].label} median ± MC error [p10, p90]", "percentile in ideal ± MC error",
                "simulated trials"])
     s = Table(["recipe", "run", "seeds", "m", "right of guesses", f"{label} assumption-free",
                f"{label} Gaussian curve assumed", "percentile in ideal ± MC error"])

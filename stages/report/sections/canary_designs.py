@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...audit.schema import NON_CANARY_GROUPS, BoundKeys, clip_guesses
 from ...core.formatting import Table, ci
-from ..inputs import Inputs, bound_label, pct
+from ..inputs import Inputs, pct
 from ..render import Section
 
 
@@ -58,7 +58,7 @@ def canary_designs_section(inp: Inputs) -> Section | None:
         return None
     ap = inp.metrics["audit_params"]["primary"]
     cd = Table(["run", "canary kind", "members / non-members", f"TPR@{pct(head)}FPR [95% CI]", "AUROC [95% CI]",
-                f"{bound_label(first) if first else 'ε̂'} (loss, k₊={ap['k_pos']}, k₋={ap['k_neg']}; corrected)",
+                f"{first.label if first else 'ε̂'} (loss, k₊={ap['k_pos']}, k₋={ap['k_neg']}; corrected)",
                 f"TPR@{pct(head)}FPR ÷ random's"])
     for run, r in inp.runs.items():
         groups = {g: m for g, m in r["attacks"].get("loss", {}).items() if g not in NON_CANARY_GROUPS}

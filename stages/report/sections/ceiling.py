@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...core.formatting import Table, fmt
 from ..headline import mc
-from ..inputs import Inputs, bound_label
+from ..inputs import Inputs
 from ..plots import ceiling_plot
 from ..render import Section
 
@@ -13,7 +13,7 @@ def ceiling_section(inp: Inputs) -> Section | None:
     bounds = inp.bounds
     if not bounds:
         return None
-    first, label = bounds[0], bound_label(bounds[0])
+    first, label = bounds[0], bounds[0].label
     t = Table(["run", "q", "T", "σ", "δ", "accountant ε", "last-iterate ε (heuristic)",
                f"ideal {label} median ± MC error [p10, p90]", f"measured {label}", "percentile in ideal ± MC error",
                f"ideal GDP {label} median ± MC error [p10, p90]", f"measured GDP {label}", "simulated trials"])

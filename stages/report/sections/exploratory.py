@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...core.formatting import Table, fmt
-from ..inputs import Inputs, bound_label
+from ..inputs import Inputs
 from ..render import Section
 
 
@@ -14,7 +14,7 @@ def exploratory_section(inp: Inputs) -> Section | None:
         if not e:
             continue
         t = Table([f"{run}: attack (same ranking)", "kind", "k₊", "k₋", "right of guesses"]
-                  + [f"{bound_label(b)} corrected" for b in bounds])
+                  + [f"{b.label} corrected" for b in bounds])
         for x in e["tests"]:
             t.rows.append([x["attack"] + (f" (= {', '.join(x['same_ranking'])})" if x["same_ranking"] else ""),
                            x["kind"], x["k_pos"], x["k_neg"], f"{x['v']} of {x['r']}"]
@@ -25,7 +25,7 @@ def exploratory_section(inp: Inputs) -> Section | None:
         paras.append(
             f"{run}: family of N = {e['family_size']} distinct tests, each at confidence "
             + ", ".join(f"{v:.5f}" for v in e["per_test_confidence"].values())
-            + f" (Bonferroni), so the largest corrected {bound_label(bounds[0])} — {fmt(best.get('value'))} "
+            + f" (Bonferroni), so the largest corrected {bounds[0].label} — {fmt(best.get('value'))} "
             f"({best.get('attack')} on {best.get('kind')}, k₊={best.get('k_pos')}, k₋={best.get('k_neg')}) — holds "
             "at the stated family-wise confidence."
             + (f" Identical rankings, counted once: {same}." if same else ""))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ...audit.schema import NON_CANARY_GROUPS
 from ...core.formatting import Table, ci
-from ..inputs import Inputs, bound_label, pct
+from ..inputs import Inputs, pct
 from ..plots import privacy_plot, region_points, roc_plot, roc_points
 from ..render import Section
 
@@ -31,7 +31,7 @@ def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, P
     first = inp.bounds[0]
     got = (r.get("audit_primary") or {}).get(first.eps_lb) or 0.0
     png = inp.plots_dir / f"privacy_{run}.png"
-    label = bound_label(first)
+    label = first.label
     said = "the trainer's claimed" if pv.get("claimed") else "accountant"  # an external run's claim is not ours
     privacy_plot(pv["profile"], canary, pv["epsilon_spent"], pv["delta"], got or None,
                  f"run {run}: {said} ε = {pv['epsilon_spent']:.2f} vs audited {label} = {got:.2f}", png)
