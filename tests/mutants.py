@@ -18,6 +18,18 @@ the real engine (opacus or the project's own code) for as long as it is entered.
   all-reduce, on rank 1 only, so rank 0 (whose model is written) steps on the noiseless sum; in FSDP (ghost_fsdp's
   optimizer, each rank holding a shard) rank 1 adds no noise to its shard.
 
+Bugs DP libraries shipped in 2026 (each described by the report it models):
+
+* ``divisor_n`` (opacus#819): the noisy sum is divided by q x the size of the data set trained on, not by q x the
+  public candidate pool;
+* ``noise_on_mean`` (jax_privacy#383): noise calibrated for the clipped sum is added to the mean;
+* ``ignore_index`` (opacus#808): under ghost clipping the norms come from the loss averaged over every position, the
+  masked (-100) ones included, while the clipped sum is the masked mean's;
+* ``shuffled_batches`` (Hu et al. 2025's code): shuffled fixed-size batches, each example once an epoch, while the
+  accountant books Poisson sampling;
+* ``lora_device_late`` (opacus#820, peft#3409): the model reaches its device after the DP wrapping and its LoRA
+  weights never change: not a privacy failure, caught by tests/finetune/test_device_order.py, not the self-check.
+
 Run as ``python -m mutants <spec.json> <out.npz>`` (``tests/`` on the path, ``SELFCHECK_MUTANT`` naming the
 mutant), it is a torchrun worker of the self-check with the mutant in place.
 """
@@ -31,7 +43,8 @@ from unittest.mock import patch
 import torch
 
 MUTANTS = ("noise_halved", "noise_x0.9", "noise_x0.95", "sensitivity_sqrt2", "resume_noise", "sampler_q",
-           "cross_terms", "clip_off", "accountant_q", "rank_noise")
+           "cross_terms", "clip_off", "accountant_q", "rank_noise", "divisor_n", "noise_on_mean", "ignore_index",
+           "shuffled_batches", "lora_device_late")
 #: the module whose clipping ``clip_off`` removes (a parameter-name fragment of the probe model)
 UNCLIPPED = "new_head"
 
@@ -228,11 +241,170 @@ def rank_noise():
         yield
 
 
+# ------------------------------------------------------------------------------------- bugs shipped in 2026
+@contextlib.contextmanager
+def divisor_n():
+    """opacus#819: the noisy clipped sum is divided by q x the size of the data set trained on (opacus: sample_rate x
+    len(dataset)), a number the add/remove accounting does not cover, instead of q x the public candidate pool."""
+    import dataclasses
+
+    import stages.finetune.loop as loop
+
+    real = loop.start_session
+
+    def start_session(model, examples, config):  # the candidate pool forgotten: its q x n is the divisor
+        return real(model, examples, dataclasses.replace(config, population=None))
+
+    with patch.object(loop, "start_session", start_session):
+        yield
+
+
+@contextlib.contextmanager
+def noise_on_mean():
+    """jax_privacy#383: noise calibrated for the clipped sum (sigma C) is added to the mean (the sum / B), so every
+    step is over-noised by the divisor B: not a leak, but the mechanism is not the one the accountant booked."""
+    from opacus.optimizers.optimizer import DPOptimizer, _check_processed_flag, _generate_noise, _mark_as_processed
+    from opacus.optimizers.optimizer_fast_gradient_clipping import DPOptimizerFastGradientClipping
+
+    def add_noise(self):  # the mean first, then sigma C ...
+        for p in self.params:
+            _check_processed_flag(p.summed_grad)
+            mean = p.summed_grad / (self.expected_batch_size * self.accumulated_iterations)
+            noise = _generate_noise(self.noise_multiplier * self.max_grad_norm, p.summed_grad, self.generator,
+                                    self.secure_mode)
+            p.grad = (mean + noise).view_as(p)
+            _mark_as_processed(p.summed_grad)
+
+    def scale_grad(self):  # ... and nothing divided after it
+        return None
+
+    with contextlib.ExitStack() as stack:
+        for cls in (DPOptimizer, DPOptimizerFastGradientClipping):
+            stack.enter_context(patch.object(cls, "add_noise", add_noise))
+            stack.enter_context(patch.object(cls, "scale_grad", scale_grad))
+        yield
+
+
+def _ghost_backward_norms_from(real):
+    """stages/finetune/privacy/ghost.ghost_backward, except that its norm pass differentiates ``losses.norm_losses``
+    (where a chunk's losses carry them) instead of the losses the clipped sum is formed from."""
+    def ghost_backward(net, losses, targets, ledger=None):
+        wrong = getattr(losses, "norm_losses", None)
+        if wrong is None:
+            return real(net, losses, targets, ledger)
+        from stages.finetune.loss import unwrap
+
+        params = net.trainable_parameters
+        for p in params:
+            p.__dict__.pop("_norm_sample", None)
+        inner = unwrap(net)
+        first = [inner.last_input] + targets if inner.last_input is not None else targets
+        if ledger is not None:
+            ledger.recording = True
+        try:
+            torch.autograd.grad(wrong.sum(), first, retain_graph=ledger is None, allow_unused=True)
+        finally:
+            if ledger is not None:
+                ledger.recording = False
+        inner.last_input = None
+        coef = net.get_clipping_coef().to(losses.device)
+        if ledger is not None:
+            return ledger.settle(coef)
+        net.disable_hooks()
+        try:
+            (coef * losses).sum().backward()
+        finally:
+            net.enable_hooks()
+
+    return ghost_backward
+
+
+@contextlib.contextmanager
+def ignore_index():
+    """opacus#808 (and #792): under fast gradient clipping the per-example loss whose gradient gives the norms is the
+    mean over every position, the masked (-100) ones counted as zero loss, while the clipped sum is the masked mean's:
+    the norms are those of the wrong loss (x labelled / positions), so each example is clipped to C x positions /
+    labelled. Book-keeping forms its sum from the norm pass itself, consistently: a wrong objective, not a leak."""
+    import stages.finetune.privacy.engine as engine
+    import stages.finetune.privacy.ghost as ghost
+
+    real_losses = engine.per_sample_losses
+
+    def per_sample_losses(model, batch):
+        losses = real_losses(model, batch)
+        labelled = torch.bincount(batch["rows"], minlength=batch["batch_size"]).to(losses.dtype)
+        losses.norm_losses = losses * labelled / batch["input_ids"].shape[1]  # opacus' loss_per_sample.mean(dim=1)
+        return losses
+
+    with patch.object(engine, "per_sample_losses", per_sample_losses), \
+            patch.object(ghost, "ghost_backward", _ghost_backward_norms_from(ghost.ghost_backward)):
+        yield
+
+
+@contextlib.contextmanager
+def shuffled_batches():
+    """Hu et al. 2025's training code: each epoch shuffles the pool and steps through fixed-size batches of
+    round(q n) (every example drawn exactly once an epoch) while the accountant books Poisson sampling at q."""
+    import numpy as np
+
+    import stages.finetune.loop as loop
+
+    epochs: dict = {}
+
+    def draw(rng, n, q):
+        size = max(1, int(round(q * n)))
+        order, at = epochs.get(id(rng), (None, n))
+        if at + size > n:  # a new epoch (the remainder of the last one dropped, as drop_last)
+            order, at = rng.permutation(n), 0
+        epochs[id(rng)] = (order, at + size)
+        mask = np.zeros(n, dtype=bool)
+        mask[order[at:at + size]] = True
+        return mask
+
+    with patch.object(loop, "poisson_draw", draw):
+        yield
+
+
+#: the LoRA weights' parameter-name fragment (peft)
+LORA = "lora_"
+
+
+@contextlib.contextmanager
+def lora_device_late():
+    """opacus#820 / peft#3409: hooks registered on a PEFT model before its parameters reach the device; on CUDA the
+    LoRA weights then never change while the loss falls and epsilon accrues. On a CPU, where a move changes nothing,
+    the effect is emulated: once the model is wrapped, its LoRA weights are replaced by copies (as a move that
+    re-creates them does) that the model computes with and saves, while the DP optimizer keeps the originals, which
+    take no further part. Not a privacy failure (the self-check does not judge it): tests/finetune/
+    test_device_order.py catches it by checking that the LoRA weights change on the device used."""
+    from torch import nn
+
+    import stages.finetune.loop as loop
+
+    real = loop.make_private
+
+    def make_private(model, optimizer, *args, **kwargs):
+        private = real(model, optimizer, *args, **kwargs)
+        for name, module in model.named_modules():
+            if LORA not in name:
+                continue
+            for key, p in list(module._parameters.items()):
+                if p is not None and p.requires_grad:
+                    module._parameters[key] = nn.Parameter(p.detach().clone())
+                    p.requires_grad_(False)
+        return private
+
+    with patch.object(loop, "make_private", make_private):
+        yield
+
+
 def mutant(name: str):
     return {"noise_halved": lambda: noise_scaled(0.5), "noise_x0.9": lambda: noise_scaled(0.9),
             "noise_x0.95": lambda: noise_scaled(0.95), "sensitivity_sqrt2": sensitivity_sqrt2,
             "resume_noise": resume_noise, "sampler_q": sampler_q, "cross_terms": cross_terms, "clip_off": clip_off,
-            "accountant_q": accountant_q, "rank_noise": rank_noise}[name]()
+            "accountant_q": accountant_q, "rank_noise": rank_noise, "divisor_n": divisor_n,
+            "noise_on_mean": noise_on_mean, "ignore_index": ignore_index, "shuffled_batches": shuffled_batches,
+            "lora_device_late": lora_device_late}[name]()
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ touches, ``lp_i = scale * s_i`` with s_i a sum of one entry (row) per trainable 
 ``length`` tokens in which its own token appears at every other position, read through a frozen, randomly
 initialised Llama decoder layer (attention + MLP, RMSNorm); its own coordinates are that token's input-embedding
 row (whose gradient flows back through the attention and the MLP) and its output row i of an ``nn.Linear``
-(d -> m), which reads every position. Both sum over positions, so a per-example norm needs the cross-position
-terms (ghost's Gram matrices, book-keeping's sums). The gradient direction now depends on the weights: the
-self-check reads it at every step.
+(d -> m), which reads every labelled position. Both sum over positions, so a per-example norm needs the
+cross-position terms (ghost's Gram matrices, book-keeping's sums). Its first positions are a masked prompt (label
+-100, as in every SFT example), so the loss is a mean over the labelled positions only. The gradient direction now
+depends on the weights: the self-check reads it at every step.
 
 Every trainable tensor but lora_A has the canaries along its first axis, so canary i's coordinates are
 ``p[i]`` for each of them (``own_parameters``). The per-example gradient is then a constant vector (``scale``
@@ -34,7 +35,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.seeds import Stream
 from ..lm.examples import IGNORE, Example
+
+#: the probe's random streams, derived from the self-check's seed as the pipeline's are (``core/seeds.py``:
+#: SeedSequence(seed, spawn key = the name)), so no two of them are one stream: the modules' weights (torch's RNG:
+#: ``trials.train_probe`` seeds it, and the transformer probe's decoder and rows), peft's LoRA initialisation, and
+#: the linear probe's canary directions (``x0``, ``a_rows``, ``a_embed``)
+INIT = Stream("selfcheck.probe.init", "the probe's weight initialisation: torch's RNG (selfcheck.seed)")
+LORA_INIT = Stream("selfcheck.probe.lora", "peft's LoRA initialisation in the linear probe (selfcheck.seed)")
+DIRECTIONS = Stream("selfcheck.probe.directions", "the linear probe's canary directions (selfcheck.seed)")
 
 PARADIGMS = ("rows", "lora", "full", "train_embeddings")
 #: probe models: the linear one (``ProbeLM``, each paradigm) and the transformer one (``TransformerProbe``, rows)
@@ -57,7 +67,7 @@ class ProbeLM(nn.Module):
         self.m, self.d, self.paradigm, self.scale = int(m), int(d), paradigm, float(scale)
         self.keep_input = False
         self.last_input: torch.Tensor | None = None
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator().manual_seed(DIRECTIONS.int_seed(seed))
         unit = lambda: nn.functional.normalize(torch.randn(d, generator=gen), dim=0)  # noqa: E731
         self.register_buffer("x0", unit())  # the constant input of the Linear layers
         self.register_buffer("a_rows", unit())  # what s_i reads from an embedding row
@@ -68,7 +78,7 @@ class ProbeLM(nn.Module):
 
             self.decoder = _Decoder(d, m)
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
+                torch.manual_seed(LORA_INIT.int_seed(seed))
                 inject_adapter_in_model(LoraConfig(r=lora_r, lora_alpha=lora_r, lora_dropout=0.0,
                                                    target_modules=["proj"], bias="none"), self.decoder)
             for name, p in self.decoder.named_parameters():
@@ -126,10 +136,14 @@ class ProbeLM(nn.Module):
 
 class TransformerProbe(nn.Module):
     """Canary i: ``length`` tokens, base tokens at even positions and its own token (id ``BASE + i``) at odd ones,
-    through a frozen random Llama decoder; s_i = the mean over positions of output i of ``new_head``. Own
-    coordinates: ``new_embed`` row i (behind the decoder) and ``new_head`` row i. Same interface as ``ProbeLM``."""
+    through a frozen random Llama decoder; s_i = the mean over its labelled positions (all but the first ``PROMPT``)
+    of output i of ``new_head``. Own coordinates: ``new_embed`` row i (behind the decoder) and ``new_head`` row i.
+    Same interface as ``ProbeLM``."""
 
     BASE = 8  # base vocabulary (frozen embeddings)
+    #: the first positions are a prompt, masked (label -100) as an SFT example's prompt is: the loss is the mean over
+    #: the other positions, so a loss that averages over masked positions too has the wrong per-example norm
+    PROMPT = 2
 
     def __init__(self, m: int, *, d: int = 16, length: int = 6, scale: float = 100.0, seed: int = 0):
         super().__init__()
@@ -142,7 +156,7 @@ class TransformerProbe(nn.Module):
                              num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=length + 1,
                              tie_word_embeddings=False)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(INIT.int_seed(seed))
             self.decoder = LlamaModel(config)
             self.decoder.requires_grad_(False)
             self.new_embed = nn.Embedding(m, d)
@@ -179,16 +193,16 @@ class TransformerProbe(nn.Module):
         return self.scale * hidden[rows, cols].float()
 
     def examples(self) -> list:
-        """Canary i: its sequence plus one token, every one of its ``length`` positions labelled."""
+        """Canary i: its sequence plus one token, its positions labelled but the first ``PROMPT``."""
         seqs = self.sequences(torch.arange(self.m)).numpy()
-        labels = np.array([IGNORE] + [0] * self.length, dtype=np.int64)
+        labels = np.array([IGNORE] * (1 + self.PROMPT) + [0] * (self.length - self.PROMPT), dtype=np.int64)
         return [Example(np.concatenate([s, [0]]).astype(np.int64), labels, "canary:probe") for s in seqs]
 
     def own_scores(self, start: int, stop: int) -> torch.Tensor:
-        """s of canaries ``start`` .. ``stop`` - 1: the mean own logit over positions (row i of the head read
-        directly instead of the whole (d -> m) output; the same function of the own coordinates)."""
+        """s of canaries ``start`` .. ``stop`` - 1: the mean own logit over the labelled positions (row i of the head
+        read directly instead of the whole (d -> m) output; the same function of the own coordinates)."""
         idx = torch.arange(start, stop)
-        h = self.hidden(self.sequences(idx))
+        h = self.hidden(self.sequences(idx))[:, self.PROMPT:]
         return (h * self.new_head.weight[idx].unsqueeze(1)).sum(-1).mean(1)
 
 

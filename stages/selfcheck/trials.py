@@ -43,7 +43,7 @@ from ..core.seeds import stream
 from ..finetune.params import DPParams
 from ..finetune.sharding import whole
 from .params import SelfcheckParams
-from .probe import build_probe
+from .probe import INIT, build_probe
 
 MODES = ("hooks", "ghost", "bk", "ghost_fsdp")
 
@@ -207,7 +207,7 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
     m = canaries_of(sc, config)
 
     def probe():
-        torch.manual_seed(seed)
+        torch.manual_seed(INIT.int_seed(seed))  # the weights' stream; the canary directions draw from their own
         return build_probe(config.probe, m, config.paradigm, width=sc.width, scale=sc.gradient_scale, seed=seed)
 
     model = probe()

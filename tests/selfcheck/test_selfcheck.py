@@ -186,6 +186,11 @@ MUTANT_SETUPS = [
     ("accountant_q", dict(mode="ghost", probe="transformer"), "sampler vs accountant (q, T)"),
     ("rank_noise", dict(mode="bk", paradigm="lora", processes=2), "noise scale"),
     ("rank_noise", dict(mode="ghost_fsdp", paradigm="lora", processes=2), "noise scale"),
+    # bugs DP libraries shipped in 2026 (tests/mutants.py; lora_device_late: tests/finetune/test_device_order.py)
+    ("divisor_n", dict(mode="hooks", probe="transformer"), "noise scale"),
+    ("noise_on_mean", dict(mode="bk", probe="transformer"), "noise scale"),
+    ("ignore_index", dict(mode="ghost", probe="transformer"), "clipped sensitivity"),
+    ("shuffled_batches", dict(mode="ghost", probe="transformer"), "sampler vs accountant (q, T)"),
 ]
 
 
