@@ -25,7 +25,7 @@ from stages.base_model.params import ModelParams
 from stages.canaries.params import CanaryParams
 from stages.core.artifacts import Locations, locations
 from stages.core.errors import ConfigError
-from stages.core.params import PARAMS_FILE, load, read_params, run_names
+from stages.core.params import PARAMS_FILE, load, read_params, run_names, section_of
 from stages.core.replicas import ReplicaParams
 from stages.core.requirements import run_requirements
 from stages.datasets import DatasetSpec, get_dataset
@@ -80,29 +80,56 @@ class Params:
 
 
 def validate_params(raw: dict, path: str | Path = PARAMS_FILE) -> Params:
-    """The whole params mapping validated: a ConfigError ``<path>: <dotted key>: <problem>`` at the first problem
-    (names only params declare, a text dataset's, resolve against ``raw``)."""
+    """The whole params mapping validated: one ConfigError listing every problem found, a line
+    ``<path>: <dotted key>: <problem>`` each (names only params declare, a text dataset's, resolve against ``raw``).
+    A section that does not build is reported once; what reads it (its datasets, the runs over ``finetune``) is
+    checked once it builds."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return _validate(raw, path)
 
 
 def _validate(raw: dict, path: str | Path) -> Params:
-    for name in raw:
-        if name not in TOP_LEVEL:
-            raise ConfigError(f"{path}: {name}: unknown section (known: {', '.join(TOP_LEVEL)})")
-    for name in TOP_LEVEL:
-        if name not in raw:
-            raise ConfigError(f"{path}: {name}: required section is missing")
-    sections = {name: load(cls, name, path, raw) for name, cls in SECTIONS.items()}
-    for key, msg in run_requirements(raw):
-        raise ConfigError(f"{path}: {key}: {msg}")
+    problems: list[str] = []
+
+    def attempt(fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as exc:
+            problems.extend(str(exc).splitlines())
+            return None
+
+    problems += [f"{path}: {name}: unknown section (known: {', '.join(TOP_LEVEL)})" for name in raw
+                 if name not in TOP_LEVEL]
+    problems += [f"{path}: {name}: required section is missing" for name in TOP_LEVEL if name not in raw]
+    sections = {name: attempt(load, cls, name, path, raw) for name, cls in SECTIONS.items() if name in raw}
+    problems += [f"{path}: {key}: {msg}" for key, msg in run_requirements(raw) + unknown_attacks(raw)]
     datasets, specs = {}, {}
-    for name in sections["preprocess"].datasets:
-        specs[name] = get_dataset(name, raw, key=f"{path}: preprocess.datasets")
-        datasets[name] = load(specs[name].params, f"preprocess.datasets.{name}", path, raw)
-    runs = {run: load_finetune(run, path, raw) for run in run_names(raw, path)}
-    return Params(**sections, runs=runs, datasets=datasets, specs=specs, locations=locations(raw, path))
+    if sections.get("preprocess") is not None:
+        for name in sections["preprocess"].datasets:
+            spec = attempt(get_dataset, name, raw, key=f"{path}: preprocess.datasets")
+            if spec is not None:
+                specs[name] = spec
+                datasets[name] = attempt(load, spec.params, f"preprocess.datasets.{name}", path, raw)
+    names = attempt(run_names, raw, path) or []
+    runs = ({run: attempt(load_finetune, run, path, raw) for run in names}
+            if sections.get("finetune") is not None else {})
+    where = attempt(locations, raw, path)
+    if problems:
+        raise ConfigError("\n".join(dict.fromkeys(problems)))
+    return Params(**sections, runs=runs, datasets=datasets, specs=specs, locations=where)
+
+
+def unknown_attacks(raw: dict) -> list[tuple[str, str]]:
+    """``[(dotted key, problem)]``: each name in an attack list (``attack.attacks``, ``attack.runs.<run>``,
+    ``replicas.attacks``) that no attack registers. The attack stage refuses them too, but only when it runs."""
+    from stages.attack.catalog import ATTACKS
+
+    lists = [(key, section_of(raw, key)) for key in ("attack.attacks", "replicas.attacks")]
+    per_run = section_of(raw, "attack.runs")
+    lists += [(f"attack.runs.{run}", names) for run, names in (per_run.items() if isinstance(per_run, dict) else ())]
+    return [(f"{key}[{i}]", f"unknown attack {name!r} (known: {', '.join(ATTACKS.names())})")
+            for key, names in lists if isinstance(names, list) for i, name in enumerate(names) if name not in ATTACKS]
 
 
 def load_params(path: str | Path = PARAMS_FILE, raw: dict | None = None) -> Params:

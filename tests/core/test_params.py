@@ -114,6 +114,22 @@ def test_whole_params_validation_names_the_bad_key(edit, needle):
     assert needle in str(exc.value) and "\n" not in str(exc.value)
 
 
+def test_a_params_file_with_several_problems_lists_them_all():
+    raw = read_params(ROOT / "params.yaml")
+    raw["attack"]["attacks"] = ["loss", "telepathy"]  # an unknown name, and the primary attack missing
+    raw["variance"]["min_points"] = 2
+    raw["finetune"]["steps"] = 0  # the shared section: said once, not again for every run over it
+    with pytest.raises(ConfigError) as exc:
+        validate_params(raw)
+    lines = str(exc.value).splitlines()
+    assert len(lines) == 4 and all(line.startswith("params.yaml: ") for line in lines)
+    assert any(line.startswith("params.yaml: attack.attacks[1]: unknown attack 'telepathy' (known: ")
+               for line in lines)
+    assert any(line.startswith("params.yaml: attack.attacks: lacks 'contrast'") for line in lines)
+    assert any("variance.min_points: must be >= 3" in line for line in lines)
+    assert sum("finetune.steps" in line for line in lines) == 1
+
+
 def test_cross_section_rules_hold_when_a_stage_loads_its_section_alone():
     from stages.attack.params import AttackParams
 
