@@ -390,8 +390,10 @@ def lora_device_late():
                 continue
             for key, p in list(module._parameters.items()):
                 if p is not None and p.requires_grad:
-                    module._parameters[key] = nn.Parameter(p.detach().clone())
-                    p.requires_grad_(False)
+                    moved = nn.Parameter(p.detach().clone())
+                    moved.__dict__.update(p.__dict__)  # what opacus attached (its hooks now see the copy) ...
+                    module._parameters[key] = moved
+                    p.requires_grad_(False)  # ... while the optimizer's original takes no further part
         return private
 
     with patch.object(loop, "make_private", make_private):
