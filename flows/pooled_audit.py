@@ -20,46 +20,14 @@ from pathlib import Path
 
 import yaml
 
-from stages.audit.params import PrimaryParams, SeedRegistry, StudyParams
+from stages.audit.ledger import Ledger, LedgerEntry, design_key, design_of, read_ledger, write_ledger
+from stages.audit.params import SeedRegistry, StudyParams
 from stages.core.errors import ConfigError
-from stages.core.params import build, load, read_params, section_of
+from stages.core.params import load, read_params, section_of
 from stages.core.vcs import VcsError, dvc, git, git_dirty, head
 from stages.studies.study import COUPLED_STREAMS, pooled_row, pooled_summary, same_set
 
 POOLED_FILE = "pooled.json"
-#: the rule keys of audit.primary that params files of older commits predate, as absent (no such rule)
-RULE_KEYS_ABSENT = {"no_dp": None, "runs": {}}
-
-
-def _without(d: dict | None, *keys: str) -> dict:
-    return {k: v for k, v in (d or {}).items() if k not in keys}
-
-
-def _rule_of(raw: dict, recipe: str) -> list[int]:
-    """[k_pos, k_neg] of the recipe's primary test as the audit reads it (``PrimaryParams.rule``: its own rule, else
-    for a recipe without DP ``no_dp``, else the default); DP as the run's params set it (``runs.<recipe>.dp.enabled``,
-    else ``finetune.dp.enabled``). Only ``audit.primary`` is built: a params file of any commit whose other sections
-    today's schema no longer reads still gives its rule, and one older than a rule key reads as not having that rule."""
-    primary = build(PrimaryParams, {**RULE_KEYS_ABSENT, **(section_of(raw, "audit.primary") or {})}, "audit.primary")
-    default = (section_of(raw, "finetune.dp") or {}).get("enabled")
-    dp = (section_of(raw, f"runs.{recipe}.dp") or {}).get("enabled", default)
-    return list(primary.rule(recipe, bool(dp)))
-
-
-def design_of(raw: dict, recipe: str) -> dict:
-    """The recipe's pooled design, seeds left out (a seed is not a design choice: its status is ``audit.seeds``'s,
-    dated by ``seeds_commit``): the pooled rule, the primary test (with the recipe's own rule), the replicas' attacks
-    and how many replicas of it, the canaries and fine-tune config and the run's own entry."""
-    primary = section_of(raw, "audit.primary") or {}
-    replicas = section_of(raw, "replicas") or {}
-    canaries = section_of(raw, "canaries") or {}
-    return {"pooled": (section_of(raw, "audit.pooled") or {}).get(recipe),
-            "primary": {**_without(primary, "runs", "no_dp"), "run": _rule_of(raw, recipe)},
-            "replicas": {**_without(replicas, "sets"),
-                         "count": sum(1 for r in (replicas.get("sets") or {}).values() if r.get("run") == recipe)},
-            "canaries": {**_without(canaries, "seed"), "formatted": _without(canaries.get("formatted"), "seed")},
-            "finetune": _without(section_of(raw, "finetune"), "seed"),
-            "run": _without(section_of(raw, f"runs.{recipe}"), "seed")}
 
 
 def _history(repo: str, rev: str):
@@ -111,9 +79,81 @@ def _experiment_commit(repo: str, name: str) -> tuple[str, str]:
     return found[0], git(repo, "rev-parse", f"{found[0]}^").strip()
 
 
+def _registered_before(repo: str, seeds, params_commit: str, experiment: str | None) -> tuple[str | None, bool]:
+    """(seeds_commit, whether the seeds stood in audit.seeds.preregistered before the runs): in a commit older than
+    the one holding the results (workspace), or in the experiment's baseline or earlier (an experiment's results
+    live in its own commit)."""
+    seeds_at = seeds_commit(repo, list(seeds), params_commit)
+    return seeds_at, seeds_at is not None and (experiment is not None or seeds_at != params_commit)
+
+
+def _design(raw: dict, recipe: str, repo: str, rev: str) -> str:
+    """The recipe's design key in ``raw``; a params file today's schema cannot read is a design of its own."""
+    try:
+        return design_key(raw, recipe)
+    except ConfigError:
+        return f"unreadable params at {rev}"
+
+
+def _result(test: dict) -> dict:
+    return {"m": test["m"], "r": test["r"], "v": test["v"], "eps_lb_95": test.get("eps_lb_95"),
+            **({"single_v": [s["v"] for s in test["single_runs"]]} if test.get("single_runs") else {})}
+
+
+def entries_of(repo: str, metrics: dict, raw: dict, params_commit: str, experiment: str | None, source: str,
+               locks: dict | None = None) -> list[LedgerEntry]:
+    """The ledger entries of one reproduced pipeline's metrics: each pooled test, and each run with a primary test
+    that no pooled test holds (its seeds: canaries.seed and its own; its streams: the derivation the audit names, or
+    for metrics older than that name, the one its pooled tests recorded: one code ran them all)."""
+    out, pooled_runs = [], set()
+    for recipe, test in (metrics.get("pooled") or {}).items():
+        pooled_runs |= set(test["runs"])
+        seeds_at, before = _registered_before(repo, test["seeds"], params_commit, experiment)
+        out.append(LedgerEntry(
+            recipe=recipe, runs=tuple(test["runs"]), seeds=tuple(sorted(test["seeds"])),
+            design=test.get("design") or _design(raw, recipe, repo, params_commit),
+            streams=test.get("streams", COUPLED_STREAMS), params_commit=params_commit, registered_before=before,
+            result=_result(test), source=(locks or {}).get(recipe, source),
+            design_commit=design_commit(repo, recipe, params_commit, raw), experiment=experiment))
+    for run, res in (metrics.get("runs") or {}).items():
+        p = res.get("audit_primary")
+        if not p or run in pooled_runs or not p.get("seeds"):
+            continue
+        seeds_at, before = _registered_before(repo, p["seeds"], params_commit, experiment)
+        out.append(LedgerEntry(
+            recipe=run, runs=(run,), seeds=tuple(sorted(p["seeds"])),
+            design=p.get("design") or _design(raw, run, repo, params_commit),
+            streams=section_of(metrics, "audit_params.seeds.streams") or next(
+                (t["streams"] for t in (metrics.get("pooled") or {}).values() if t.get("streams")), COUPLED_STREAMS),
+            params_commit=params_commit, registered_before=before, result=_result(p), source=source,
+            design_commit=design_commit(repo, run, params_commit, raw), experiment=experiment))
+    return out
+
+
+def relabel(rows: list[dict], ledger: Ledger, registry) -> list[dict]:
+    """Every pooled.json row with the ledger's status of its set now (``ledger_status``); nothing else changes."""
+    out = []
+    for r in rows:
+        streams = r.get("streams", COUPLED_STREAMS)
+        mine = [e for e in ledger.entries if (e.recipe, sorted(e.seeds), e.streams, e.params_commit)
+                == (r["recipe"], sorted(r["seeds"]), streams, r["params_commit"])]
+        design = r.get("design") or (mine[0].design if mine else None)
+        status = ledger.status(r["recipe"], r["seeds"], design, streams, registry).value if design else "development"
+        out.append({**r, "design": design, "ledger_status": status})
+    return out
+
+
+def _write_json(f: Path, data: dict) -> None:
+    tmp = f.with_name(f".{f.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(f)
+
+
 def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
-    """Append the reproduced pipeline's pooled tests to pooled.json: the workspace's (committed, audit up to date),
-    or those of the DVC experiment ``experiment`` (its commit holds params.yaml, dvc.lock and the metrics)."""
+    """Append the reproduced pipeline's runs to the seed ledger, and its pooled tests new to pooled.json: the
+    workspace's (committed, audit up to date), or those of the DVC experiment ``experiment`` (its commit holds
+    params.yaml, dvc.lock and the metrics). A pooled set already in pooled.json (same recipe, seeds and streams) gets
+    a ledger entry and no new row (a reproduction; rows are never rewritten)."""
     repo = str(Path(repo).resolve())
     if experiment is None:
         if git_dirty(repo, "params.yaml", "dvc.lock"):
@@ -131,34 +171,91 @@ def record(repo: str = ".", experiment: str | None = None) -> list[dict]:
     metrics = json.loads(git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
     out = Path(repo) / load(StudyParams, "study", Path(repo) / "params.yaml", work).out_dir
     registry = load(SeedRegistry, "audit.seeds", Path(repo) / "params.yaml", work)  # the seeds' status now
+    ledger_path = Path(repo) / registry.ledger
+    ledger = read_ledger(ledger_path)
+    if any(e.params_commit == params_commit and e.experiment == experiment for e in ledger.entries):
+        raise ConfigError(f"{registry.ledger}: the runs reproduced at {params_commit[:10]}"
+                          + (f" (experiment {experiment})" if experiment else "") + " are already recorded")
     f = out / POOLED_FILE
     rows = json.loads(f.read_text())["rows"] if f.is_file() else []
     digest = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
-    new = []
+    new, locks = [], {}
     for recipe, pooled in (metrics.get("pooled") or {}).items():
         streams = pooled.get("streams", COUPLED_STREAMS)  # the derivation the runs' audit recorded
-        if any(same_set(r, recipe, pooled["seeds"], streams) for r in rows):
-            raise ConfigError(f"{f}: {recipe} at seeds {pooled['seeds']} with {streams} streams is already "
-                              "recorded (rows are never rewritten)")
-        # the stream derivation in the name: a set rerun under new streams keeps the old row's lock
-        lock = f"locks/{recipe}-s{'-'.join(map(str, pooled['seeds']))}-{streams}.lock"
-        if (out / lock).exists():
-            raise ConfigError(f"{out / lock}: already written (a recorded row names it)")
+        # the stream derivation and the params commit in the name: every recorded run keeps its own lock
+        lock = f"locks/{recipe}-s{'-'.join(map(str, pooled['seeds']))}-{streams}-{params_commit[:10]}.lock"
         (out / "locks").mkdir(parents=True, exist_ok=True)
         (out / lock).write_text(lock_text)
-        design = design_commit(repo, recipe, params_commit, raw)
-        seeds = seeds_commit(repo, pooled["seeds"], params_commit)
-        # registered before the runs: in a commit older than the one holding the results (workspace), or in the
-        # experiment's baseline or earlier (an experiment's results live in its own commit)
-        before = None not in (design, seeds) and (experiment is not None or params_commit not in (design, seeds))
-        new.append(pooled_row(pooled, registry=registry, streams=streams, design_commit=design,
-                              seeds_commit=seeds, params_commit=params_commit, experiment=experiment,
-                              params_sha256=digest, lock=lock, registered_before=before))
-    rows += new
-    tmp = out / f".{POOLED_FILE}.tmp"
-    tmp.write_text(json.dumps({"rows": rows, "summary": pooled_summary(rows, registry)}, indent=1))
-    tmp.replace(f)
+        locks[recipe] = f"{registry.ledger.rsplit('/', 1)[0]}/{lock}"
+        design = pooled.get("design") or design_key(raw, recipe)
+        status = ledger.status(recipe, pooled["seeds"], design, streams, registry)
+        if any(same_set(r, recipe, pooled["seeds"], streams) for r in rows):
+            continue  # a reproduction of a recorded set: the ledger entry below, no second row
+        seeds_at, _ = _registered_before(repo, pooled["seeds"], params_commit, experiment)
+        new.append(pooled_row(pooled, status=status.value, streams=streams, design=design,
+                              design_commit=design_commit(repo, recipe, params_commit, raw), seeds_commit=seeds_at,
+                              params_commit=params_commit, experiment=experiment, params_sha256=digest, lock=lock))
+    ledger = ledger.appended(*entries_of(repo, metrics, raw, params_commit, experiment,
+                                         source=f"{section_of(raw, 'audit.out')} at {params_commit[:10]}"
+                                         + (f" (experiment {experiment})" if experiment else ""), locks=locks))
+    rows = relabel(rows + new, ledger, registry)
+    write_ledger(ledger_path, ledger)
+    _write_json(f, {"rows": rows, "summary": pooled_summary(rows)})
     return new
+
+
+def _metrics_history(repo: str, metrics_path: str) -> list[str]:
+    """The commits that changed ``metrics_path``, oldest first."""
+    return git(repo, "log", "--reverse", "--format=%H", "--", metrics_path).split()
+
+
+def init_ledger(repo: str = ".") -> Ledger:
+    """Build the first ledger from what the code recorded before it existed: every commit of reports/metrics.json
+    (a reproduced pipeline's pooled and single-run primary tests, with the params.yaml of that commit) and every
+    pooled.json row of a DVC experiment (its metrics lived in the experiment's own commit), in history order. The same
+    result committed again (same recipe, seeds, design, streams and counts) is one run. Runs whose metrics name no seeds
+    (before seeds were recorded) are left out: their seeds (0-4, ...) are development seeds. Refuses where a ledger
+    exists (it is append-only)."""
+    repo = str(Path(repo).resolve())
+    work = read_params(Path(repo) / "params.yaml")
+    registry = load(SeedRegistry, "audit.seeds", Path(repo) / "params.yaml", work)
+    path = Path(repo) / registry.ledger
+    if path.exists():
+        raise ConfigError(f"{registry.ledger}: a ledger exists (it is append-only; record() appends to it)")
+    out = Path(repo) / load(StudyParams, "study", Path(repo) / "params.yaml", work).out_dir
+    rows = json.loads((out / POOLED_FILE).read_text())["rows"]
+    order = {c: i for i, c in enumerate(git(repo, "log", "--reverse", "--format=%H").split())}
+    found: list[tuple[int, LedgerEntry]] = []
+    metrics_path = section_of(work, "audit.out")
+    for commit in _metrics_history(repo, metrics_path):
+        try:
+            metrics = json.loads(git(repo, "show", f"{commit}:{metrics_path}"))
+            raw = yaml.safe_load(git(repo, "show", f"{commit}:params.yaml"))
+        except (VcsError, json.JSONDecodeError):
+            continue
+        for e in entries_of(repo, metrics, raw, commit, None, source=f"{metrics_path} at {commit[:10]}"):
+            found.append((order[commit], e))
+    for r in rows:
+        if r.get("experiment"):
+            raw = yaml.safe_load(git(repo, "show", f"{r['params_commit']}:params.yaml"))
+            seeds_at, before = _registered_before(repo, r["seeds"], r["params_commit"], r["experiment"])
+            found.append((order[r["params_commit"]], LedgerEntry(
+                recipe=r["recipe"], runs=tuple(r["runs"]), seeds=tuple(sorted(r["seeds"])),
+                design=_design(raw, r["recipe"], repo, r["params_commit"]), streams=r.get("streams", COUPLED_STREAMS),
+                params_commit=r["params_commit"], registered_before=before, result=_result(r),
+                source=f"{out.name}/{r['lock']}", design_commit=r.get("design_commit"),
+                experiment=r["experiment"])))
+    entries: list[LedgerEntry] = []
+    for _, e in sorted(found, key=lambda x: x[0]):
+        same = [x for x in entries if (x.recipe, x.seeds, x.streams, x.design, x.result)
+                == (e.recipe, e.seeds, e.streams, e.design, e.result)]
+        if not same:
+            entries.append(e)
+    ledger = Ledger(tuple(entries))
+    write_ledger(path, ledger)
+    rows = relabel(rows, ledger, registry)
+    _write_json(out / POOLED_FILE, {"rows": rows, "summary": pooled_summary(rows)})
+    return ledger
 
 
 def main(argv=None) -> None:
@@ -166,10 +263,17 @@ def main(argv=None) -> None:
     ap.add_argument("--repo", default=".")
     ap.add_argument("--exp", default=None, help="record the pooled tests of this DVC experiment instead of the "
                                                 "workspace's (its baseline is the params commit)")
+    ap.add_argument("--init-ledger", action="store_true", help="build the seed ledger from the git history of the "
+                    "metrics and the recorded pooled rows (once: refused where a ledger exists)")
     args = ap.parse_args(argv)
+    if args.init_ledger:
+        ledger = init_ledger(args.repo)
+        print(f"seed ledger: {len(ledger.entries)} recorded runs")
+        return
     for row in record(args.repo, args.exp):
-        print(f"{row['phase']}: {row['recipe']} over {len(row['runs'])} runs (seeds {row['seeds']}): {row['v']} of "
-              f"{row['r']} right, eps-hat95 {row['eps_lb_95']:.3f} (design since {row['design_commit'][:10]})")
+        print(f"{row['ledger_status']}: {row['recipe']} over {len(row['runs'])} runs (seeds {row['seeds']}): "
+              f"{row['v']} of {row['r']} right, eps-hat95 {row['eps_lb_95']:.3f} "
+              f"(design since {(row['design_commit'] or '?')[:10]})")
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = run_names(raw, args.params)
     if not runs:
         raise DataError(f"{args.params}: runs: no runs to audit")
-    metrics, roc = audit(params, runs, locations(raw, args.params), pools=pool_sources(raw, params, args.params),
-                         canary_seed=section_of(raw, "canaries.seed"))
+    metrics, roc = audit(params, runs, locations(raw, args.params), raw,
+                         pools=pool_sources(raw, params, args.params), canary_seed=section_of(raw, "canaries.seed"))
     write_roc(params.roc_out, roc)
     write_metrics(params.out, metrics)
     log_summary(metrics)

@@ -154,11 +154,13 @@ class StudyParams:
 class SeedRegistry:
     """Which seeds may carry a headline (docs/method.md, "Seeds have a status"). A seed any design choice saw
     (score, rule, canary budget, profile, the pooled rule) is a development seed for good; a preregistered seed was
-    committed before any run at it existed. A run's (or pooled set's) bound is "preregistered" only when every seed
-    it drew from (canaries.seed and the run's finetune seed; a replica's seed) is preregistered."""
+    committed before any run at it existed. A bound is a confirmation only when its seed set's first recorded run
+    (``ledger``, stages/audit/ledger.py) is this design, or the ledger has none and every seed is preregistered."""
 
     development: tuple[int, ...]
     preregistered: tuple[int, ...]
+    #: the seed ledger (git-tracked, append-only, written by flows/pooled_audit.py): every recorded run of a seed set
+    ledger: str
 
     def problems(self):
         both = sorted(set(self.development) & set(self.preregistered))

@@ -1,4 +1,4 @@
-"""The pooled pre-registered test of a recipe, seeds' status, and efficiency with its spread.
+"""The pooled test of a recipe (its rule fixed in params), seeds' status, and efficiency with its spread.
 
 Pooling (parallel composition). K independent runs of one recipe (``runs.<run>`` and its replicas,
 ``stages.core.replicas``), each with its own canary draw, membership coins, text sample, sampler and noise, form
@@ -8,11 +8,12 @@ union of the K runs' canaries is a valid one-run audit: m = sum of m_i, and the 
 (``audit.pooled.<run>``: the k_pos highest and k_neg lowest primary scores *within each run*, r = K (k_pos + k_neg))
 gives (r, v). Assumption: the runs' random streams are independent (each replica its own seed, refused when
 repeated; every stream derived from (seed, stream name) by one SeedSequence, ``stages.core.seeds``) and not known
-to an adversary who could use them (``secure_rng``, or seeds never published); with seeded randomness
-the accountant's epsilon is the guarantee of a mechanism whose seed is secret.
+to an adversary who could use them (``secure_rng``); the seeds in params.yaml are published, so with seeded
+randomness the accountant's epsilon is the guarantee of the same mechanism with a secret seed.
 
-Seed status. A run's bound is a pre-registered test only if its seeds were committed before the run existed and
-never used to choose a design (``audit.seeds``): otherwise it is a development look (``seed_status``).
+Seed status. A run's bound is a confirmation only if its seed set's first recorded run is this design, on seeds
+committed before it and never used to choose a design (the seed ledger, ``ledger.py``): otherwise it is a development
+look (``seed_status``, decided by the caller).
 
 Efficiency. Where a run's count v falls among the ideal audit's simulated counts (its percentile, with its Monte
 Carlo standard error: a heuristic reference, ``ceiling.py``); across runs the median percentile with a
@@ -31,14 +32,6 @@ from .curve import ASSUMPTION as CURVE_ASSUMPTION
 from .one_run import guesses
 from .primary import bounds, curve_bounds
 from .schema import BoundKeys, clip_guesses
-
-PREREGISTERED, DEVELOPMENT = "preregistered", "development"
-
-
-def seed_status(seeds, registry) -> str:
-    """"preregistered" when every seed is in ``audit.seeds.preregistered`` (and so, by validation, in no
-    development list); else "development"."""
-    return PREREGISTERED if set(seeds) <= set(registry.preregistered) else DEVELOPMENT
 
 
 def median_interval(values, confidence: float = 0.95) -> dict:
@@ -67,9 +60,10 @@ def ideal_pooled(privacy: dict, ms: list[int], k_pos: int, k_neg: int, trials: i
     return np.sum(per_run, axis=0)
 
 
-def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params, registry) -> dict:
+def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params, status: str) -> dict:
     """The pooled test of one recipe. ``members``: per run {run, seeds, privacy, scores, labels} (primary attack and
-    kind), the recipe's own run first; every run must share the recipe's privacy parameters."""
+    kind), the recipe's own run first; every run must share the recipe's privacy parameters. ``status``: the seed
+    set's ledger status (``ledger.SeedStatus``), which its single runs share."""
     first = members[0]["privacy"]
     keys = ("sample_rate", "steps", "noise_multiplier", "epsilon_spent", "delta", "optimizer")
     for mem in members[1:]:
@@ -82,14 +76,13 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
     for mem in members:
         m, r, v = guesses(mem["scores"], mem["labels"], *rule)
         counts.append((m, r, v))
-        singles.append({"run": mem["run"], "seeds": list(mem["seeds"]), "seed_status": seed_status(mem["seeds"],
-                                                                                                   registry),
-                        "m": m, "r": r, "v": v, **bounds(m, r, v, delta, confidences, gdp=True)})
+        singles.append({"run": mem["run"], "seeds": list(mem["seeds"]), "seed_status": status, "m": m, "r": r,
+                        "v": v, **bounds(m, r, v, delta, confidences, gdp=True)})
     m, r, v = (int(sum(c[i] for c in counts)) for i in range(3))
     k_pos, k_neg = clip_guesses(*rule, min(c[0] for c in counts))
     all_seeds = [s for mem in members for s in mem["seeds"]]
     out = {"recipe": members[0]["run"], "runs": [mem["run"] for mem in members], "seeds": sorted(set(all_seeds)),
-           "seed_status": seed_status(all_seeds, registry), "k_pos_per_run": k_pos, "k_neg_per_run": k_neg,
+           "seed_status": status, "k_pos_per_run": k_pos, "k_neg_per_run": k_neg,
            "m": m, "r": r, "v": v, "delta": delta, "accountant_epsilon": float(first["epsilon_spent"]),
            "sample_rate": first["sample_rate"], "steps": first["steps"],
            "noise_multiplier": first["noise_multiplier"], "optimizer": first.get("optimizer"),

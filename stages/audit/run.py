@@ -13,10 +13,12 @@ from ..core.artifacts import Locations, locations
 from ..core.errors import ConfigError, DataError
 from ..core.params import read_params
 from ..core.replicas import replica_raw
+from ..core.seeds import DERIVATION
 from ..finetune.schema import read_run
 from .ceiling import planned_ceiling
 from .iid import sanity_check
-from .pooled import pooled_test, seed_status
+from .ledger import design_key, read_ledger
+from .pooled import pooled_test
 from .schema import METRICS_VERSION, Metrics
 from .shift import shift_check
 from .summary import audit_delta, audit_run, groups_of
@@ -53,7 +55,15 @@ def replica_primary(repo, name: str, params) -> tuple[tuple, dict]:
     return groups[params.primary.kind], read_run(Path(repo) / where.run_dir(name))["privacy"]
 
 
-def pooled_tests(params, where: Locations, pools: dict, canary_seed: int | None) -> dict:
+def status_of(params, raw: dict, recipe: str, seeds) -> tuple[str, str]:
+    """(ledger status, design key) of a bound on ``recipe`` at ``seeds`` under the design ``raw`` holds and this
+    code's stream derivation (``ledger.py``)."""
+    design = design_key(raw, recipe)
+    status = read_ledger(params.seeds.ledger).status(recipe, seeds, design, DERIVATION, params.seeds)
+    return status.value, design
+
+
+def pooled_tests(params, where: Locations, pools: dict, canary_seed: int | None, raw: dict) -> dict:
     """recipe -> its pooled test over the recipe's run and its replicas (``pooled.py``); only for DP recipes."""
     out = {}
     for run, replicas in pools.items():
@@ -67,7 +77,8 @@ def pooled_tests(params, where: Locations, pools: dict, canary_seed: int | None)
                                        [read_run(loc.run_dir(name))["params"]["seed"]], params))
         delta = audit_delta(params, members[0]["privacy"])
         rule = params.pooled[run]
-        out[run] = pooled_test(members, (rule.k_pos, rule.k_neg), delta, params, params.seeds)
+        status, design = status_of(params, raw, run, [s for mem in members for s in mem["seeds"]])
+        out[run] = {**pooled_test(members, (rule.k_pos, rule.k_neg), delta, params, status), "design": design}
     return out
 
 
@@ -87,10 +98,11 @@ def declared_rankings(where: Locations, runs: list[str]) -> dict[str, list[list[
     return out
 
 
-def audit(params, runs: list[str], where: Locations, pools: dict | None = None,
+def audit(params, runs: list[str], where: Locations, raw: dict, pools: dict | None = None,
           canary_seed: int | None = None) -> tuple[Metrics, list[dict]]:
     """(metrics.json content, ROC points of every run's membership scores); ``pools``: recipe -> its replicas'
-    (name, Locations) for the pooled tests of audit.pooled; ``canary_seed``: canaries.seed (seed status)."""
+    (name, Locations) for the pooled tests of audit.pooled; ``canary_seed``: canaries.seed and ``raw``: the params
+    (a bound's seed status: the seed ledger and the recipe's design)."""
     guard = None
     if params.sanity_check.enabled and (where.canaries / META).is_file():
         reference = read_reference(where.canary_reference)
@@ -102,7 +114,8 @@ def audit(params, runs: list[str], where: Locations, pools: dict | None = None,
     for run, (res, _) in results.items():
         if res.get("audit_primary"):
             seeds = run_seeds(where.run_dir(run), canary_seed)
-            res["audit_primary"].update(seeds=seeds, seed_status=seed_status(seeds, params.seeds))
+            status, design = status_of(params, raw, run, seeds)
+            res["audit_primary"].update(seeds=seeds, seed_status=status, design=design)
     primary = params.primary
     registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences),
                   "runs": {r: dataclasses.asdict(g) for r, g in primary.runs.items()}}
@@ -116,13 +129,14 @@ def audit(params, runs: list[str], where: Locations, pools: dict | None = None,
                          "ceiling": {"trials": params.ceiling.trials, "seed": params.ceiling.seed},
                          "delta": params.delta, "fallback_delta": params.fallback_delta,
                          "seeds": {"development": list(params.seeds.development),
-                                   "preregistered": list(params.seeds.preregistered)},
+                                   "preregistered": list(params.seeds.preregistered),
+                                   "ledger": params.seeds.ledger, "streams": DERIVATION},
                          "pooled": {r: dataclasses.asdict(g) for r, g in params.pooled.items()},
                          "bootstrap": params.bootstrap, "min_per_side": params.min_per_side},
         "sanity_check": guard,
         "shift_check": shift_check({run: res for run, (res, _) in results.items()}, params),
         "runs": {run: res for run, (res, _) in results.items()},
-        "pooled": pooled_tests(params, where, pools or {}, canary_seed),
+        "pooled": pooled_tests(params, where, pools or {}, canary_seed, raw),
         "planned": {name: planned_ceiling(regime, primary, params.confidences, params.ceiling.trials,
                                           params.ceiling.seed) for name, regime in params.ceiling.planned.items()},
     }

@@ -6,7 +6,8 @@ A design is an auditor's choice that needs no new fine-tune: a canary score (an 
 a development row is one of many looks (it informs the choice, it is no claim), and a confirmation row is the
 committed design on a fresh seed, the one test that seed's run makes. Next to each: the ideal audit of the same
 rule at the run's own q, T, sigma (a heuristic simulation, ``audit.ceiling.ideal_audit``), the percentile of the
-measured bound among the ideal's trials, and efficiency = measured / ideal median.
+measured bound among the ideal's trials (never a ratio of a bound to the ideal's median: that reads a distribution as
+a number).
 """
 from __future__ import annotations
 
@@ -17,13 +18,12 @@ import numpy as np
 from ..audit.ceiling import ideal_counts, percentile_mc, trial_bounds
 from ..audit.gdp import gdp_epsilon_lower_bound
 from ..audit.one_run import epsilon_lower_bound
-from ..audit.pooled import PREREGISTERED, seed_status
 
 #: study.json row fields, in order
 FIELDS = ("design", "score", "threat_model", "k_pos", "k_neg", "seed", "phase", "profile", "experiment", "rev",
           "run", "sample_rate", "steps", "noise_multiplier", "accountant_epsilon", "delta", "m", "r", "v",
           "eps_lb_95", "gdp_eps_lb_95", "ideal_eps_lb_95_median", "ideal_gdp_eps_lb_95_median", "ideal_percentile",
-          "efficiency_95", "gdp_efficiency_95", "valid_perplexity")
+          "valid_perplexity")
 
 
 def design_name(score: str, k_pos: int, k_neg: int) -> str:
@@ -71,14 +71,12 @@ def study_rows(metrics: dict, study, *, seed: int, phase: str, profile: str, exp
                 "m": m, "r": r, "v": v, "eps_lb_95": eps, "gdp_eps_lb_95": gdp,
                 "ideal_eps_lb_95_median": med, "ideal_gdp_eps_lb_95_median": med_gdp,
                 "ideal_percentile": percentile_mc(eps, ideal)[0],
-                "efficiency_95": eps / med if med > 0 else None,
-                "gdp_efficiency_95": gdp / med_gdp if med_gdp > 0 else None,
                 "valid_perplexity": res["utility"]["valid_perplexity"]})
     return rows
 
 
 def summarise(rows: list[dict]) -> list[dict]:
-    """Per (phase, profile, design): seeds, median eps_lb_95, median ideal, median efficiency, largest eps_lb_95,
+    """Per (phase, profile, design): seeds, median eps_lb_95, median ideal, largest eps_lb_95,
     the accountant's epsilon and median validation perplexity."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -91,20 +89,22 @@ def summarise(rows: list[dict]) -> list[dict]:
                     "seeds": sorted(r["seed"] for r in g), "median_eps_lb_95": float(np.median(eps)),
                     "median_gdp_eps_lb_95": float(np.median([r["gdp_eps_lb_95"] for r in g])),
                     "median_ideal": float(np.median(ideal)),
-                    "median_over_ideal": float(np.median(eps) / np.median(ideal)) if np.median(ideal) > 0 else None,
                     "max_eps_lb_95": float(max(eps)),
                     "accountant_epsilon": float(max(r["accountant_epsilon"] for r in g)),
                     "median_valid_perplexity": float(np.median([r["valid_perplexity"] for r in g]))})
     return out
 
 
-#: reports/audit_study/pooled.json row fields (one row per recorded pooled test), in order
-POOLED_FIELDS = ("phase", "recipe", "runs", "seeds", "seed_status", "k_pos_per_run", "k_neg_per_run", "m", "r", "v",
-                 "delta", "accountant_epsilon", "sample_rate", "steps", "noise_multiplier", "optimizer", "streams",
-                 "eps_lb_95", "gdp_eps_lb_95", "curve_eps_lb_95", "ideal_trials", "ideal_eps_lb_95_median",
+#: reports/audit_study/pooled.json row fields (one row per recorded pooled test), in order. ``phase``: the seed
+#: ledger's status of the set when the row was recorded (rows recorded before the ledger: as the registry then said);
+#: ``ledger_status``: the ledger's status now (re-derived whenever the file is written: a set run again under
+#: another design, or a seed that became a development seed, turns it to development)
+POOLED_FIELDS = ("phase", "ledger_status", "recipe", "runs", "seeds", "seed_status", "k_pos_per_run", "k_neg_per_run",
+                 "m", "r", "v", "delta", "accountant_epsilon", "sample_rate", "steps", "noise_multiplier", "optimizer",
+                 "streams", "eps_lb_95", "gdp_eps_lb_95", "curve_eps_lb_95", "ideal_trials", "ideal_eps_lb_95_median",
                  "ideal_eps_lb_95_median_mcse", "ideal_eps_lb_95_p10", "ideal_eps_lb_95_p90", "ideal_percentile",
-                 "ideal_percentile_mcse", "single_runs", "design_commit", "seeds_commit", "params_commit", "experiment",
-                 "params_sha256", "lock")
+                 "ideal_percentile_mcse", "single_runs", "design", "design_commit", "seeds_commit", "params_commit",
+                 "experiment", "params_sha256", "lock")
 #: what a single run keeps in its row (its ``ideal_percentile_mcse`` where the audit recorded one)
 SINGLE_FIELDS = ("run", "seeds", "r", "v", "eps_lb_95", "ideal_percentile", "ideal_percentile_mcse")
 
@@ -114,57 +114,57 @@ SINGLE_FIELDS = ("run", "seeds", "r", "v", "eps_lb_95", "ideal_percentile", "ide
 COUPLED_STREAMS = "seed+offset (coupled)"
 
 
-def pooled_row(pooled: dict, *, registry, streams: str, design_commit: str, params_commit: str, params_sha256: str,
-               lock: str, seeds_commit: str | None = None, experiment: str | None = None,
-               registered_before: bool = True) -> dict:
-    """One pooled.json row from a recipe's ``pooled`` entry of metrics.json: a confirmation row when every seed is
-    preregistered *in params now* (``registry``: ``audit.seeds``, not the status the audit recorded when it ran),
-    else a development row; the single runs keep ``SINGLE_FIELDS``. ``streams``: how the runs derived their random
-    streams (``stages.core.seeds.DERIVATION``). ``design_commit`` / ``seeds_commit``: since when params.yaml held the
-    design / listed every seed as preregistered; ``params_commit``: where the runs were reproduced (a DVC
-    experiment's baseline, ``experiment`` naming it). A confirmation row needs every seed preregistered and
-    ``registered_before``: the design and the seeds committed before the commit that holds the runs' results."""
+def pooled_row(pooled: dict, *, status: str, streams: str, design: str, design_commit: str | None,
+               params_commit: str, params_sha256: str, lock: str, seeds_commit: str | None = None,
+               experiment: str | None = None) -> dict:
+    """One pooled.json row from a recipe's ``pooled`` entry of metrics.json; ``status``: the seed ledger's status of
+    the set (``stages.audit.ledger``), which is the row's phase. ``streams``: how the runs derived their random
+    streams (``stages.core.seeds.DERIVATION``); ``design``: the recipe's design key; ``design_commit`` /
+    ``seeds_commit``: since when params.yaml held the design / listed every seed as preregistered;
+    ``params_commit``: where the runs were reproduced (a DVC experiment's baseline, ``experiment`` naming it)."""
     row = {k: pooled.get(k) for k in POOLED_FIELDS if k in pooled}
     row["single_runs"] = [{k: single[k] for k in SINGLE_FIELDS if k in single} for single in pooled["single_runs"]]
-    status = seed_status(pooled["seeds"], registry)
-    confirmed = status == PREREGISTERED and registered_before
-    row.update(phase="confirmation" if confirmed else "development", seed_status=status, streams=streams,
-               design_commit=design_commit, seeds_commit=seeds_commit, params_commit=params_commit,
-               experiment=experiment, params_sha256=params_sha256, lock=lock)
+    row.update(phase=status, ledger_status=status, streams=streams, design=design, design_commit=design_commit,
+               seeds_commit=seeds_commit, params_commit=params_commit, experiment=experiment,
+               params_sha256=params_sha256, lock=lock)
     return {k: row.get(k) for k in POOLED_FIELDS}
 
 
 def same_set(row: dict, recipe: str, seeds, streams: str) -> bool:
-    """The duplicate rule: one row per (recipe, seeds, streams); a set rerun under another stream derivation is a
-    new set of runs (a row without ``streams`` predates the derivation: ``COUPLED_STREAMS``)."""
+    """One row per (recipe, seeds, streams); a set rerun under another stream derivation is a new set of runs (a row
+    without ``streams`` predates the derivation: ``COUPLED_STREAMS``)."""
     return (row["recipe"], list(row["seeds"]), row.get("streams", COUPLED_STREAMS)) == (recipe, list(seeds), streams)
 
 
 def design_of_row(row: dict) -> tuple:
-    """A row's design: (recipe, the commit since which its pooled design stood, its stream derivation)."""
-    return row["recipe"], row.get("design_commit"), row.get("streams", COUPLED_STREAMS)
+    """A row's design: (recipe, its design key (or, for a row without one, the commit since which its design stood),
+    its stream derivation)."""
+    return row["recipe"], row.get("design") or row.get("design_commit"), row.get("streams", COUPLED_STREAMS)
 
 
-def pooled_summary(rows: list[dict], registry=None) -> dict:
-    """One bar per design (``design_of_row``), never a median across designs: the median pooled eps_lb_95 of its
-    confirmation rows (all of them, never a chosen one), with the optimizer, canaries per run and rule that
-    describe it; a row counts as a confirmation only while its seeds are still preregistered (``registry``, params
-    now; None: as recorded). A design whose rows are all marked ``superseded`` says so, with the reason."""
+def pooled_summary(rows: list[dict]) -> dict:
+    """One bar per design (``design_of_row``), never a median across designs: the median pooled eps_lb_95 over its
+    confirmation sets (rows the seed ledger calls confirmation now, ``ledger_status``; a set counted once, at its
+    first row), with the optimizer, canaries per run and rule that describe it. A design whose rows are all marked
+    ``superseded`` says so, with the reason."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault(design_of_row(r), []).append(r)
     designs = []
-    for (recipe, commit, streams), g in groups.items():
-        conf = [r for r in g if r["phase"] == "confirmation"
-                and (registry is None or seed_status(r["seeds"], registry) == PREREGISTERED)]
+    for (recipe, design, streams), g in groups.items():
+        conf, seen = [], set()
+        for r in g:
+            if r.get("ledger_status") == "confirmation" and tuple(r["seeds"]) not in seen:
+                seen.add(tuple(r["seeds"]))
+                conf.append(r)
         superseded = all(r.get("superseded") for r in g)
         designs.append({
-            "recipe": recipe, "design_commit": commit, "streams": streams,
+            "recipe": recipe, "design": design, "design_commit": g[0].get("design_commit"), "streams": streams,
             "optimizer": ", ".join(sorted({str(r.get("optimizer")) for r in g})),
             "m_per_run": sorted({round(r["m"] / len(r["runs"])) for r in g}),
             "rule_per_run": sorted({f"k+{r['k_pos_per_run']} k-{r['k_neg_per_run']}" for r in g}),
             "confirmation_sets": len(conf), "confirmation_seeds": [r["seeds"] for r in conf],
-            "development_sets": len(g) - len(conf),
+            "development_sets": len({tuple(r["seeds"]) for r in g} - seen),
             "median_eps_lb_95": float(np.median([r["eps_lb_95"] for r in conf])) if conf else None,
             "superseded": superseded,
             "superseded_reason": next((r.get("superseded_reason") for r in g if r.get("superseded_reason")), None)

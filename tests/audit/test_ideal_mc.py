@@ -7,7 +7,7 @@ import pytest
 
 from stages.audit import one_run
 from stages.audit.ceiling import ideal_audit, ideal_counts, percentile_mc, quantile_mc, trial_bounds
-from stages.audit.params import AuditParams, SeedRegistry
+from stages.audit.params import AuditParams
 from stages.audit.pooled import pooled_test
 from support import params
 
@@ -72,7 +72,7 @@ def test_every_ideal_median_and_percentile_has_its_monte_carlo_error():
         members.append({"run": run, "seeds": [seed], "privacy": dict(PRIVACY), "labels": y,
                         "scores": rng.normal(size=400) + 1.0 * y})
     pooled = pooled_test(members, (20, 0), 1e-5, params(AuditParams, "audit", ceiling={"trials": 200, "planned": {}}),
-                         SeedRegistry(development=(0,), preregistered=(7, 8, 9)))
+                         "confirmation")
     assert pooled["ideal_eps_lb_95_median_mcse"] >= 0 and pooled["ideal_gdp_eps_lb_95_median_mcse"] >= 0
     assert 0 < pooled["ideal_percentile_mcse"] < 10 or pooled["ideal_percentile"] in (0.0, 100.0)
     assert all("ideal_percentile_mcse" in s for s in pooled["single_runs"])

@@ -1,15 +1,14 @@
-"""The pooled test over a recipe's independent runs, seeds' status, efficiency intervals (stages/audit/pooled.py)."""
+"""The pooled test over a recipe's independent runs, efficiency intervals (stages/audit/pooled.py)."""
 import numpy as np
 import pytest
 
 from stages.audit.one_run import epsilon_lower_bound, guesses
-from stages.audit.params import AuditParams, SeedRegistry
-from stages.audit.pooled import design_look, median_interval, pooled_test, seed_status
+from stages.audit.params import AuditParams
+from stages.audit.pooled import design_look, median_interval, pooled_test
 from support import params
 
 PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
            "delta": 1e-5, "optimizer": "DP-adamw", "accountant": "prv", "secure_rng": False}
-REGISTRY = SeedRegistry(development=(0, 1), preregistered=(7, 8, 9))
 
 
 def _member(run, seed, shift, n=400):
@@ -25,30 +24,25 @@ def _params():
 
 def test_the_pooled_bound_is_the_one_run_bound_on_the_concatenated_counts():
     members = [_member("a", 7, 1.0), _member("a_r2", 8, 1.2), _member("a_r3", 9, 0.8)]
-    out = pooled_test(members, (20, 0), 1e-5, _params(), REGISTRY)
+    out = pooled_test(members, (20, 0), 1e-5, _params(), "confirmation")
     counts = [guesses(m["scores"], m["labels"], 20, 0) for m in members]
     m, r, v = (sum(c[i] for c in counts) for i in range(3))
     assert (out["m"], out["r"], out["v"]) == (m, r, v) == (1200, 60, out["v"])
     assert out["eps_lb_95"] == epsilon_lower_bound(m, r, v, 1e-5, 0.95)
     assert [s["v"] for s in out["single_runs"]] == [c[2] for c in counts]
     assert out["single_runs"][1]["eps_lb_95"] == epsilon_lower_bound(*counts[1], 1e-5, 0.95)
-    assert out["seed_status"] == "preregistered" and out["seeds"] == [7, 8, 9]
+    assert out["seed_status"] == "confirmation" and out["seeds"] == [7, 8, 9]
+    assert {s["seed_status"] for s in out["single_runs"]} == {"confirmation"}  # the set's status, as the caller gave
     assert 0 <= out["ideal_percentile"] <= 100 and out["ideal_eps_lb_95_p10"] <= out["ideal_eps_lb_95_median"]
     assert out["efficiency"]["n"] == 3 and out["efficiency"]["coverage"] == pytest.approx(0.75)
     assert out["eps_lb_95"] < out["accountant_epsilon"]
-
-
-def test_one_development_seed_makes_the_pooled_test_a_development_look():
-    members = [_member("a", 7, 1.0), _member("a_r2", 1, 1.0)]
-    assert pooled_test(members, (20, 0), 1e-5, _params(), REGISTRY)["seed_status"] == "development"
-    assert seed_status([7, 8], REGISTRY) == "preregistered" and seed_status([7, 42], REGISTRY) == "development"
 
 
 def test_replicas_must_share_the_recipes_privacy():
     other = _member("a_r2", 8, 1.0)
     other["privacy"]["noise_multiplier"] = 0.9
     with pytest.raises(ValueError, match="noise_multiplier"):
-        pooled_test([_member("a", 7, 1.0), other], (20, 0), 1e-5, _params(), REGISTRY)
+        pooled_test([_member("a", 7, 1.0), other], (20, 0), 1e-5, _params(), "confirmation")
 
 
 def test_the_median_interval_states_its_coverage():
