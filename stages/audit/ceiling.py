@@ -35,7 +35,7 @@ from scipy.stats import binom
 from ..core.privacy import calibrate_sigma
 from .gdp import gdp_epsilon_lower_bound
 from .one_run import epsilon_lower_bound, guesses
-from .schema import BoundKeys, clip_guesses, mcse_key
+from .schema import BoundKeys, clip_guesses, mc_interval_key, mcse_key
 
 
 def _mixture(sample_rate: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -148,12 +148,14 @@ def percentile_mc(value: float, sample) -> tuple[float, float]:
 
 def summarise_trials(vals, keys: BoundKeys, name: str) -> dict:
     """The median and 10% / 90% quantiles of simulated bounds of statistic ``name`` (``keys.ideal``), each with its
-    Monte Carlo error (``mcse_key``)."""
+    Monte Carlo error (``mcse_key``) and its order-statistic interval (``mc_interval_key``: what the report prints,
+    since a bound moves in steps and a quantile on a step's edge has a small standard error and a wide interval)."""
     out = {}
     for summary, q in (("median", 50), ("p10", 10), ("p90", 90)):
         mc = quantile_mc(vals, q)
         out[keys.ideal(name, summary)] = mc["value"]
         out[mcse_key(keys.ideal(name, summary))] = mc["se"]
+        out[mc_interval_key(keys.ideal(name, summary))] = [mc["low"], mc["high"]]
     return out
 
 

@@ -133,9 +133,8 @@ def curve_bounds(m: int, r: int, v: int, privacy: dict, delta: float, confidence
 def with_ceiling(primary: dict, privacy: dict, params) -> dict:
     """A DP run's primary test next to the accountant's epsilon, the last-iterate epsilon and the ideal audit
     of the same test (same m, k_pos, k_neg, delta, confidences) under that model, with the run's percentile in it
-    and every simulated figure's Monte Carlo error. ``efficiency_<c>`` (measured / ideal median) is kept in the
-    metrics for old readers; the report does not show it: one run's ratio to a median reads a distribution as a
-    number (its percentile is the reading)."""
+    and every simulated figure's Monte Carlo error. No ratio of the run's bound to the ideal's median is recorded:
+    one run's ratio to a median reads a distribution as a number (its percentile is the reading)."""
     q, T, sigma, delta = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"], primary["delta"]
     counts = ideal_counts(q, T, sigma, m=primary["m"], k_pos=primary["k_pos"], k_neg=primary["k_neg"],
                           trials=params.ceiling.trials, seed=params.ceiling.seed)
@@ -150,11 +149,6 @@ def with_ceiling(primary: dict, privacy: dict, params) -> dict:
            "ideal_percentile": pct, "ideal_percentile_mcse": pct_se,
            **curve_bounds(primary["m"], primary["r"], primary["v"], privacy, delta, params.confidences),
            "curve_assumption": CURVE_ASSUMPTION}
-    for c in params.confidences:
-        keys = BoundKeys(c)
-        for name in ("eps_lb", "gdp_eps_lb"):
-            med, key = out.get(keys.ideal(name)), keys.stat(name)
-            out[keys.efficiency(name)] = (out[key] / med) if med and out.get(key) is not None else None
     return out
 
 

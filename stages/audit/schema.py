@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -55,7 +56,8 @@ class Primary(TypedDict, total=False):
     # per audit.primary.confidences, e.g. for 0.95:
     #   eps_lb_95 (Steinke et al., assumption-free), gdp_eps_lb_95 and gdp_mu_lb_95 (Gaussian trade-off assumed)
     # DP runs also: accountant_epsilon, last_iterate_epsilon, ideal_eps_lb_95_{median,p10,p90},
-    #   ideal_gdp_eps_lb_95_{median,p10,p90}, ideal_trials, ideal_correct_median, efficiency_95, gdp_efficiency_95
+    #   ideal_gdp_eps_lb_95_{median,p10,p90}, ideal_trials, ideal_correct_median, ideal_percentile; each ideal quantile
+    #   with its Monte Carlo error (_mcse) and interval (_mc95)
 
 
 class Exploratory(TypedDict):
@@ -156,6 +158,14 @@ def confidence_tag(confidence: float) -> str:
     return f"{round(confidence * 100, 6):g}".replace(".", "")
 
 
+class SeedStatus(str, Enum):
+    """A bound's seed status (the seed ledger, stages/audit/ledger.py): a confirmation (its seed set's first recorded
+    run, under this design, on seeds committed before it) or a development look."""
+
+    CONFIRMATION = "confirmation"
+    DEVELOPMENT = "development"
+
+
 #: what a one-run test records per confidence: Steinke et al. 2023's assumption-free bound (eps_lb); under an assumed
 #: Gaussian trade-off curve (gdp_mu_lb, gdp_eps_lb); under the accountant's own curve (curve_sigma_lb, curve_eps_lb);
 #: what r guesses, all right, could show at most (max_provable_eps_lb)
@@ -167,6 +177,13 @@ IDEAL_SUMMARIES = ("median", "p10", "p90")
 def mcse_key(key: str) -> str:
     """The key of a simulated figure's Monte Carlo standard error: ideal_eps_lb_95_median -> ..._median_mcse."""
     return f"{key}_mcse"
+
+
+def mc_interval_key(key: str) -> str:
+    """The key of a simulated quantile's Monte Carlo interval [low, high] (order statistics, ~95 %): the way to state
+    the error of a quantile of a bound that moves in steps (one count more or fewer), where a standard error misleads:
+    ideal_eps_lb_95_median -> ..._median_mc95."""
+    return f"{key}_mc95"
 
 
 @dataclass(frozen=True)
@@ -202,10 +219,6 @@ class BoundKeys:
         if summary not in IDEAL_SUMMARIES:
             raise KeyError(f"{summary!r} is not an ideal summary ({', '.join(IDEAL_SUMMARIES)})")
         return f"ideal_{self.stat(name)}_{summary}"
-
-    def efficiency(self, name: str = "eps_lb") -> str:
-        """measured / ideal median (kept for old readers): efficiency_95, gdp_efficiency_95."""
-        return f"{name[:-len('eps_lb')]}efficiency_{self.tag}"
 
     def headline(self, what: str) -> str:
         """A headline.json key: headline("audit") -> audit_eps_lb_95, headline("audit_gdp") -> audit_gdp_eps_lb_95."""

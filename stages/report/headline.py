@@ -1,13 +1,13 @@
 """The report's headline block: per run, what was trained and the few numbers a reviewer signs — the
-accountant's ε, the pre-registered audit's ε̂ with its attainable ceiling, the largest attack TPR at the
-headline FPR (labelled as the largest of N, not a test), memorization and utility — each tied to its metrics.json
-path (its lineage id), and one plain-language sentence reading them together.
+accountant's ε, the audit's primary ε̂ (worded by its seed ledger status) with its attainable ceiling, the largest
+attack TPR at the headline FPR (labelled as the largest of N, not a test), memorization and utility — each tied to its
+metrics.json path (its lineage id), and one plain-language sentence reading them together.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..audit.schema import BoundKeys, mcse_key
+from ..audit.schema import IDEAL_SUMMARIES, BoundKeys, SeedStatus, mc_interval_key, mcse_key
 from ..core.formatting import ci, fmt
 from ..finetune.schema import PrivacyRecord
 
@@ -24,15 +24,37 @@ def optimizer_label(privacy: dict) -> str:
 
 
 def mc(p: dict, key: str, nd: int = 3, trials=None) -> str:
-    """A simulated figure ``p[key]`` with its Monte Carlo standard error ``p[key + "_mcse"]`` ("1.921 ± 0.018"); one
-    recorded without it (an older audit) says so, with its trial count where known."""
-    value, se = p.get(key), p.get(mcse_key(key))
+    """A simulated figure ``p[key]`` with its Monte Carlo error: a quantile with its order-statistic interval
+    ("1.921, Monte Carlo interval 1.853–1.921": a bound moves in steps, and a median on a step's edge has a small
+    standard error but may be either step), a percentile with its binomial standard error ("43.9 ± 0.3"); one
+    recorded without either (an older audit) says so, with its trial count where known."""
+    value, interval, se = p.get(key), p.get(mc_interval_key(key)), p.get(mcse_key(key))
     if value is None:
         return "–"
+    if interval is not None:
+        return f"{fmt(value, nd)}, Monte Carlo interval {fmt(interval[0], nd)}–{fmt(interval[1], nd)}"
+    if key.endswith(tuple(f"_{s}" for s in IDEAL_SUMMARIES)):  # a quantile recorded without its interval
+        return f"{fmt(value, nd)} (Monte Carlo interval not recorded)"
     if se is not None:
         return f"{fmt(value, nd)} ± {fmt(se, nd)}"
     n = trials if trials is not None else p.get("ideal_trials")
     return f"{fmt(value, nd)} (Monte Carlo error not recorded" + (f", {n} trials)" if n else ")")
+
+
+def is_confirmation(test: dict) -> bool:
+    """The bound's seed set is a confirmation in the seed ledger (the audit recorded its status)."""
+    return test.get("seed_status") == SeedStatus.CONFIRMATION.value
+
+
+def status_words(test: dict) -> str:
+    """How a bound's seed status reads (the seed ledger's, as the audit recorded it): a confirmation names its
+    seeds as the set's first recorded run under this design; anything else is a development look, never evidence."""
+    seeds = ", ".join(map(str, test.get("seeds") or [])) or "?"
+    if is_confirmation(test):
+        return (f"confirmation: seeds {seeds}, committed before their first recorded run, which is this design "
+                "(seed ledger)")
+    return (f"development look: seeds {seeds} were run under another design or used to choose one (seed ledger); "
+            "not evidence")
 
 
 def secret_seed_clause(privacy: dict) -> str:
@@ -89,17 +111,15 @@ def candidates(r: dict, fpr: str) -> list[tuple[str, str, dict]]:
 
 
 def _pooled_figures(run: str, pooled: dict | None, bounds: list[BoundKeys]) -> list[Figure]:
-    """The recipe's pooled pre-registered test: the headline bound of a recipe run as K replicas."""
+    """The recipe's pooled test: the headline bound of a recipe run as K replicas, worded by its seed status."""
     if not pooled or not bounds:
         return []
     pre, labels = f"pooled.{run}", " / ".join(b.tag + "%" for b in bounds)
     k = len(pooled["runs"])
-    status = ("pre-registered" if pooled["seed_status"] == "preregistered"
-              else "development seeds: a look, not a pre-registered test")
     figs = [Figure(f"pooled audit ε̂, {k} runs ({labels}, δ = {pooled['delta']:.0e})",
                    " / ".join(fmt(pooled.get(b.eps_lb), 2) for b in bounds), f"{pre}.{bounds[0].eps_lb}",
-                   f"{status}; {pooled['v']} of {pooled['r']} right, m {pooled['m']}, seeds "
-                   f"{', '.join(map(str, pooled['seeds']))}; assumption-free",
+                   f"{status_words(pooled)}; {pooled['v']} of {pooled['r']} right, m {pooled['m']}; "
+                   "assumption-free",
                    bounds[0].headline("pooled"))]
     return figs
 
@@ -131,11 +151,9 @@ def _audit_figures(run: str, r: dict, bounds: list[BoundKeys], threats: dict[str
     figs += _pooled_figures(run, pooled, bounds)
     labels = " / ".join(b.tag + "%" for b in bounds)
     alone = "this run alone: " if pooled else ""
-    status = ("pre-registered" if p.get("seed_status") == "preregistered"
-              else "development seed: a look, not a pre-registered test")
     figs.append(Figure(f"{alone}audit ε̂ ({labels}, δ = {p['delta']:.0e})",
                        " / ".join(fmt(p.get(b.eps_lb), 2) for b in bounds), f"{pre}.audit_primary.{bounds[0].eps_lb}",
-                       f"{status}; {p['attack']} on {p['kind']} canaries ({threats.get(p['attack'], '?')}), "
+                       f"{status_words(p)}; {p['attack']} on {p['kind']} canaries ({threats.get(p['attack'], '?')}), "
                        f"{p['v']} of {p['r']} guesses right; assumption-free", bounds[0].headline("audit")))
     if pooled:  # the single run's other bounds are in the audit section
         return figs
@@ -179,7 +197,8 @@ def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
         t = m["tpr_at_fpr"][fpr]
         figs.append(Figure(f"largest attack TPR @ {float(fpr) * 100:g}% FPR", fmt(t["value"]),
                            f"{pre}.attacks.{atk}.{group}.tpr_at_fpr.{fpr}.value",
-                           f"{atk} on {group}: largest of {len(candidates(r, fpr))} attack × pool results, "
+                           f"{atk} on {group}, {_at_fpr(fpr, m)}: largest of {len(candidates(r, fpr))} attack × "
+                           "pool results, "
                            f"picked after scoring: not a test{_guard_note(r, group)}", "strongest_tpr"))
     ex = (r.get("exposure") or {}).get("all")
     if ex:
@@ -208,11 +227,13 @@ def reading(r: dict, bounds: list[BoundKeys], fpr: str | None, pooled: dict | No
     test = pooled if pooled else p
     lb, conf, delta = test.get(bounds[0].eps_lb) or 0.0, bounds[0].tag, test["delta"]
     at = f"at {conf}% confidence (δ = {delta:.0e})"
-    development = test.get("seed_status") != "preregistered"
+    development = not is_confirmation(test)
     what = (f"pooled test over {len(pooled['runs'])} independent runs of this recipe" if pooled
             else "audit's one test")
-    what = (f"the {what}, on development seeds (a look that informed the design, not a pre-registered test, so "
-            "not evidence),") if development else f"the pre-registered {what}"
+    seeds = ", ".join(map(str, test.get("seeds") or []))
+    what = (f"the {what}, a development look (seeds {seeds} were run under another design or chose one: seed "
+            "ledger; not evidence),") if development else \
+        f"the {what}, on a confirmation set (seeds {seeds}: their first recorded run, under this design),"
     ideal = test.get(bounds[0].ideal())
     ceiling = (f"; ideal canaries (heuristic) give a median ε̂ of {mc(test, bounds[0].ideal(), 2)}, this "
                f"count sits at their percentile {mc(test, 'ideal_percentile', 1)}"
@@ -238,6 +259,19 @@ def reading(r: dict, bounds: list[BoundKeys], fpr: str | None, pooled: dict | No
             f"guarantee{cap}.")
 
 
+def zero_fp(fpr: str, non_members: int) -> bool:
+    """With fewer than 1 / FPR non-members the only empirical FPR at or below it is 0: the TPR is at zero false
+    positives."""
+    return float(fpr) * non_members < 1
+
+
+def _at_fpr(fpr: str, m: dict) -> str:
+    """ "at x% FPR", or, where the pool has fewer than 1/x non-members, what the figure is: TPR at 0 false positives."""
+    if zero_fp(fpr, m["non_members"]):
+        return f"at 0 false positives ({m['non_members']} non-members: {float(fpr) * 100:g}% FPR is below one)"
+    return f"at {float(fpr) * 100:g}% FPR"
+
+
 def _guard_note(r: dict, group: str) -> str:
     """The shift guard's word on a non-randomised pool where it could not rule a shift out."""
     return ("; its pool's shift guard is too weak at this size" if (r.get("blind") or {}).get(group, {}).get("verdict")
@@ -251,7 +285,7 @@ def _attack_reading(r: dict, fpr: str | None) -> str:
     atk, group, m = best
     t = m["tpr_at_fpr"][fpr]["value"]
     return (f"No canaries, so no audit bound. The largest of {len(candidates(r, fpr))} attack × pool results is "
-            f"{atk} on {group}, TPR {t:.2f} at {float(fpr) * 100:g}% FPR; it was picked after scoring, so it is not a "
+            f"{atk} on {group}, TPR {t:.2f} {_at_fpr(fpr, m)}; it was picked after scoring, so it is not a "
             f"test{_guard_note(r, group)}."
             + (" No DP guarantee." if not r["privacy"].get("dp") else ""))
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.audit.schema import BOUND_STATS, BoundKeys, Bounds, confidence_key, mcse_key
+from stages.audit.schema import BOUND_STATS, BoundKeys, Bounds, confidence_key, mc_interval_key, mcse_key
 from support import ROOT
 
 
@@ -25,7 +25,7 @@ def test_the_keys_are_the_ones_metrics_json_has():
                                                 "curve_sigma_lb_95", "max_provable_eps_lb_95"]
     assert k.ideal("gdp_eps_lb", "p10") == "ideal_gdp_eps_lb_95_p10" and mcse_key(k.ideal()) == \
         "ideal_eps_lb_95_median_mcse"
-    assert (k.efficiency(), k.efficiency("gdp_eps_lb")) == ("efficiency_95", "gdp_efficiency_95")
+    assert mc_interval_key(k.ideal()) == "ideal_eps_lb_95_median_mc95"
     assert k.headline("audit_gdp") == "audit_gdp_eps_lb_95" and k.label == "ε̂95"
     assert confidence_key(0.999, "gdp_") == "gdp_eps_lb_999" == BoundKeys(0.999).gdp_eps_lb
     with pytest.raises(KeyError):

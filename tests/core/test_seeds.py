@@ -26,12 +26,32 @@ def _draws(seeds):
 
 @pytest.mark.parametrize("base", [0, 3104, 3201])
 def test_first_draws_of_every_stream_differ_across_seeds(base):
+    """A necessary check (two coinciding streams would share their first draw), not a proof of independence."""
     draws = _draws(range(base, base + 101))
     firsts = [d[0] for d in draws.values()]
     ints = [d[1] for d in draws.values()]
     assert len(set(firsts)) == len(firsts), "two (stream, seed, key) share a first draw"
     assert len(set(ints)) == len(ints), "two (stream, seed, key) share an integer seed"
     assert len(draws) > 25 * 101
+
+
+def test_every_stream_has_its_own_seedsequence_input():
+    """What the derivation's distinctness rests on, checked exactly: no two registered names (nor keys) share a CRC-32,
+    so distinct (seed, name, key) triples give SeedSequence distinct (entropy, spawn key) inputs. (That SeedSequence
+    turns distinct inputs into unrelated streams is numpy's design; the first-draw test above is a necessary check.)"""
+    names = list(STREAMS.names())
+    assert len({zlib.crc32(n.encode()) for n in names}) == len(names)
+    assert len({zlib.crc32(k.encode()) for k in KEYS}) == len(KEYS)
+    inputs = set()
+    for name in names:
+        st = stream(name)
+        seeds = [None] if st.fixed is not None or st.keyed == "sha1" else range(3100, 3120)
+        for s, k in itertools.product(seeds, KEYS if st.keyed else [None]):
+            seq = st.sequence(s, k)
+            inputs.add((seq.entropy, tuple(seq.spawn_key)))
+    count = sum((1 if stream(n).fixed is not None or stream(n).keyed == "sha1" else 20)
+                * (len(KEYS) if stream(n).keyed else 1) for n in names)
+    assert len(inputs) == count  # one input per (stream, seed, key): none shared
 
 
 def test_noise_of_a_seed_is_not_the_next_seeds_initialisation():

@@ -23,7 +23,7 @@ def _attack(tpr, lo, hi, auroc=0.6):
             "tpr_at_fpr": {"0.01": {"value": tpr, "ci95": [lo, hi]}}}
 
 
-def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False, status="preregistered", secure=True):
+def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False, status="confirmation", secure=True):
     r = {"dataset": "personachat", "privacy": {"dp": dp, "delta": 1e-5, "epsilon_spent": acct if dp else "inf",
                                               "target_epsilon": acct, "noise_multiplier": 0.6, "accountant": "prv",
                                               "optimizer": "DP-adamw", "sample_rate": 0.03, "steps": 80,
@@ -45,7 +45,8 @@ def _run(dp=True, lb=0.4, acct=8.0, canaries=True, flagged=False, status="prereg
 def test_readings_say_what_the_numbers_together_mean():
     text = reading(_run(lb=0.4), BOUNDS, "0.01")
     assert text.startswith("Consistent with the accountant (ε = 8.00 at δ = 1e-05, DP-AdamW)")
-    assert "true ε lies between 0.40 and 8.00 at 95% confidence (δ = 1e-05)" in text and "pre-registered" in text
+    assert "true ε lies between 0.40 and 8.00 at 95% confidence (δ = 1e-05)" in text
+    assert "on a confirmation set (seeds 7: their first recorded run, under this design)" in text
     assert "median ε̂ of 1.50" in text and "percentile 20" in text and "would typically" not in text
     assert "finds no leakage it can show (ε̂ = 0 at 95% confidence (δ = 1e-05))" in reading(_run(lb=0.0), BOUNDS,
                                                                                           "0.01")
@@ -63,15 +64,15 @@ def test_a_seeded_run_never_claims_where_the_true_epsilon_lies():
 
 def test_a_development_seed_is_worded_as_a_look_never_as_evidence():
     text = reading(_run(lb=0.4, status="development"), BOUNDS, "0.01")
-    assert "development seeds (a look that informed the design, not a pre-registered test, so not evidence)" in text
-    assert "lies between" not in text and "the pre-registered" not in text
+    assert "a development look (seeds 7 were run under another design or chose one: seed ledger; not evidence)" in text
+    assert "lies between" not in text and "pre-registered" not in text and "confirmation" not in text
     fig = next(f for f in headlines({"a": _run(status="development")}, {}, BOUNDS, "0.01")[0].figures
                if f.key == "audit_eps_lb_95")
-    assert fig.note.startswith("development seed: a look, not a pre-registered test")
+    assert fig.note.startswith("development look: seeds 7 were run under another design or used to choose one")
 
 
 def test_a_pooled_recipe_leads_with_the_pooled_test():
-    pooled = {"runs": ["a", "a_r2", "a_r3"], "seeds": [1, 2, 3], "seed_status": "preregistered", "m": 3000,
+    pooled = {"runs": ["a", "a_r2", "a_r3"], "seeds": [1, 2, 3], "seed_status": "confirmation", "m": 3000,
               "r": 300, "v": 250, "delta": 1e-5, "eps_lb_95": 1.3, "eps_lb_99": 1.1, "gdp_eps_lb_95": 1.8,
               "gdp_eps_lb_99": 1.6, "curve_eps_lb_95": 2.0, "curve_eps_lb_99": 1.7, "sample_rate": 0.23,
               "ideal_eps_lb_95_median": 1.85, "ideal_percentile": 30.0, "curve_assumption": "the run's curve"}
@@ -80,8 +81,10 @@ def test_a_pooled_recipe_leads_with_the_pooled_test():
     assert keys.index("pooled_eps_lb_95") < keys.index("audit_eps_lb_95")
     assert head.figures[keys.index("audit_eps_lb_95")].label.startswith("this run alone")
     assert "audit_gdp_eps_lb_95" not in keys  # the other bounds: the audit section
-    assert "the pre-registered pooled test over 3 independent runs of this recipe gives ε ≥ 1.30 at 95% confidence " \
-           "(δ = 1e-05)" in head.reading
+    assert "the pooled test over 3 independent runs of this recipe, on a confirmation set (seeds 1, 2, 3: their " \
+           "first recorded run, under this design), gives ε ≥ 1.30 at 95% confidence (δ = 1e-05)" in head.reading
+    note = head.figures[keys.index("pooled_eps_lb_95")].note
+    assert note.startswith("confirmation: seeds 1, 2, 3, committed before their first recorded run")
     assert "DP-AdamW" in head.trained and "DP-SGD" not in head.trained
     no_canary = reading(_run(dp=False, canaries=False), BOUNDS, "0.01")
     assert "no audit bound" in no_canary and "largest of 3 attack × pool results is loss on text" in no_canary

@@ -79,16 +79,16 @@ def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_pat
     assert "51.0" in md and "own rows" in md and "auditor-only" in md  # the member statistic, labelled
     assert study_section(tmp_path) is None  # no study yet: no section
     row = {"phase": "recipes", "recipe": "dp_sgd", "profile": "p", "design": "whitebox k+100 k-0", "v": 80, "r": 100,
-           "eps_lb_95": 0.9, "ideal_eps_lb_95_median": 1.3, "efficiency_95": 0.69, "valid_perplexity": 30.0}
+           "eps_lb_95": 0.9, "ideal_eps_lb_95_median": 1.3, "valid_perplexity": 30.0}
     summary = [{"phase": "confirmation", "profile": "p", "design": "whitebox k+100 k-0", "threat_model": "white-box",
                 "seeds": [100, 101], "median_eps_lb_95": 1.1, "median_gdp_eps_lb_95": 1.5, "median_ideal": 1.3,
-                "median_over_ideal": 0.85, "max_eps_lb_95": 1.2, "accountant_epsilon": 8.0,
+                "max_eps_lb_95": 1.2, "accountant_epsilon": 8.0,
                 "median_valid_perplexity": 30.0}]
     (tmp_path / "study.json").write_text(json.dumps({"rows": [row], "summary": summary, "committed_primary": {
         "attack": "whitebox", "kind": "new_token", "k_pos": 100, "k_neg": 0}}))
     md = to_markdown("t", [study_section(tmp_path, {"whitebox": "white-box weights"})], Path("."))
     assert "recipe (descriptive, one seed)" in md and "dp_sgd" in md and "white-box weights" in md
-    assert "confirmation" in md and "0.85" in md
+    assert "confirmation" in md and "1.2" in md and "÷" not in md
 
 
 def test_canary_designs_reads_the_bound_at_the_audits_clipped_guess_counts():

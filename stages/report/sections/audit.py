@@ -1,9 +1,10 @@
-"""The pre-registered one-run test of every run with canaries (the headline ε̂), assumption-free and Gaussian-DP."""
+"""The primary one-run test (its rule fixed in params before any score) of every run with canaries (the headline
+ε̂), assumption-free and Gaussian-DP."""
 from __future__ import annotations
 
 from ...audit.schema import BoundKeys
 from ...core.formatting import Table, fmt
-from ..headline import mc
+from ..headline import is_confirmation, mc, status_words
 from ..inputs import Inputs
 from ..render import Section
 
@@ -51,11 +52,12 @@ def audit_section(inp: Inputs) -> Section:
                         _pair(p, "gdp_eps_lb", bounds),
                         mc(p, "ideal_percentile", 1) if p.get("ideal_percentile") is not None else "–"])
     if not at.rows:
-        return Section("Audit: the pre-registered test", paragraphs=["No run has canaries: nothing to audit."])
-    return Section("Audit: the pre-registered test (headline ε̂)", tables=[at, *pooled_tables(inp)], paragraphs=[
-        "One test per run, named in params (`audit.primary`). A run whose seeds are development seeds "
-        "(`audit.seeds.development`: a design choice was made on them) reports a **development look**, not a "
-        "pre-registered test: its bound informed a design choice and is not evidence. "
+        return Section("Audit: the primary test", paragraphs=["No run has canaries: nothing to audit."])
+    return Section("Audit: the primary test (headline ε̂)", tables=[at, *pooled_tables(inp)], paragraphs=[
+        "One test per run, its rule fixed in params (`audit.primary`) before any score. Its status is the seed "
+        "ledger's (reports/audit_study/seed_ledger.json): a **confirmation** only on a seed set whose first recorded "
+        "run is this design, on seeds committed before it; a set run before under another design, or holding a seed "
+        "a design choice saw (`audit.seeds.development`), gives a **development look**, which is not evidence. "
         "The assumption-free column is Steinke, Nasr and Jagielski's bound (valid for any (ε, δ)-DP training run). "
         "The Gaussian column (Mahloujifar, Melis and Chaudhuri 2025, f-DP in one run) is the largest ε at which "
         "the Gaussian mechanism calibrated to (ε, δ) is rejected by the same guesses: it **rests on the assumption "
@@ -70,7 +72,7 @@ def audit_section(inp: Inputs) -> Section:
 
 def _status(p: dict) -> str:
     seeds = ", ".join(map(str, p.get("seeds") or [])) or "?"
-    return f"{seeds}: " + ("pre-registered" if p.get("seed_status") == "preregistered" else "development (a look)")
+    return f"{seeds}: " + ("confirmation" if is_confirmation(p) else "development look")
 
 
 def pooled_tables(inp: Inputs) -> list[Table]:
@@ -110,7 +112,8 @@ def pooled_paragraphs(inp: Inputs) -> list[str]:
             "trained with everything random drawn from its own seed (canary draw and coins, text sample, sampler, "
             "noise), and each canary is in one run only, so together they are one mechanism that is (ε, δ)-DP in "
             "each canary (parallel composition); one test over the union of their canaries, with the rule fixed in "
-            "params (`audit.pooled`) before any replica existed, is a valid one-run audit. Assumption: the runs' "
+            "params (`audit.pooled`) before any replica existed, is a valid one-run audit. "
+            f"Seed status: {status_words(p)}. Assumption: the runs' "
             "random streams are independent"
             + (f" (every stream derived from its run's seed and its name: {p['streams']})" if p.get("streams") else
                " (the stream derivation was not recorded: runs before the SeedSequence derivation drew a run's noise "
@@ -126,7 +129,7 @@ def pooled_paragraphs(inp: Inputs) -> list[str]:
             f"(percentile, never a ratio of one run's bound to the ideal's median); median over the "
             f"{e['n']} runs {fmt(e['median'], 1)}, distribution-free interval [{fmt(e['low'], 1)}, "
             f"{fmt(e['high'], 1)}] with coverage {fmt(100 * e['coverage'], 0)}% at this many runs. The ideal's "
-            f"median and each percentile carry their Monte Carlo standard error over the "
-            f"{p.get('ideal_trials', '?')} simulated trials (order-statistic interval for a median, binomial for a "
-            "percentile).")
+            f"median carries its Monte Carlo interval over the {p.get('ideal_trials', '?')} simulated trials "
+            "(order statistics: the bound moves in steps, so a median on a step's edge may be either step), each "
+            "percentile its binomial standard error.")
     return out

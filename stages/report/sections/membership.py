@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...audit.schema import NON_CANARY_GROUPS
-from ...core.formatting import Table, ci
+from ...core.formatting import Table, ci, fmt
+from ..headline import zero_fp
 from ..inputs import Inputs, pct
 from ..plots import privacy_plot, region_points, roc_plot, roc_points
 from ..render import Section
@@ -39,7 +40,7 @@ def _privacy_image(inp: Inputs, run: str, r: dict, panels: dict) -> tuple[str, P
     profile = ("our accountant's profile of the trainer's claimed σ, q, T" if pv.get("claimed")
                else "the accountant's privacy profile")
     return (f"Run {run}: {profile}, and the loss attack's ROC on canaries "
-            "inside the (ε, δ) privacy region (dashed: the region at the pre-registered test's ε̂)", png)
+            "inside the (ε, δ) privacy region (dashed: the region at the primary test's ε̂)", png)
 
 
 def roc_images(inp: Inputs, run: str, r: dict) -> tuple[list, dict]:
@@ -76,8 +77,7 @@ def mia_section(inp: Inputs) -> Section:
                 mb = m.get("minus_blind")
                 mt.rows.append(row + [ci(m["auroc"], m["auroc_ci95"], m.get("auroc_p_exact")),
                                       ci(mb["value"], mb["ci95"]) if mb else "–"]
-                               + [ci(t[f]["value"], t[f]["ci95"]) if f == head else t.get(f, {}).get("value")
-                                  for f in fprs])
+                               + [tpr_cell(t, f, head, m["non_members"]) for f in fprs])
         run_images, run_points = roc_images(inp, run, r)
         images += run_images
         plot_json.update(run_points)
@@ -97,7 +97,17 @@ def mia_section(inp: Inputs) -> Section:
         "what the model adds over a model-free classifier. Intervals: 95% bootstrap over members and non-members "
         "(over users for users); a side with fewer than "
         f"{inp.metrics['audit_params'].get('min_per_side', '?')} items gets no interval, and its AUROC the exact "
-        "one-sided permutation p-value of AUROC > 0.5 instead."])
+        "one-sided permutation p-value of AUROC > 0.5 instead. TPR at FPR x is the best TPR at an empirical FPR ≤ x; "
+        "where a pool has fewer than 1/x non-members that FPR is 0, so the cell (marked \"(0 FP)\") is the TPR at "
+        "zero false positives, not at x."])
+
+
+def tpr_cell(t: dict, fpr: str, head: str, non_members: int) -> str:
+    """One TPR@FPR cell: the headline FPR with its interval; "(0 FP)" where the pool is too small for that FPR."""
+    if fpr not in t:
+        return "–"
+    cell = ci(t[fpr]["value"], t[fpr]["ci95"]) if fpr == head else fmt(t[fpr]["value"])
+    return cell + (" (0 FP)" if zero_fp(fpr, non_members) else "")
 
 
 def canary_users_table(inp: Inputs) -> Table:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...audit.schema import mcse_key
 from ...core.formatting import Table, fmt
-from ..headline import optimizer_label
+from ..headline import mc, optimizer_label
 from ..render import Section
 
 
@@ -17,12 +16,11 @@ def study_section(study_dir: Path | None, threats: dict[str, str] | None = None)
         return None
     data = json.loads(f.read_text())
     t = Table(["phase", "(q, T) profile", "design", "threat model", "seeds", "median ε̂95 (Steinke)",
-               "median GDP ε̂95", "ideal median (heuristic)", "median ÷ ideal", "largest ε̂95", "accountant ε",
-               "valid ppl"])
+               "median GDP ε̂95", "ideal median (heuristic)", "largest ε̂95", "accountant ε", "valid ppl"])
     for s in data["summary"]:
         t.rows.append([s["phase"], s["profile"], s["design"], s["threat_model"], len(s["seeds"]),
-                       s["median_eps_lb_95"], s["median_gdp_eps_lb_95"], s["median_ideal"], s["median_over_ideal"],
-                       s["max_eps_lb_95"], s["accountant_epsilon"], s["median_valid_perplexity"]])
+                       s["median_eps_lb_95"], s["median_gdp_eps_lb_95"], s["median_ideal"], s["max_eps_lb_95"],
+                       s["accountant_epsilon"], s["median_valid_perplexity"]])
     tables = [t]
     recipes = [r for r in data["rows"] if r["phase"] == "recipes"]
     if recipes:
@@ -54,22 +52,29 @@ def study_section(study_dir: Path | None, threats: dict[str, str] | None = None)
         "seeds stood as preregistered (`seeds registered`; not recorded for the first set), the commit its "
         "runs were reproduced at and how its runs derived their random streams (`streams`: under `seed+offset "
         "(coupled)` a run's DP noise stream was seeded like the next seed's initialisation, so those sets are "
-        "superseded); a confirmation row's seeds are all preregistered in params now. The bars: one per design "
-        "(recipe, design commit, streams), the median over every confirmation row of that design, never a chosen "
-        "one and never a median across designs."])
+        "superseded). `status` is the seed ledger's (reports/audit_study/seed_ledger.json, written by "
+        "flows/pooled_audit.py only): a set is a confirmation for exactly one design, the one its first recorded run "
+        "was under, on seeds committed before that run; the same set run again under another design is a "
+        "development look from then on (`recorded as`: what the row was called when recorded). The bars: one per "
+        "design (recipe, design, streams), the median over that design's confirmation sets (each counted once), "
+        "never a chosen one and never a median across designs. The ledger table lists every recorded run of a "
+        "seed set in the order it was recorded."])
 
 
 def pooled_tables(study_dir: Path) -> list[Table]:
-    """pooled.json's rows, then its summary: one bar per design (``stages.studies.study.pooled_summary``)."""
+    """pooled.json's rows, then its summary: one bar per design (``stages.studies.study.pooled_summary``), then the
+    seed ledger."""
     f = study_dir / "pooled.json"
     if not f.is_file():
         return []
     data = json.loads(f.read_text())
-    t = Table(["phase", "recipe", "optimizer", "streams", "seeds", "m", "right of guesses", "ε̂95 (Steinke)",
-               "GDP ε̂95", "own-curve ε̂95", "ideal median", "percentile in ideal", "accountant ε", "design commit",
-               "seeds registered", "runs at commit", "superseded"])
+    t = Table(["status (seed ledger)", "recorded as", "recipe", "optimizer", "streams", "seeds", "m",
+               "right of guesses", "ε̂95 (Steinke)", "GDP ε̂95", "own-curve ε̂95", "ideal median",
+               "percentile in ideal", "accountant ε", "design commit", "seeds registered", "runs at commit",
+               "superseded"])
     for r in data["rows"]:
-        t.rows.append([r["phase"], r["recipe"], optimizer_label(r), r.get("streams", "not recorded"),
+        t.rows.append([r.get("ledger_status", "not in the ledger"), r["phase"], r["recipe"], optimizer_label(r),
+                       r.get("streams", "not recorded"),
                        ", ".join(map(str, r["seeds"])), r["m"],
                        f"{r['v']} of {r['r']}", r["eps_lb_95"], r["gdp_eps_lb_95"], r["curve_eps_lb_95"],
                        _mc(r, "ideal_eps_lb_95_median"), _mc(r, "ideal_percentile", 1), r["accountant_epsilon"],
@@ -79,23 +84,35 @@ def pooled_tables(study_dir: Path) -> list[Table]:
     tables = [t]
     designs = (data.get("summary") or {}).get("designs")
     if designs:
-        d = Table(["recipe", "design commit", "optimizer", "canaries per run", "rule per run", "streams",
+        d = Table(["recipe", "design", "design commit", "optimizer", "canaries per run", "rule per run", "streams",
                    "confirmation sets", "bar: median ε̂95 of its confirmation sets", "superseded"])
         for g in designs:
-            d.rows.append([g["recipe"], (g.get("design_commit") or "?")[:10], optimizer_label(g),
+            d.rows.append([g["recipe"], (g.get("design") or "?")[:10], (g.get("design_commit") or "?")[:10],
+                           optimizer_label(g),
                            ", ".join(map(str, g["m_per_run"])), ", ".join(g["rule_per_run"]), g["streams"],
                            g["confirmation_sets"], g["median_eps_lb_95"],
                            f"yes: {g['superseded_reason']}" if g.get("superseded") else "no"])
         tables.append(d)
-    return tables
+    return tables + ledger_tables(study_dir)
+
+
+def ledger_tables(study_dir: Path) -> list[Table]:
+    """The seed ledger: every recorded run of a seed set, in the order recorded (``stages.audit.ledger``)."""
+    f = study_dir / "seed_ledger.json"
+    if not f.is_file():
+        return []
+    t = Table(["#", "recipe", "seeds", "design", "design commit", "streams", "runs at commit",
+               "seeds committed before", "right of guesses", "ε̂95 (Steinke)", "kept in"])
+    for i, e in enumerate(json.loads(f.read_text())["entries"], 1):
+        res = e.get("result") or {}
+        t.rows.append([i, e["recipe"], ", ".join(map(str, e["seeds"])), e["design"][:10],
+                       (e.get("design_commit") or "?")[:10], e["streams"],
+                       e["params_commit"][:10] + (f" (experiment {e['experiment']})" if e.get("experiment") else ""),
+                       "yes" if e["registered_before"] else "no",
+                       f"{res['v']} of {res['r']}" if res else "not recorded", res.get("eps_lb_95"), e["source"]])
+    return [t]
 
 
 def _mc(r: dict, key: str, nd: int = 3):
-    """A row's ideal figure with its Monte Carlo error where the row records one; a row recorded before the audit
-    computed it says so (and its trial count where recorded)."""
-    if r.get(key) is None:
-        return None
-    if r.get(mcse_key(key)) is not None:
-        return f"{fmt(r[key], nd)} ± {fmt(r[mcse_key(key)], nd)}"
-    n = r.get("ideal_trials")
-    return f"{fmt(r[key], nd)} (Monte Carlo error not recorded" + (f", {n} trials)" if n else ")")
+    """A row's ideal figure with its Monte Carlo error (``headline.mc``)."""
+    return None if r.get(key) is None else mc(r, key, nd)

@@ -1,4 +1,4 @@
-"""Summary: commit, dvc.lock check, base model, what the canaries and data are, and the pre-registered test."""
+"""Summary: commit, dvc.lock check, base model, what the canaries and data are, and the primary test."""
 from __future__ import annotations
 
 from ...core.formatting import fmt
@@ -36,9 +36,10 @@ def _primary_sentence(ap: dict) -> str:
             f"params.yaml `audit.primary` — the `{p['attack']}` score on `{p['kind']}` "
             f"canaries, the {p['k_pos']} highest guessed \"in\" and the {p['k_neg']} lowest \"out\"; ε̂ is the "
             "largest ε whose (ε, δ)-DP null hypothesis that test rejects at the stated confidence. The bound holds "
-            "only if this choice was made before the scores were seen, so it is a pre-registered test only for runs "
-            "whose seeds were committed before they ran and never used to choose a design (`audit.seeds`; any other "
-            "run's bound is a development look); a DP recipe run as independent replicas (`replicas`) leads with its "
+            "only if this choice was made before the scores were seen, and it is a confirmation only on a seed set "
+            "whose first recorded run (the seed ledger, reports/audit_study/seed_ledger.json) is this design, on "
+            "seeds committed before it and never used to choose a design (`audit.seeds`); any other run's bound is a "
+            "development look; a DP recipe run as independent replicas (`replicas`) leads with its "
             "pooled test over all of them (`audit.pooled`). `git log -p params.yaml` shows when "
             "`audit.primary` "
             "last changed, and dvc.lock records the value this audit used (params sha256 "

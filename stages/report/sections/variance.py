@@ -218,7 +218,7 @@ def _answer(st: dict, an: dict) -> str:
     beyond = across + [p for p in res["same_q_t"] if p.get("p", 1) < st["alpha"]]
     pairs = "; ".join(_pair(p) for p in res["same_q_t"])
     text = ("; the residuals (each model's ε̂95 minus its configuration's ideal median; exploratory, tested after "
-            f"the models ran) {'differ' if across else 'do not differ'} across configurations ("
+            f"the models ran) {'differ' if across else 'are not shown to differ'} across configurations ("
             + (f"Friedman χ² = {fmt(res['friedman']['chi2'])}, p = {fmt(res['friedman']['p'], 3)}"
                if "p" in res["friedman"] else "Friedman's test not computed")
             + f"; Kruskal–Wallis p = {fmt(res['kruskal_wallis'].get('p'), 3)})"
@@ -260,7 +260,10 @@ def _assumptions(st: dict) -> str:
             "conditional on the configurations, and few seeds make them rough); the ideal is the linear "
             "last-iterate model at each configuration's q, T, σ (a heuristic, not these models' spread); the "
             "pooled bound adds the canaries of one configuration's models (parallel composition: each of them its "
-            "own seed, so its own canaries and noise). Failed models: " + failed + ".")
+            "own seed, so its own canaries and noise)"
+            + ("; these models' random streams were coupled (above), so the runs a pooled bound adds are not "
+               "strictly independent and the pooled column is descriptive, not a valid test"
+               if st.get("coupled_streams") else "") + ". Failed models: " + failed + ".")
 
 
 def _study(st: dict, plots: Path, plot_files: dict, second: dict | None = None
@@ -287,7 +290,7 @@ def _study(st: dict, plots: Path, plot_files: dict, second: dict | None = None
                 paras.append(f"Secondary ({m.replace('_', ' ')}, exploratory, no verdict): "
                              f"{_fr(res['friedman'])}; {_kw(res['kruskal_wallis'])}.")
     s_paras, s_tables = second_study(second)
-    paras += [*s_paras, _assumptions(st)]
+    paras += [_assumptions(st), *s_paras]
     images = [("Pre-registered study: each model's one-run ε̂95 by configuration (dots), the ideal median "
                "(heuristic, bar), the pooled bound over the configuration's models (diamond) and the accountant's ε",
                plots / plot_files["study"])] if "study" in plot_files else []
@@ -297,7 +300,8 @@ def _study(st: dict, plots: Path, plot_files: dict, second: dict | None = None
 def study_tables(st: dict) -> list[Table]:
     """The study's configurations (medians, pooled bound, ideal) and its models, one row each."""
     cfg = Table(["config", "b", "T", "η", "q", "σ", "models", "median ε̂95", "median GDP ε̂95",
-                 "pooled ε̂95 (m, r, v)", "ideal median", "median member shift", "median valid ppl",
+                 "pooled ε̂95 (m, r, v)" + (" — coupled streams: descriptive" if st.get("coupled_streams") else ""),
+                 "ideal median", "median member shift", "median valid ppl",
                  "median exposure (control)"])
     for c in st["configs"]:
         pooled = c["pooled"]
