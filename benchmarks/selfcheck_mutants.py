@@ -62,6 +62,9 @@ SETUPS = [
     ("shuffled_batches", dict(mode="ghost", paradigm="rows", probe="linear")),
     # book-keeping forms its sum from the norm pass: the same wrong loss in both, a wrong objective, not a leak
     ("ignore_index", dict(mode="bk", probe="transformer")),
+    # user-level DP (finetune.dp.unit: user): each canary a user of several rows; --only 26 27 --merge
+    (None, dict(paradigm="users")),
+    ("user_clip_per_example", dict(paradigm="users")),  # rows clipped one by one, users accounted
 ]
 #: setups whose mutant is not a privacy failure: the self-check passing them is right
 EXPECTED_PASS = {25}
@@ -117,12 +120,12 @@ def main() -> None:
 
 
 def commit() -> str:
-    """The commit the rows were run at (``+`` where the working tree differed from it)."""
+    """The commit the rows were run at (``+`` where the code differed from it: a change outside reports/)."""
     import subprocess
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"], cwd=ROOT,
+                           capture_output=True, text=True)
     return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
