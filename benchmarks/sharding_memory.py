@@ -95,7 +95,7 @@ def worker(spec: dict, out: str) -> None:
     ids = rng.integers(1, tok.vocab_size, size=(spec["examples"], spec["seq"]))
     pool = [Example(row.astype(np.int64), row.astype(np.int64), "synthetic") for row in ids]
     dp = DPParams(enabled=True, epsilon=8.0, delta=1e-5, max_grad_norm=1.0, accountant="prv",
-                  grad_sample_mode="ghost", secure_rng=False)
+                  grad_sample_mode="ghost", secure_rng=False, unit="example", rows_per_user=1)
     counter = Counter(model)
     real = loop.make_private
 

@@ -107,6 +107,8 @@ _add(
            "(finetune.seed)"),
     Stream("finetune.sampler", "Poisson sampling of each step's batch unless dp.secure_rng (finetune.seed)"),
     Stream("finetune.schedule", "the fixed canary schedule (canary_insertion: repetitions; finetune.seed)"),
+    Stream("finetune.user_rows", "user-level DP: which rows of a sampled user with more than dp.rows_per_user a step "
+           "trains on, unless dp.secure_rng (finetune.seed)"),
     Stream("finetune.secret_control", "the VMR/AIR control's coin per secret (finetune.secret_control.seed)"),
     Stream("finetune.export_order", "the exported candidates' order (finetune.seed)"),
     Stream("finetune.selfcheck.members", "the self-check's member coins (selfcheck.seed)"),

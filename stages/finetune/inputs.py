@@ -39,6 +39,8 @@ class Inputs:
     secret_control: dict | None  # the randomised VMR/AIR control (finetune.text.secret_control)
     users: dict[str, bool]  # user-level data: every user the attacker has samples of -> held in
     secret_arms: list[tuple[dict, bool]]  # (secret, trained) the memorization attacks may score
+    #: user-level DP (finetune.dp.unit: user): the user of each of ``text``'s rows; None otherwise
+    text_users: list | None = None
 
     @property
     def pool(self) -> list[Example]:
@@ -50,6 +52,25 @@ class Inputs:
         """What q and the default delta are computed from: the pool with every canary, member or not, in place of
         the members, so that neither depends on the membership draw the audit randomises."""
         return len(self.text) + len(self.formatted) + (0 if self.scheduled else self.candidates)
+
+    def pool_users(self) -> list[str]:
+        """User-level DP: the user of each ``pool`` example: a text row's user; an inserted secret-sharer canary's
+        repetitions one user; each member canary its own user."""
+        if self.text_users is None:
+            raise ValueError("the run's text users were not gathered (gather_inputs with finetune.dp.unit: user)")
+        formatted = [f"formatted:{k}" for k, r in enumerate(r for r in self.formatted_rows or [] if r["inserted"])
+                     for _ in range(r["repetitions"])]
+        canaries = [] if self.scheduled else [f"canary:{k}:{i}" for k, i in zip(self.canary_kinds, self.canary_ids)]
+        return [f"user:{u}" for u in self.text_users] + formatted + canaries
+
+    @property
+    def user_population(self) -> int:
+        """User-level DP's candidate pool: the text rows' users and every canary user (held in or out), each
+        inserted secret-sharer canary, and each canary of the run's kinds, member or not (one user each), so that
+        q and the divisor do not depend on the membership draw the audit randomises."""
+        users = set(self.text_users or ()) | set(self.canary_users)
+        inserted = sum(1 for r in self.formatted_rows or [] if r["inserted"])
+        return len(users) + inserted + (0 if self.scheduled else self.candidates)
 
 
 def formatted_examples(rows: list[dict] | None, tok) -> list[Example]:
@@ -96,7 +117,8 @@ def gather_inputs(ft: FinetuneParams, spec: DatasetSpec, where: Locations, canar
     formatted = formatted_examples(formatted_rows, tok)
     scheduled = canary_ex if ft.canary_insertion == "repetitions" else []
     candidates = sum(len(rows) for rows in all_canaries.values())
+    users = run_text.training_users(secrets if ft.secret_control.secrets else None) if ft.dp.per_user else None
     return Inputs(text, pairs, run_text.heldout_pairs(len(pairs)), evals, members,
                   all_canaries, canary_ex, canary_ids, canary_kinds, formatted_rows, formatted, scheduled, cusers,
                   candidates, control, attacker_users(where, spec, cusers),
-                  run_text.secret_arms(secrets, control))
+                  run_text.secret_arms(secrets, control), users)

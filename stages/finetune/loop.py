@@ -24,6 +24,13 @@ by rank 0 only). Sharded (``sharding`` "fsdp", ``sharding.py``): the model is sp
 clipped by opacus' ghost_fsdp; every rank runs the same number of chunks per step and adds its shard's part of
 the same noise draw; checkpoints are sharded (torch.distributed.checkpoint) and the weights are gathered at the end.
 
+User-level DP (``finetune.dp.unit: user``): the units are the users of the pool (``TrainConfig.users``): each step
+draws each user with probability q = batch_size / the candidate pool's users and up to ``dp.rows_per_user`` of a
+sampled user's rows (``sampling.user_batch``); a user's rows share one chunk (``user_chunks``), where their
+per-example gradients are summed by user before clipping (``privacy/strategies.py``: hooks), so each sampled user's
+whole contribution is clipped to C as one unit; the noise (once per step) and the divisor (q x the candidate pool's
+users) are as before, and the accountant books the user rate q. Neighbouring datasets differ in all rows of one user.
+
 Checkpoints (``checkpoint.py``) let a killed run resume bit-for-bit.
 """
 from __future__ import annotations
@@ -46,7 +53,7 @@ from .checkpoint import Checkpointer, restore, snapshot
 from .loss import per_sample_losses
 from .params import DPParams, FinetuneParams
 from .privacy.engine import Private, dp_step, make_private, spent
-from .sampling import fixed_schedule, poisson_draw, poisson_rate, sampler_seed
+from .sampling import UserSampler, fixed_schedule, poisson_draw, poisson_rate, sampler_seed, user_chunks
 from .schema import PrivacyRecord, no_dp_record
 
 
@@ -65,6 +72,8 @@ class TrainResult:
     inclusions: np.ndarray | None = None
     #: a sharded run's trained weights, whole, on rank 0 (``sharding.gather``; the model itself stays sharded)
     gathered: dict | None = None
+    #: user-level DP: steps that sampled each user of the pool (user -> count); an auditor-side record
+    user_inclusions: dict | None = None
 
 
 def dp_record(step: int) -> dict:
@@ -146,27 +155,41 @@ class TrainConfig:
     #: in, e.g. text rows plus all canaries, members or not, so that q, sigma and delta do not depend on the
     #: membership draw the audit randomises. None = the pool trained on
     population: int | None = None
+    #: user-level DP (dp.unit: user): the user of each pool example, in pool order (a user's rows are one unit)
+    users: tuple | None = None
+    #: user-level DP: the candidate pool's users (every user that could have been drawn in, e.g. each canary, member
+    #: or not, its own user): q = batch_size / it and the divisor q x it. None = the pool's users
+    user_population: int | None = None
     checkpoint: Checkpointer | None = None
     on_step: Callable[[dict], None] | None = None  # called with each step's log record
     progress: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scheduled", tuple(self.scheduled))
+        if self.users is not None:
+            object.__setattr__(self, "users", tuple(self.users))
 
     @property
     def private(self) -> bool:
         return self.dp is not None and self.dp.enabled
 
+    @property
+    def per_user(self) -> bool:
+        """User-level DP (``dp.unit: user``)."""
+        return self.private and self.dp.unit == "user"
+
     @classmethod
     def of(cls, ft: FinetuneParams, *, pad_id: int, population: int, scheduled: Sequence[Example] = (),
-           checkpoint: Checkpointer | None = None) -> "TrainConfig":
+           checkpoint: Checkpointer | None = None, users: Sequence | None = None,
+           user_population: int | None = None) -> "TrainConfig":
         """A pipeline run's config: ``ft``'s recipe plus the tokenizer's pad id, the candidate pool's size, the
-        canaries on a fixed schedule and the run's checkpointer."""
+        canaries on a fixed schedule, the run's checkpointer and, under user-level DP, the pool's users and the
+        candidate pool's user count."""
         return cls(steps=ft.steps, batch_size=ft.batch_size, physical_batch_size=ft.physical_batch_size, lr=ft.lr,
                    weight_decay=ft.weight_decay, clip_norm=ft.clip_norm, seed=ft.seed, pad_id=pad_id, dp=ft.dp,
                    sample_rate=ft.sample_rate, optimizer=ft.optimizer, momentum=ft.momentum, scheduled=scheduled,
                    repetitions=ft.canary_repetitions, population=population, checkpoint=checkpoint,
-                   sharding=ft.distributed.strategy)
+                   sharding=ft.distributed.strategy, users=users, user_population=user_population)
 
 
 @dataclass
@@ -192,6 +215,7 @@ class Session:
     start: int = 0
     #: steps that drew each example so far (checkpointed with the sampler's state; no seed is kept)
     counts: np.ndarray | None = None
+    users: UserSampler | None = None  # user-level DP: the users' rows, row draw and counts
 
     @property
     def sharded(self) -> bool:
@@ -203,10 +227,18 @@ class Session:
         return [len(e) for e in self.examples]
 
 
+def accounted_population(config: TrainConfig, n: int) -> int:
+    """What q, the divisor and the default delta count: the candidate pool's examples, or under user-level DP its
+    users (``n``: the pool's size, the default)."""
+    if config.per_user:
+        return config.user_population or len(set(config.users))
+    return config.population or n
+
+
 def sampler(config: TrainConfig, n: int, world_size: int) -> tuple[float, float, np.random.Generator, dict]:
     """(q, divisor, sampler, fixed schedule) of a run over a pool of ``n``. With ``dp.secure_rng`` the sampler is
     seeded from OS entropy (rank 0's, broadcast: every rank draws the same batches); the seed is kept nowhere."""
-    population = config.population or n
+    population = accounted_population(config, n)
     q = poisson_rate(population, config.batch_size, config.sample_rate)
     seed = sampler_seed(config.private and config.dp.secure_rng, config.seed, world_size)
     rng = np.random.default_rng(seed)
@@ -223,6 +255,7 @@ def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Se
     device = next(model.parameters()).device
     rank, world_size = world()
     n = len(examples)
+    users = UserSampler.of(config.users, n, world_size, config.dp.secure_rng, config.seed) if config.per_user else None
     q, divisor, rng, schedule = sampler(config, n, world_size)
     pool = list(examples) + list(config.scheduled)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -230,7 +263,8 @@ def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Se
     if config.sharding == "fsdp" and not config.private:
         raise ConfigError("finetune.distributed.strategy: fsdp is built for DP runs: needs dp.enabled: true")
     sharded = config.sharding == "fsdp" and world_size > 1
-    private = make_private(model, opt, config.dp, sample_rate=q, steps=config.steps, population=config.population or n,
+    private = make_private(model, opt, config.dp, sample_rate=q, steps=config.steps,
+                           population=accounted_population(config, n),
                            seed=config.seed, optimizer_name=config.optimizer, device=device,
                            world_size=world_size, sharded=sharded) if config.private else None
     net, opt = (private.net, private.optimizer) if private else (model, opt)
@@ -241,7 +275,7 @@ def start_session(model, examples: Sequence[Example], config: TrainConfig) -> Se
             torch.distributed.broadcast(p.data, 0)
     model.keep_input = private is not None and private.strategy.norm_pass
     return Session(config, model, net, opt, params, private, pool, n, q, divisor, rng, schedule, device, rank,
-                   world_size, counts=np.zeros(len(pool), dtype=np.int64))
+                   world_size, counts=np.zeros(len(pool), dtype=np.int64), users=users)
 
 
 def noise_and_accountant(s: Session) -> tuple:
@@ -261,6 +295,8 @@ def resume(s: Session) -> None:
     if state is not None:
         s.log, s.start = restore(state, model, s.opt, s.rng, *noise_and_accountant(s))
         s.counts = np.asarray(state["inclusions"], dtype=np.int64).copy()
+        if s.users is not None:
+            s.users.restore(state)
 
 
 def save(s: Session, step: int) -> None:
@@ -268,17 +304,19 @@ def save(s: Session, step: int) -> None:
     ck = s.config.checkpoint
     if s.sharded:
         meta = {**snapshot(step, s.log, None, s.opt, s.rng, *noise_and_accountant(s)), "inclusions": s.counts.copy(),
-                "fingerprint": ck.fingerprint}
+                "fingerprint": ck.fingerprint, **(s.users.state() if s.users else {})}
         sharding.save_checkpoint(ck.path, s.model, s.opt.original_optimizer, meta)
     elif s.rank == 0:
         ck.save({**snapshot(step, s.log, s.model, s.opt, s.rng, *noise_and_accountant(s)),
-                 "inclusions": s.counts.copy()})
+                 "inclusions": s.counts.copy(), **(s.users.state() if s.users else {})})
 
 
 def run_step(s: Session, step: int, lengths: list[int]) -> dict:
     """Draw step ``step``'s Poisson batch (plus its scheduled examples), train on this rank's share; its log record.
     Under DP the record holds the step index only (``dp_record``)."""
     c = s.config
+    if s.users is not None:
+        return run_user_step(s, step)
     ts = time.time()
     idx = np.flatnonzero(poisson_draw(s.rng, s.n, s.q))  # Poisson sampling, plus this step's scheduled examples
     idx = np.concatenate([idx, np.asarray(s.schedule.get(step, []), dtype=np.int64)]) if s.schedule else idx
@@ -292,6 +330,18 @@ def run_step(s: Session, step: int, lengths: list[int]) -> dict:
                         s.world_size)
     return {"step": step + 1, "batch": int(len(idx)), "tokens": int(sum(lengths[i] for i in idx)),
             "loss": step_loss(losses, s.world_size), "seconds": round(time.time() - ts, 3)}
+
+
+def run_user_step(s: Session, step: int) -> dict:
+    """A user-level DP step: Poisson over the users, up to ``dp.rows_per_user`` rows of each sampled one, the rows of
+    a user summed before clipping (``dp_step``'s ``units``)."""
+    c = s.config
+    groups = s.users.draw(s.rng, s.q, c.dp.rows_per_user)
+    for rows in groups:
+        s.counts[rows] += 1
+    parts, units = user_chunks(groups, c.physical_batch_size)
+    dp_step(s.private, s.params, s.examples, parts, c.pad_id, s.device, units=units)
+    return dp_record(step + 1)
 
 
 def run_steps(s: Session) -> None:
@@ -327,9 +377,11 @@ def train(model, examples: Sequence[Example], config: TrainConfig) -> TrainResul
     gathered = sharding.gather(model) if s.sharded else None
     if config.checkpoint and s.rank == 0:
         config.checkpoint.clear()
-    return TrainResult(steps=config.steps, sample_rate=s.q, expected_drawn_batch=s.q * s.n, n_examples=s.n,
+    units = None if s.users is None else dict(zip(dict.fromkeys(config.users), s.users.counts.tolist()))
+    return TrainResult(steps=config.steps, sample_rate=s.q,
+                       expected_drawn_batch=s.q * (s.n if units is None else len(units)), n_examples=s.n,
                        seconds=seconds, privacy=spent(s.private) if s.private else no_dp_record(s.q, config.steps),
-                       log=s.log, resumed_from=s.start, inclusions=s.counts, gathered=gathered)
+                       log=s.log, resumed_from=s.start, inclusions=s.counts, gathered=gathered, user_inclusions=units)
 
 
 def mean_nll(model, examples: Sequence[Example], pad_id: int, batch_size: int = 64) -> dict:

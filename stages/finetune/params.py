@@ -27,6 +27,11 @@ class LoraParams:
                   "must be auto or a non-empty list of module names", self.targets)
 
 
+#: the grad-sample modes a user-level run (dp.unit: user) accepts: both clip through opacus' per-example gradients,
+#: summed by user before clipping (privacy/strategies.py)
+USER_MODES = ("hooks", "auto")
+
+
 @dataclass(frozen=True)
 class DPParams:
     enabled: bool
@@ -45,13 +50,30 @@ class DPParams:
     #: (robust to floating-point attacks): for real deployments, where the guarantee assumes the seed is secret.
     #: false: seeded from finetune.seed (reproducible; the report says which was used)
     secure_rng: bool
+    #: what the guarantee protects: example (neighbouring datasets differ in one row; Poisson sampling over rows) |
+    #: user (they differ in all rows of one user: Poisson sampling over users at q = batch_size / the candidate
+    #: pool's users, each sampled user's summed gradient clipped to max_grad_norm as one unit; DP only, hooks
+    #: clipping, one process; the dataset's rows must name their user)
+    unit: Literal["example", "user"]
+    #: unit user: at most this many of a sampled user's rows per step (a seeded draw among more); <= the physical
+    #: batch, as a user's rows are clipped together in one chunk
+    rows_per_user: int
 
     def problems(self):
         return (
             check(self.epsilon > 0, "epsilon", "must be > 0", self.epsilon)
             + check(self.delta is None or 0 < self.delta < 1, "delta", "must be in (0, 1)", self.delta)
             + check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0", self.max_grad_norm)
+            + check(self.rows_per_user >= 1, "rows_per_user", "must be >= 1", self.rows_per_user)
+            + check(self.unit == "example" or self.grad_sample_mode in USER_MODES, "unit",
+                    f"user-level clipping sums a user's per-example gradients before clipping: needs "
+                    f"grad_sample_mode {' or '.join(USER_MODES)}", self.grad_sample_mode)
         )
+
+    @property
+    def per_user(self) -> bool:
+        """User-level DP: a DP run whose unit is the user."""
+        return self.enabled and self.unit == "user"
 
 
 @dataclass(frozen=True)
@@ -205,6 +227,15 @@ class FinetuneParams:
             + check(self.distributed.strategy != "fsdp" or self.dp.grad_sample_mode in FSDP_MODES,
                     "distributed.strategy", "fsdp clips through opacus' ghost_fsdp: needs dp.grad_sample_mode "
                     f"{' or '.join(FSDP_MODES)}", self.dp.grad_sample_mode)
+            + check(self.dp.unit == "example" or self.dp.enabled, "dp.unit",
+                    "user is a DP mechanism (user-level clipping and accounting): needs dp.enabled: true",
+                    self.dp.unit)
+            + check(not self.dp.per_user or self.distributed.nproc_per_node == 1, "dp.unit",
+                    "user-level DP runs in one process: needs distributed.nproc_per_node: 1",
+                    self.distributed.nproc_per_node)
+            + check(not self.dp.per_user or self.dp.rows_per_user <= self.physical_batch_size, "dp.rows_per_user",
+                    f"a user's rows are clipped together in one chunk: must be <= physical_batch_size "
+                    f"({self.physical_batch_size})", self.dp.rows_per_user)
             + check(self.external is None or self.canaries, "external",
                     "an external run audits the exported canaries: needs canaries: true", self.canaries)
             + check(self.steps > 0, "steps", "must be > 0", self.steps)

@@ -68,9 +68,12 @@ def run_finetune(run: str, ft: FinetuneParams, dataset: DatasetSpec, where: Loca
             gradients = canary_gradients(model, inputs.canaries, inputs.canary_kinds, tok.pad_token_id,
                                          ft.dp.max_grad_norm, ft.diagnostics.gradient_canaries,
                                              stream("finetune.diagnostics").int_seed(ft.seed))
+    per_user = ft.dp.per_user  # user-level DP: the pool's users, q over the candidate pool's users
     result = train(model, inputs.pool, TrainConfig.of(ft, pad_id=tok.pad_token_id, population=inputs.population,
                                                       scheduled=inputs.scheduled,
-                                                      checkpoint=checkpointer(run, ft, inputs)))
+                                                      checkpoint=checkpointer(run, ft, inputs),
+                                                      users=inputs.pool_users() if per_user else None,
+                                                      user_population=inputs.user_population if per_user else None))
     if out_dir is None:
         return None
     if result.gathered is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import ConfigError
 from ..core.seeds import stream
 from ..datasets import DatasetSpec, read_split, sample
 from ..datasets.users import apply_canary_users, canary_user_split
@@ -80,6 +81,24 @@ class RunText:
         rows, control = secret_control(self.trained_rows(), secrets, spec, setup.control_secrets,
                                        setup.control_seed)
         return spec.pairs(apply_canary_users(rows, self.canary_users, spec.user_columns)), control
+
+    def training_users(self, secrets: list[dict] | None) -> list:
+        """The user of each of ``training_pairs``' pairs, in the same order (user-level DP): the same seeded draw
+        over the same rows, read for their ``user``. Refused (ConfigError naming ``finetune.dp.unit``) where a row
+        names no user or gives other than one pair."""
+        spec, setup = self.spec, self.setup
+        if not (spec.secrets and setup.control_secrets and secrets is not None):
+            rows = apply_canary_users(self.rows("train"), self.canary_users, spec.user_columns)
+            users = sample([r.get("user") for r in rows], setup.max_text_rows,
+                           stream("finetune.text_rows").int_seed(setup.seed))
+        else:
+            rows, _ = secret_control(self.trained_rows(), secrets, spec, setup.control_secrets, setup.control_seed)
+            users = [r.get("user") for r in rows]
+        if len(spec.pairs(rows)) != len(rows) or any(u is None for u in users):
+            raise ConfigError(f"finetune.dp.unit: user needs one pair per row, each row naming its user; dataset "
+                              f"{spec.name} has none (user-level: enron_users, a text dataset with user_field or "
+                              f"rows_per_user)")
+        return users
 
     def held_in_unseen_rows(self) -> list[dict]:
         """Non-members of a user-level text pool: never-trained rows (the test split) of held-in users only, the

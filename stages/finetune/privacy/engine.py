@@ -101,7 +101,7 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
     delta = dp.delta if dp.delta is not None else population ** -1.1
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
     requested = dp.grad_sample_mode
-    strategy, why = resolve(model, requested, sharded)
+    strategy, why = resolve(model, requested, sharded, per_user=dp.unit == "user")
     dp = dataclasses.replace(dp, grad_sample_mode=strategy.name)
     net = wrap_model(model, dp, world_size > 1, device)
     if strategy.sharded:  # fully_shard replaced the parameters (same order): the optimizer steps their shards
@@ -125,7 +125,8 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
                "steps": steps, "public_divisor": per_process_divisor * world_size, "optimizer": f"DP-{optimizer_name}",
                "grad_sample_mode": dp.grad_sample_mode, "world_size": world_size,
                "sharding": ("fsdp" if strategy.sharded else "ddp") if world_size > 1 else None,
-               "secure_rng": dp.secure_rng}
+               "secure_rng": dp.secure_rng, "unit": dp.unit,
+               "rows_per_user": dp.rows_per_user if dp.unit == "user" else None}
     if requested == "auto":  # what auto chose, and why where it is not bk
         privacy["grad_sample_mode_requested"] = requested
         if why:
@@ -144,11 +145,12 @@ def spent(private: Private) -> PrivacyRecord:
                          profile=privacy_profile(acc))
 
 
-def dp_step(private: Private, params, examples, parts, pad_id: int, device, pad_to: int | None = None
-            ) -> list[torch.Tensor]:
+def dp_step(private: Private, params, examples, parts, pad_id: int, device, pad_to: int | None = None,
+            units: list | None = None) -> list[torch.Tensor]:
     """One logical DP step over its physical chunks: per-example clipping by the run's clipping strategy, noise
     once at the last chunk. ``pad_to``: run that many chunks (a sharded run's ranks all run the most any has, as
-    FSDP's gathers are collectives), the extra ones on one example weighted zero."""
+    FSDP's gathers are collectives), the extra ones on one example weighted zero. ``units`` (user-level DP): per
+    chunk, each row's user within the chunk; a user's rows are then clipped together, as one unit."""
     net, opt, strategy = private.net, private.optimizer, private.strategy
     losses = []
     count = len(parts) if pad_to is None else pad_to
@@ -164,6 +166,8 @@ def dp_step(private: Private, params, examples, parts, pad_id: int, device, pad_
         if padding:  # contributes nothing: zero loss, zero output gradients, zero norm, zero clipped gradient
             ls = ls * 0.0
         strategy.backward(private, ls)
+        if units is not None:
+            strategy.group(private, torch.as_tensor(units[j], dtype=torch.long))
         opt.signal_skip_step(do_skip=j < count - 1)
         opt.step()
         opt.zero_grad()

@@ -13,6 +13,11 @@ names the first module that lacks it, and the error says which mode to use inste
   and output gradients that pass already had (one backward pass; measured fastest, so auto's first choice);
 * ``ghost_fsdp``: opacus' ghost clipping over an FSDP2-sharded model (``finetune.distributed.strategy: fsdp``,
   ``../sharding.py``): a run asking for ghost or auto gets it when sharded; never auto's choice otherwise.
+
+User-level DP (``finetune.dp.unit: user``): a strategy with ``per_user`` sums each chunk's per-example gradients by
+user before the optimizer clips them (``group``), so the clipped unit is a user's whole contribution, exactly. Only
+hooks has per-example gradients to sum; ghost's and book-keeping's per-example norms do not give the norm of a
+user's sum (its cross terms are missing), so they are refused, and ``auto`` resolves to hooks.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from .layers import register_for
 
 STRATEGIES: Registry["ClippingStrategy"] = Registry("grad-sample mode")
 KEY = "finetune.dp.grad_sample_mode"
+UNIT_KEY = "finetune.dp.unit"
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class ClippingStrategy:
     norm_pass = False
     #: clips a model sharded by FSDP (``finetune.distributed.strategy: fsdp``)
     sharded = False
+    #: can clip a user's summed gradient as one unit (``group``; user-level DP)
+    per_user = False
 
     def __init__(self, name: str, auto_rank: int) -> None:
         self.name, self.auto_rank = name, auto_rank
@@ -108,6 +116,10 @@ class ClippingStrategy:
         """One chunk's backward pass, leaving what the optimizer clips (or has clipped) in place."""
         raise NotImplementedError
 
+    def group(self, private, units: torch.Tensor) -> None:
+        """User-level DP: make the chunk's clipped units its users (``units``: each row's user within the chunk)."""
+        raise ConfigError(f"{UNIT_KEY}: user-level clipping is not supported by grad_sample_mode {self.name}")
+
 
 @register_strategy("hooks", auto_rank=2)
 class Hooks(ClippingStrategy):
@@ -125,8 +137,29 @@ class Hooks(ClippingStrategy):
         for p in params:
             p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
 
+    per_user = True
+
     def backward(self, private, losses: torch.Tensor) -> None:
         losses.mean().backward()  # opacus 'mean' rescales by the chunk size -> per-example grads
+
+    def group(self, private, units: torch.Tensor) -> None:
+        group_by_unit(private.optimizer.params, units)
+
+
+def group_by_unit(params, units: torch.Tensor) -> None:
+    """Each parameter's per-example gradients (``p.grad_sample``, (B, ...)) summed by unit: (U, ...), row u the sum
+    over the rows whose ``units`` entry is u (0 .. U-1). The optimizer then clips each unit's summed gradient to C,
+    as it clipped each example's: the per-user computation itself, not a bound on it."""
+    count = int(units.max()) + 1 if len(units) else 0
+    for p in params:
+        gs = getattr(p, "grad_sample", None)
+        if gs is None:
+            continue
+        gs = torch.cat(gs, 0) if isinstance(gs, list) else gs
+        if len(gs) != len(units):
+            raise RuntimeError(f"user-level clipping: {len(gs)} per-example gradients for {len(units)} rows")
+        idx = units.to(gs.device)
+        p.grad_sample = gs.new_zeros((count, *gs.shape[1:])).index_add_(0, idx, gs)
 
 
 @register_strategy("ghost", auto_rank=1)
@@ -207,11 +240,23 @@ def reason(req: Requirement, module: str) -> str:
     return f"{' and '.join(needing)} {'have' if len(needing) > 1 else 'has'} no {req.what} for {module}"
 
 
-def resolve(model: torch.nn.Module, mode: str, sharded: bool = False) -> tuple[ClippingStrategy, str | None]:
+def resolve(model: torch.nn.Module, mode: str, sharded: bool = False,
+            per_user: bool = False) -> tuple[ClippingStrategy, str | None]:
     """(strategy, why): an explicit mode is looked up as is; ``auto`` is the lowest-ranked strategy whose
     requirements every trainable module meets (bk, else ghost, else hooks), ``why`` naming what ruled out the
     first choice (None where it was taken). A ``sharded`` model (FSDP) is clipped by ghost_fsdp, asked for as
-    ghost or auto; other modes are refused, as is ghost_fsdp without sharding."""
+    ghost or auto; other modes are refused, as is ghost_fsdp without sharding. ``per_user`` (user-level DP): the
+    strategies that can clip a user's summed gradient only (hooks; ``auto`` resolves to it)."""
+    if per_user:
+        if sharded:
+            raise ConfigError(f"{UNIT_KEY}: user-level DP runs in one process, not sharded")
+        if mode == "auto":
+            return get_strategy("hooks"), "user-level clipping sums per-example gradients by user (hooks)"
+        strategy = get_strategy(mode)
+        if not strategy.per_user:
+            raise ConfigError(f"{UNIT_KEY}: user-level clipping sums a user's per-example gradients before clipping; "
+                              f"{KEY} {mode} has none: use hooks or auto")
+        return strategy, None
     if sharded:
         if mode not in ("ghost", "auto", "ghost_fsdp"):
             raise ConfigError(f"{KEY}: a sharded run (finetune.distributed.strategy: fsdp) clips through opacus' "
