@@ -16,7 +16,9 @@ the real engine (opacus or the project's own code) for as long as it is entered.
 * ``accountant_q``: the accountant is told q / 10 while the sampler draws at q (sigma unchanged);
 * ``rank_noise`` (2 processes; hooks' and ghost / bk's distributed optimizers): noise is added after the gradient
   all-reduce, on rank 1 only, so rank 0 (whose model is written) steps on the noiseless sum; in FSDP (ghost_fsdp's
-  optimizer, each rank holding a shard) rank 1 adds no noise to its shard.
+  optimizer, each rank holding a shard) rank 1 adds no noise to its shard;
+* ``user_clip_per_example`` (user-level DP): a user's rows are clipped one by one (each to C) instead of their sum,
+  while the accountant and the noise still treat the user as the unit of sensitivity C.
 
 Bugs DP libraries shipped in 2026 (each described by the report it models):
 
@@ -43,8 +45,8 @@ from unittest.mock import patch
 import torch
 
 MUTANTS = ("noise_halved", "noise_x0.9", "noise_x0.95", "sensitivity_sqrt2", "resume_noise", "sampler_q",
-           "cross_terms", "clip_off", "accountant_q", "rank_noise", "divisor_n", "noise_on_mean", "ignore_index",
-           "shuffled_batches", "lora_device_late")
+           "cross_terms", "clip_off", "accountant_q", "rank_noise", "user_clip_per_example", "divisor_n",
+           "noise_on_mean", "ignore_index", "shuffled_batches", "lora_device_late")
 #: the module whose clipping ``clip_off`` removes (a parameter-name fragment of the probe model)
 UNCLIPPED = "new_head"
 
@@ -241,6 +243,17 @@ def rank_noise():
         yield
 
 
+@contextlib.contextmanager
+def user_clip_per_example():
+    from stages.finetune.privacy.strategies import Hooks
+
+    def group(self, private, units):  # per-example gradients left as they are: each row clipped on its own
+        return None
+
+    with patch.object(Hooks, "group", group):
+        yield
+
+
 # ------------------------------------------------------------------------------------- bugs shipped in 2026
 @contextlib.contextmanager
 def divisor_n():
@@ -404,8 +417,9 @@ def mutant(name: str):
     return {"noise_halved": lambda: noise_scaled(0.5), "noise_x0.9": lambda: noise_scaled(0.9),
             "noise_x0.95": lambda: noise_scaled(0.95), "sensitivity_sqrt2": sensitivity_sqrt2,
             "resume_noise": resume_noise, "sampler_q": sampler_q, "cross_terms": cross_terms, "clip_off": clip_off,
-            "accountant_q": accountant_q, "rank_noise": rank_noise, "divisor_n": divisor_n,
-            "noise_on_mean": noise_on_mean, "ignore_index": ignore_index, "shuffled_batches": shuffled_batches,
+            "accountant_q": accountant_q, "rank_noise": rank_noise,
+            "user_clip_per_example": user_clip_per_example, "divisor_n": divisor_n, "noise_on_mean": noise_on_mean,
+            "ignore_index": ignore_index, "shuffled_batches": shuffled_batches,
             "lora_device_late": lora_device_late}[name]()
 
 

@@ -16,7 +16,9 @@ class SelfcheckConfig:
 
     #: ghost_fsdp: opacus' ghost clipping over an FSDP2-sharded probe (needs 2 processes)
     mode: Literal["hooks", "ghost", "bk", "ghost_fsdp"]
-    paradigm: Literal["rows", "lora", "full", "train_embeddings"]
+    #: users: user-level DP (finetune.dp.unit: user) on the linear probe's rows, each canary a user of several rows
+    #: (``SelfcheckParams.rows_per_user`` + 1), a user's whole contribution clipped as one unit
+    paradigm: Literal["rows", "lora", "full", "train_embeddings", "users"]
     processes: int
     #: the probe model (stages/selfcheck/probe.py): linear (each paradigm) or transformer (rows behind a decoder)
     probe: Literal["linear", "transformer"]
@@ -40,6 +42,9 @@ class SelfcheckConfig:
                     "a resumed configuration needs steps >= 2 and 1 process", self.resume)
             + check(self.mode != "ghost_fsdp" or self.processes == 2, "processes",
                     "ghost_fsdp shards the probe across processes: use 2", self.processes)
+            + check(self.paradigm != "users" or (self.mode == "hooks" and self.processes == 1
+                                                 and self.probe == "linear"), "paradigm",
+                    "users (user-level DP) runs the linear probe in hooks mode in 1 process", self.paradigm)
         )
 
 
@@ -69,6 +74,9 @@ class SelfcheckParams:
     width: int
     lr: float
     physical_batch_size: int
+    #: the user-level configurations (paradigm users): the most rows of a sampled user a step trains on
+    #: (finetune.dp.rows_per_user); each canary user holds one more
+    rows_per_user: int
     #: every test of every configuration is judged at alpha / (configurations x tests per configuration)
     alpha: float
     seed: int
@@ -88,6 +96,8 @@ class SelfcheckParams:
             + check(self.width >= 1, "width", "must be >= 1", self.width)
             + check(self.lr > 0, "lr", "must be > 0", self.lr)
             + check(self.physical_batch_size > 0, "physical_batch_size", "must be > 0", self.physical_batch_size)
+            + check(1 <= self.rows_per_user <= self.physical_batch_size, "rows_per_user",
+                    "must be in [1, physical_batch_size]", self.rows_per_user)
             + check(0 < self.alpha < 1, "alpha", "must be in (0, 1)", self.alpha)
             + check(len(self.configs) > 0, "configs", "must list at least one configuration", self.configs)
         )

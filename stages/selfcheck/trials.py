@@ -187,9 +187,18 @@ def replay(initial: list[torch.Tensor], grads: list[list[torch.Tensor]], optimiz
     return [p.detach() for p in params]
 
 
-def dp_config(sc: SelfcheckParams, mode: str) -> DPParams:
+def dp_config(sc: SelfcheckParams, mode: str, unit: str = "example") -> DPParams:
     return DPParams(enabled=True, epsilon=sc.epsilon, delta=sc.delta, max_grad_norm=sc.max_grad_norm,
-                    accountant=sc.accountant, grad_sample_mode=mode, secure_rng=False)
+                    accountant=sc.accountant, grad_sample_mode=mode, secure_rng=False, unit=unit,
+                    rows_per_user=sc.rows_per_user)
+
+
+def user_pool(examples: list, members: np.ndarray, rows: int) -> tuple[list, list[int]]:
+    """The user-level configuration's pool (paradigm ``users``): each member canary a user holding ``rows`` copies
+    of its example (each row's gradient its own direction: a user's summed gradient is ``rows`` x it, far above C),
+    and the user (canary index) of every row."""
+    idx = [i for i in np.flatnonzero(members) for _ in range(rows)]
+    return [examples[i] for i in idx], [int(i) for i in idx]
 
 
 def canaries_of(sc: SelfcheckParams, config: Config) -> int:
@@ -206,13 +215,18 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
 
     m = canaries_of(sc, config)
 
+    per_user = config.paradigm == "users"
+
     def probe():
         torch.manual_seed(INIT.int_seed(seed))  # the weights' stream; the canary directions draw from their own
-        return build_probe(config.probe, m, config.paradigm, width=sc.width, scale=sc.gradient_scale, seed=seed)
+        return build_probe(config.probe, m, "rows" if per_user else config.paradigm, width=sc.width,
+                           scale=sc.gradient_scale, seed=seed)
 
     model = probe()
     members = membership(m, seed)
-    pool = [e for e, y in zip(model.examples(), members) if y]
+    pool, users = [e for e, y in zip(model.examples(), members) if y], None
+    if per_user:  # one more row per user than a step may train on: the cap is exercised
+        pool, users = user_pool(model.examples(), members, sc.rows_per_user + 1)
     rank = world()[0]
     divisor = public_divisor(config.sample_rate, m)
     sharded = config.mode == "ghost_fsdp"
@@ -231,7 +245,9 @@ def train_probe(sc: SelfcheckParams, config: Config, seed: int) -> Trial | None:
         ck = Checkpointer(Path(tmp) / "probe.pt", every=stop, fingerprint="selfcheck") if stop else None
         cfg = TrainConfig(
             steps=config.steps, batch_size=1, physical_batch_size=sc.physical_batch_size, lr=sc.lr,
-            weight_decay=0.0, clip_norm=sc.max_grad_norm, seed=seed, pad_id=0, dp=dp_config(sc, config.mode),
+            weight_decay=0.0, clip_norm=sc.max_grad_norm, seed=seed, pad_id=0,
+            dp=dp_config(sc, config.mode, "user" if per_user else "example"), users=users,
+            user_population=m if per_user else None,
             sample_rate=config.sample_rate, optimizer=config.optimizer, population=m, progress=False,
             checkpoint=ck, on_step=stop_at if stop else None, sharding="fsdp" if sharded else "ddp")
         try:
@@ -262,7 +278,10 @@ def _trial(sc: SelfcheckParams, config: Config, recorder: Recorder, initial: dic
             "accountant", "max_grad_norm", "optimizer", "accountant_history")
     privacy = {k: getattr(result.privacy, k) for k in keys}
     counts = np.zeros(len(members), dtype=np.int64)
-    counts[members] = result.inclusions
+    if result.user_inclusions is not None:  # user level: the steps that drew each member user
+        counts[np.flatnonzero(members)] = [result.user_inclusions[int(i)] for i in np.flatnonzero(members)]
+    else:
+        counts[members] = result.inclusions
     score = project({n: initial[n] for n in own}, {n: p.detach() for n, p in own.items()}, recorder.initial)
     return Trial(score, members, privacy, np.array(recorder.per_step), counts, error, recorder.clip_ratio, divisor)
 
