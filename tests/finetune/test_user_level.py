@@ -242,3 +242,34 @@ def test_a_user_level_datasets_training_rows_carry_their_users(tmp_path, tiny_to
                                          for i in range(4)], schema=tofu.schema), tmp_path / "tofu" / "train.parquet")
     with pytest.raises(ConfigError, match=r"^finetune\.dp\.unit: user needs .* dataset tofu"):
         RunText(tmp_path, tofu, TextSetup("tofu", "sft", 32, 10, 0, 0, 0), {}).training_users(None)
+
+
+@pytest.mark.slow  # three short user-level DP runs
+def test_a_user_level_run_resumes_bit_for_bit_with_its_row_draw(tiny_base, vocab, tmp_path):
+    """Killed after its checkpoint and resumed, a user-level run ends where the uninterrupted one does: the users'
+    sampler, the row draw (rows_per_user below some users' rows) and the users' counts are checkpointed."""
+    from stages.finetune.checkpoint import Checkpointer
+
+    exs, users = _pool(vocab)
+
+    def run(checkpoint=None, crash_at=None):
+        torch.manual_seed(0)
+        m, tok = tiny_model(tiny_base)
+
+        def on_step(rec):
+            if rec["step"] == crash_at:
+                raise KeyboardInterrupt("killed")
+
+        res = train(m, exs, replace(_config(tok, users, cap=2, sample_rate=0.6, steps=6), checkpoint=checkpoint,
+                                    on_step=on_step))
+        return res, m.trainable_state()
+
+    ref, ref_state = run()
+    ck = Checkpointer(tmp_path / "run.pt", every=2, fingerprint="u")
+    with pytest.raises(KeyboardInterrupt):
+        run(ck, crash_at=5)
+    res, state = run(ck)
+    assert res.resumed_from == 4
+    assert res.user_inclusions == ref.user_inclusions and np.array_equal(res.inclusions, ref.inclusions)
+    for k in ref_state:
+        torch.testing.assert_close(state[k], ref_state[k], rtol=0, atol=0)
