@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from stages.audit.ledger import Ledger, LedgerEntry, design_key, design_of, read_ledger, write_ledger
+from stages.audit.api import Ledger, LedgerEntry, design_key, design_of, read_ledger, write_ledger
 from stages.audit.params import SeedRegistry, StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of

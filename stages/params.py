@@ -34,6 +34,7 @@ from stages.preprocess.params import PreprocessSection
 from stages.report.params import ReportParams
 from stages.secrets.params import SecretsParams
 from stages.selfcheck.params import SelfcheckParams
+from stages.studies.user_level import UserLevelPlanParams
 from stages.variance.params import VarianceParams
 
 #: every top-level section of params.yaml (besides ``runs``) and the dataclass that reads it, in pipeline order
@@ -50,6 +51,7 @@ SECTIONS: dict[str, type] = {
     "report": ReportParams,
     "variance": VarianceParams,
     "selfcheck": SelfcheckParams,
+    "user_level": UserLevelPlanParams,
 }
 #: the top-level keys of params.yaml
 TOP_LEVEL = (*SECTIONS, "runs")
@@ -69,6 +71,7 @@ class Params:
     report: ReportParams
     variance: VarianceParams
     selfcheck: SelfcheckParams
+    user_level: UserLevelPlanParams
     #: run name -> its fine-tune params (``runs.<run>`` deep-merged over ``finetune``)
     runs: dict[str, FinetuneParams]
     #: dataset name -> its params (``preprocess.datasets.<name>``, the spec's own dataclass)

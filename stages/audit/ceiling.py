@@ -98,15 +98,19 @@ def last_iterate_epsilon(sample_rate: float, steps: int, noise_multiplier: float
 
 
 def ideal_counts(sample_rate: float, steps: int, noise_multiplier: float, *, m: int, k_pos: int, k_neg: int,
-                 trials: int, seed: int) -> list[tuple[int, int, int]]:
+                 trials: int, seed: int, rows: int = 1) -> list[tuple[int, int, int]]:
     """(m, r, v) of ``trials`` simulated one-run tests on m canaries that follow the last-iterate model: members
-    drawn with probability 1/2 per canary, the same guessing rule (k_pos highest "in", k_neg lowest "out")."""
+    drawn with probability 1/2 per canary, the same guessing rule (k_pos highest "in", k_neg lowest "out").
+    ``rows``: each canary is that many rows sampled independently at ``sample_rate`` whose clipped gradients add along
+    one direction (a canary user with k rows under example-level DP: Bin(rows T, q) inclusions against the same
+    noise); 1 is a single row, or a user sampled and clipped as one unit under user-level DP."""
     rng = np.random.default_rng(seed)
     s = math.sqrt(steps) * noise_multiplier
     counts = []
     for _ in range(int(trials)):
         members = rng.random(m) < 0.5
-        scores = rng.binomial(steps, sample_rate, size=m) * members + rng.normal(0.0, 1.0, size=m) * s
+        scores = (rng.binomial(int(rows) * steps, sample_rate, size=m) * members
+                  + rng.normal(0.0, 1.0, size=m) * s)
         counts.append(guesses(scores, members, k_pos, k_neg))
     return counts
 

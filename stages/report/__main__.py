@@ -22,11 +22,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     study = section_of(raw, "study.out_dir")
     selfcheck = section_of(raw, "selfcheck.out")
     mutants = section_of(raw, "selfcheck.mutants")
+    plan = section_of(raw, "user_level.out")
     lineage = build_report(params.title, locations(raw, args.params), Path(args.lock), Path(params.out_dir),
                            variance_dir=Path(variance) if variance else None,
                            study_dir=Path(study) if study else None,
                            selfcheck=Path(selfcheck) if selfcheck else None,
-                           selfcheck_mutants=Path(mutants) if mutants else None)
+                           selfcheck_mutants=Path(mutants) if mutants else None,
+                           user_level_plan=Path(plan) if plan else None)
     log.info("report: %d numbers with lineage -> %s/report.md, %s/index.html", len(lineage), params.out_dir,
              params.out_dir)
 

@@ -30,6 +30,7 @@ class Inputs:
     threats: dict = field(default_factory=dict)  # attack -> the threat model it declares (its attack records)
     auditor: dict = field(default_factory=dict)  # run -> its auditor-only record (finetune's auditor.json)
     selfcheck_mutants: Path | None = None  # the self-check's mutant flag rates (benchmarks/selfcheck_mutants.py)
+    user_level_plan: Path | None = None  # the user-level comparison's plan (flows/user_level_plan.py)
 
     @property
     def runs(self) -> dict:

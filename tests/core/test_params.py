@@ -157,7 +157,8 @@ def test_every_accountant_key_has_the_one_accountant_type():
 
     for section, cls in SECTIONS.items():
         walk(cls, f"{section}.")
-    assert sorted(found) == ["audit.ceiling.planned.accountant", "finetune.dp.accountant", "selfcheck.accountant"]
+    assert sorted(found) == ["audit.ceiling.planned.accountant", "finetune.dp.accountant", "selfcheck.accountant",
+                             "user_level.accountant"]
 
 
 def _leaves(cls, prefix):

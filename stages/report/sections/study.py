@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...core.formatting import Table, fmt
+from ...core.formatting import Table
 from ..headline import mc, optimizer_label
 from ..render import Section
 
