@@ -3,12 +3,15 @@
 One derivation (``DERIVATION``) for every stream: the stream's seed material is a ``numpy.random.SeedSequence``
 whose entropy is the params seed (``<section>.seed``; a constant where no params seed exists, ``fixed``; the key's
 SHA-1 where the key alone seeds it, ``keyed="sha1"``) and whose spawn key is the stream's name (its CRC-32) followed
-by the key's CRC-32 (``keyed="crc32"``: one stream per key, adding a key leaves the others unchanged). SeedSequence
-hashes entropy and spawn key together, so no two (seed, name, key) triples share a stream: seed s's DP noise is not
-seed s+1's initialisation, as it was under the ``seed + offset`` recipes before (``tests/core/test_seeds.py`` draws
-every stream at seeds s..s+100 and finds no two first draws equal). Use ``stream(name).numpy(seed, key=...)`` for a
-numpy Generator and ``stream(name).int_seed(seed)`` for ``torch.manual_seed`` / ``torch.Generator().manual_seed``
-or a function's ``seed`` argument (63 bits of the same SeedSequence).
+by the key's CRC-32 (``keyed="crc32"``: one stream per key, adding a key leaves the others unchanged). Two things make
+the streams of different (seed, name, key) triples distinct: their SeedSequence inputs (entropy, spawn key) differ,
+which ``tests/core/test_seeds.py`` checks exactly (every registered name and key has its own CRC-32), and
+SeedSequence hashes those inputs into its state, which is numpy's design, not something a test can prove (the test
+that no two first draws at seeds s..s+100 are equal is a necessary check only). So seed s's DP noise is not seed
+s+1's initialisation, as it was under the ``seed + offset`` recipes before. Use
+``stream(name).numpy(seed, key=...)`` for a numpy Generator and ``stream(name).int_seed(seed)`` for
+``torch.manual_seed`` / ``torch.Generator().manual_seed`` or a function's ``seed`` argument (63 bits of the same
+SeedSequence).
 """
 from __future__ import annotations
 
@@ -127,4 +130,7 @@ _add(
     Stream("variance.silent.power", "the second study's power simulation (variance.silent.seed)"),
     Stream("variance.silent.ideal", "the second study's ideal per-model counts for its power (variance.silent.seed)"),
     Stream("variance.jitter", "the jitter plot's horizontal offsets", fixed=0),
+    # studies
+    Stream("studies.user_level_ideal", "the user-level plan's ideal audit of one (unit, rows per user) at key "
+           "(user_level.seed)", keyed="crc32"),
 )
