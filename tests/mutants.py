@@ -356,8 +356,11 @@ def ignore_index():
 
 @contextlib.contextmanager
 def shuffled_batches():
-    """Hu et al. 2025's training code: each epoch shuffles the pool and steps through fixed-size batches of
-    round(q n) (every example drawn exactly once an epoch) while the accountant books Poisson sampling at q."""
+    """Hu et al. 2025's training code: each epoch shuffles the pool and steps through batches of round(q n), the last
+    one the remainder (torch's DataLoader with shuffle, drop_last False), so every example is drawn exactly once an
+    epoch, while the accountant books Poisson sampling at q. (Dropping the remainder instead, an epoch of one batch,
+    2 round(q n) > n, is a fixed-size batch drawn afresh each step: its per-example counts are Bin(T, q) as Poisson's,
+    which the self-check's inclusion test reads, so that form passes: a known blind spot, docs/results.md.)"""
     import numpy as np
 
     import stages.finetune.loop as loop
@@ -367,7 +370,7 @@ def shuffled_batches():
     def draw(rng, n, q):
         size = max(1, int(round(q * n)))
         order, at = epochs.get(id(rng), (None, n))
-        if at + size > n:  # a new epoch (the remainder of the last one dropped, as drop_last)
+        if at >= n:  # a new epoch
             order, at = rng.permutation(n), 0
         epochs[id(rng)] = (order, at + size)
         mask = np.zeros(n, dtype=bool)
