@@ -6,8 +6,9 @@ package's ``__init__`` before its modules, and every module of a package whose `
 (``pkgutil.iter_modules(__path__)``). dvc.yaml lists that closure for each stage, a folder standing for all of its
 modules where every one of them is in the closure, so editing a module reruns exactly the stages that import it.
 
-``python -m flows.deps`` (no flag) exits 1 naming each stage whose listed code deps differ from its closure;
-``--write`` rewrites the ``stages/`` lines of each stage's ``deps:`` in dvc.yaml (comments and data deps kept);
+``python -m flows.deps`` (no flag) exits 1 naming each stage whose listed code deps differ from its closure, or
+whose replicated runs' datasets (``REPLICA_STAGES``) differ from params.yaml's; ``--write`` rewrites the ``stages/``
+lines of each stage's ``deps:`` in dvc.yaml and those datasets (comments and other data deps kept);
 ``--lock`` exits 1 naming each stage whose code, params or raw-data deps no longer match dvc.lock (outputs absent
 from a clean clone's cache are fine): CI runs it, so main's dvc.lock is main's code's.
 tests/core/test_layout.py checks the equality."""
@@ -23,6 +24,12 @@ from typing import Sequence
 ROOT = Path(__file__).resolve().parents[1]
 #: a code dep line of dvc.yaml (inside a stage's deps:)
 CODE_DEP = re.compile(r"^(\s+)- (stages(?:/[\w./]*)?)\s*(#.*)?$")
+#: stages whose foreach items (``replicas.sets.<name>: {run, seed}``) cannot name their run's dataset in DVC's own
+#: templating (no nested ``${runs.${item.run}.dataset}``): dvc.yaml lists the replicated runs' datasets, one line
+#: each before ``${secrets.out_dir}``, written by ``--write`` from params.yaml and checked here
+REPLICA_STAGES = ("replica_finetune", "replica_attack")
+REPLICA_NOTE = "# replicated runs' datasets (python -m flows.deps --write)"
+REPLICA_DEP = re.compile(r"^\s+- \$\{preprocess\.out_dir\}/(\S+)\s+" + re.escape(REPLICA_NOTE) + "$")
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -179,6 +186,13 @@ def write(root: Path = ROOT) -> list[str]:
             stage, in_deps, done = (top.group(1) if top else None), False, False
         elif (key := re.match(r"^\s+(\w+):", line)) and not line.lstrip().startswith("-"):
             in_deps = key.group(1) == "deps"
+        elif in_deps and stage in REPLICA_STAGES and REPLICA_DEP.match(line):
+            continue
+        elif in_deps and stage in REPLICA_STAGES and line.strip() == "- ${secrets.out_dir}":
+            indent = line[: len(line) - len(line.lstrip())]
+            if stage in replica_differences(root):
+                changed.append(stage)
+            out += [f"{indent}- ${{preprocess.out_dir}}/{d}  {REPLICA_NOTE}" for d in replica_datasets(root)]
         elif in_deps and stage in cmds and (m := CODE_DEP.match(line)):
             if not done:
                 new = compact(closure_files(cmds[stage], root), root)
@@ -190,6 +204,28 @@ def write(root: Path = ROOT) -> list[str]:
         out.append(line)
     (root / "dvc.yaml").write_text("\n".join(out) + "\n")
     return changed
+
+
+def replica_datasets(root: Path = ROOT) -> list[str]:
+    """The datasets the replicated runs read (``runs.<run>.dataset`` over ``finetune.dataset``), sorted."""
+    from stages.core.params import deep_merge, read_params
+
+    raw = read_params(root / "params.yaml")
+    runs, shared = raw.get("runs") or {}, raw.get("finetune") or {}
+    sets = (raw.get("replicas") or {}).get("sets") or {}
+    return sorted({deep_merge(shared, runs.get(rep.get("run")) or {}).get("dataset") for rep in sets.values()} - {None})
+
+
+def replica_differences(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
+    """Replica stage -> {"listed": datasets its deps name, "read": those its runs read}; empty when they agree."""
+    want = replica_datasets(root)
+    out = {}
+    for stage, lines in _blocks((root / "dvc.yaml").read_text().splitlines()):
+        if stage in REPLICA_STAGES:
+            got = sorted(m.group(1) for line in lines if (m := REPLICA_DEP.match(line)))
+            if got != want:
+                out[stage] = {"listed": got, "read": want}
+    return out
 
 
 def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict[str, list[str]]]:
@@ -293,10 +329,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         changed = write()
         print(f"dvc.yaml: code deps rewritten for {', '.join(changed) or 'no stage'}")
         return 0
-    diff = differences()
+    diff, data = differences(), replica_differences()
     for stage, d in diff.items():
         print(f"dvc.yaml stage {stage}: missing {d['missing'] or '-'}; not imported {d['extra'] or '-'}")
-    return 1 if diff else 0
+    for stage, d in data.items():
+        print(f"dvc.yaml stage {stage}: lists datasets {d['listed'] or '-'}; its runs read {d['read'] or '-'}")
+    return 1 if diff or data else 0
 
 
 if __name__ == "__main__":

@@ -135,7 +135,8 @@ def tiny_params(model_dir: Path) -> dict:
     p["canaries"].update(num_canaries=60, prefix_length=4)
     p["canaries"]["checks"] = {"member_share_alpha": 1.0e-6}
     p["finetune"].update(steps=3, batch_size=8, physical_batch_size=8, max_text_rows=16, eval_rows=8, max_length=32)
-    p["runs"] = {"nondp": {}, "dp": {"dp": {"enabled": True, "epsilon": 8.0}},
+    p["runs"] = {"nondp": {"dataset": "personachat"},
+                 "dp": {"dataset": "personachat", "dp": {"enabled": True, "epsilon": 8.0}},
                  "users": {"dataset": "enron_users", "canaries": False, "objective": "nwp", "max_text_rows": 24,
                            "steps": 3, "batch_size": 8},
                  "tofu": {"dataset": "tofu", "canaries": False, "max_text_rows": 40}}

@@ -74,7 +74,16 @@ def design_of(raw: dict, recipe: str) -> dict:
                          "count": sum(1 for r in (replicas.get("sets") or {}).values() if r.get("run") == recipe)},
             "canaries": {**_without(canaries, "seed"), "formatted": _without(canaries.get("formatted"), "seed")},
             "finetune": finetune,
-            "run": _without(section_of(raw, f"runs.{recipe}"), "seed")}
+            "run": _run_entry(raw, recipe)}
+
+
+def _run_entry(raw: dict, recipe: str) -> dict:
+    """``runs.<recipe>`` without its seed, and without a ``dataset`` equal to ``finetune.dataset`` (the run trains on
+    that dataset whether or not it names it: dvc.yaml needs every run to name its own)."""
+    run = _without(section_of(raw, f"runs.{recipe}"), "seed")
+    if "dataset" in run and run["dataset"] == (section_of(raw, "finetune") or {}).get("dataset"):
+        run.pop("dataset")
+    return run
 
 
 def design_key(raw: dict, recipe: str) -> str:

@@ -54,7 +54,7 @@ class CanaryUsersParams:
     #: substring lengths in tokens, and how many canary users per length (each held in or out by a seeded coin)
     lengths: tuple[int, ...]
     per_length: int
-    #: a dataset with users
+    #: a dataset with users (canary users off: any preprocessed one, as the canaries stage depends on its folder)
     dataset: str
     seed: int
 
@@ -96,6 +96,7 @@ class CanaryParams:
         )
 
     def relations(self, raw: dict) -> list[tuple[str, str]]:
-        """The corpus and the canary users' dataset are datasets of these params (registered or declared)."""
+        """The corpus and the canary users' dataset are datasets of these params (registered or declared), the
+        latter with users where canary users are drawn (disabled, any: the stage still depends on its folder)."""
         return [(f"canaries.{k}", m) for k, m in _dataset(raw, self.corpus, "corpus")
-                + _dataset(raw, self.users.dataset, "users.dataset", users=True)]
+                + _dataset(raw, self.users.dataset, "users.dataset", users=self.users.enabled)]

@@ -44,7 +44,8 @@ def project(tmp_path, tiny_model_dir, block: dict):
     # the template's own datasets and kinds the block does not use (the canaries' corpus stays): less to run
     p["preprocess"]["datasets"] = {"personachat": p["preprocess"]["datasets"]["personachat"]}
     p["secrets"]["datasets"] = {}
-    p["canaries"]["kinds"], p["canaries"]["users"]["enabled"] = ["new_token"], False
+    p["canaries"]["kinds"] = ["new_token"]
+    p["canaries"]["users"].update(enabled=False, dataset="personachat")  # the canaries stage's dep: a processed one
     (dest / "params.yaml").write_text(yaml.safe_dump(deep_merge(p, block), sort_keys=False))
     write_tickets(dest / block["preprocess"]["datasets"]["tickets"]["path"], block)
     run(["git", "add", "-A"], dest)

@@ -18,10 +18,11 @@ pytestmark = pytest.mark.slow
 
 ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "qwen2": "Qwen2ForCausalLM", "gpt_neox": "GPTNeoXForCausalLM"}
 DP = {"enabled": True, "epsilon": 8.0}
-RUNS = {"lora_nondp": {},
-        "lora_dp": {"dp": {**DP, "grad_sample_mode": "bk"}},
-        "full_dp": {"paradigm": "full", "dp": {**DP, "grad_sample_mode": "ghost"}},
-        "full_emb_dp": {"paradigm": "full", "train_embeddings": True, "dp": {**DP, "grad_sample_mode": "hooks"}}}
+RUNS = {name: {"dataset": "personachat", **run} for name, run in {
+    "lora_nondp": {},
+    "lora_dp": {"dp": {**DP, "grad_sample_mode": "bk"}},
+    "full_dp": {"paradigm": "full", "dp": {**DP, "grad_sample_mode": "ghost"}},
+    "full_emb_dp": {"paradigm": "full", "train_embeddings": True, "dp": {**DP, "grad_sample_mode": "hooks"}}}.items()}
 #: arch -> its runs (a pipeline costs ~15 s a stage here, mostly imports: the other two run what gpt2 adds nothing to)
 ARCH_RUNS = {"gpt2": list(RUNS), "qwen2": ["lora_dp", "full_emb_dp"], "gpt_neox": ["lora_dp", "full_emb_dp"]}
 
@@ -32,7 +33,7 @@ def arch_params(model_dir, runs: list[str]) -> dict:
     p["preprocess"]["datasets"] = {"personachat": p["preprocess"]["datasets"]["personachat"]}
     p["secrets"]["datasets"] = {}
     p["canaries"].update(kinds=["new_token", "random"])
-    p["canaries"]["users"]["enabled"] = False
+    p["canaries"]["users"].update(enabled=False, dataset="personachat")  # the canaries stage's dep: a processed one
     p["canaries"]["formatted"]["enabled"] = False
     p["finetune"]["lora"]["targets"] = "auto"
     p["runs"] = {name: RUNS[name] for name in runs}

@@ -23,7 +23,7 @@ def trained_elsewhere(tmp_path_factory, tiny_model_dir):
     dest = copy_project(tmp_path_factory.mktemp("external"))
     p = tiny_params(tiny_model_dir)
     ext = {"model": "external/model", "membership": "external/membership.json", "claim": CLAIM}
-    p["runs"] = {"ext": {"external": ext, "max_text_rows": 24}}
+    p["runs"] = {"ext": {"dataset": "personachat", "external": ext, "max_text_rows": 24}}
     # the default list holds whitebox, which an external run cannot have: left out with the reason, not a failure
     p["attack"]["attacks"] = ["loss", "zlib", "contrast", "whitebox", "exposure"]
     p["attack"]["runs"] = {"ext": None}

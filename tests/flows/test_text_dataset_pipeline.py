@@ -54,7 +54,7 @@ def text_params(model_dir) -> dict:
         "mining": {"ngram_chars": 40, "top_k": 20, "min_count": 3}}}
     p["finetune"]["secret_control"]["secrets"] = 40
     p["canaries"].update(kinds=["new_token"])
-    p["canaries"]["users"]["enabled"] = False
+    p["canaries"]["users"].update(enabled=False, dataset="personachat")  # the canaries stage's dep: a processed one
     p["runs"] = {"tickets_dp": {"dataset": "tickets", "dp": {"enabled": True, "epsilon": 8.0},
                                 "max_text_rows": 660},  # every held-in user's training rows
                  "faq_nondp": {"dataset": "faq"}}

@@ -1,0 +1,36 @@
+"""Your own dataset reruns only your stages: on the reproduced tiny project, a text dataset and a run on it are added
+to params.yaml (README, "Audit your own private text"), the new preprocess stage runs, and DVC's own `dvc status`
+then finds stale only the new run's fine-tune and attack, the audit and the report: every existing canaries,
+fine-tune, attack and replica stage still matches dvc.lock (each depends on the datasets it reads, not the folder)."""
+import json
+
+import pytest
+import yaml
+
+from support import ALL_STAGES, run
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_new_dataset_and_run_leave_every_existing_stage_up_to_date(reproduced_project):
+    dest = reproduced_project
+    assert json.loads(run(["dvc", "status", "--json"], dest).stdout) == {}
+    raw = dest / "data/raw/mine/notes.jsonl"
+    raw.parent.mkdir(parents=True)
+    raw.write_text("".join(json.dumps({"body": f"note {i}: the parcel for desk {i % 9} waits at gate {i % 4}"}) + "\n"
+                           for i in range(120)))
+    p = yaml.safe_load((dest / "params.yaml").read_text())
+    p["preprocess"]["datasets"]["mine"] = {
+        "kind": "text", "path": "data/raw/mine/notes.jsonl", "format": "jsonl", "text_field": "body",
+        "prompt_field": None, "completion_field": None, "id_field": None, "user_field": None, "rows_per_user": None,
+        "user_level": None, "split_field": None, "split": {"valid": 0.1, "test": 0.1}, "min_chars": 1,
+        "max_chars": None, "dedupe": True, "seed": 0, "rows": {}}
+    p["runs"]["mine_nondp"] = {"dataset": "mine"}
+    p["attack"]["runs"]["mine_nondp"] = None
+    (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    run(["dvc", "repro", "preprocess@mine"], dest)
+    assert (dest / "data/processed/mine/train.parquet").is_file()
+    stale = set(json.loads(run(["dvc", "status", "--json"], dest).stdout))
+    assert stale == {"finetune@mine_nondp", "attack@mine_nondp", "audit", "report"}
+    assert {s for s in ALL_STAGES if s.split("@")[0] in {"canaries", "finetune", "attack"}
+            or s.startswith("replica_")} & stale == set()
