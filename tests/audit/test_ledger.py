@@ -75,6 +75,12 @@ def test_the_design_key_leaves_seeds_out_and_sees_the_recipe():
         assert design_key(moved, "dp_eps8") == key
     dp["unit"] = "user"
     assert design_key(moved, "dp_eps8") != key
+    dp["unit"] = "example"
+    run = moved["runs"]["dp_eps8"]
+    run["dataset"] = moved["finetune"]["dataset"]  # naming the dataset it trains on anyway: the same design
+    assert design_key(moved, "dp_eps8") == key
+    run["dataset"] = "tofu"
+    assert design_key(moved, "dp_eps8") != key
 
 
 def test_the_committed_ledger_says_what_each_seed_set_is():
