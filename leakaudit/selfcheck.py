@@ -34,7 +34,7 @@ def check(sc: SelfcheckParams, configs: Sequence[trials.Config] | None = None, s
 def design(sc: SelfcheckParams) -> dict:
     return {k: getattr(sc, k) for k in ("canaries", "transformer_canaries", "guesses_in", "guesses_out", "epsilon",
                                         "delta", "max_grad_norm", "accountant", "gradient_scale", "lr", "alpha",
-                                        "seed")}
+                                        "rows_per_user", "seed")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -227,7 +227,9 @@ def document(design: dict, rows: list[dict]) -> dict:
         "checked": "the fine-tune's DP path (loop.train: Poisson sampler, make_private, the mode's clipping, opacus "
                    "noise and accountant, the optimizer, checkpoint resume; torchrun + opacus distributed optimizer "
                    "with 2 processes) on the layer types the paradigms train (Linear, Embedding, LoRA-wrapped Linear, "
-                   "RMSNorm) and behind a Llama decoder layer over 6-token sequences; regimes: " + ", ".join(checked),
+                   "RMSNorm) and behind a Llama decoder layer over 6-token sequences; user-level DP (paradigm users: "
+                   "each canary a user of several rows, a user's summed gradient clipped as one unit, hooks); "
+                   "regimes: " + ", ".join(checked),
         "not_checked": NOT_CHECKED,
         "all_pass": not any(r["flagged"] for r in rows),
         "rows": rows,
