@@ -94,7 +94,7 @@ def main() -> None:
     family = len(sc.configs)
     os.chdir(ROOT)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), str(ROOT)])
-    rows = []
+    rows, at = [], commit()  # the code the rows run (read before they run: a checkout may move meanwhile)
     for i, (name, match) in enumerate(SETUPS):
         if args.only is not None and str(i) not in args.only:
             continue
@@ -112,7 +112,7 @@ def main() -> None:
         rows.append({"mutant": name, "config": config.name, "seeds": args.seeds, "first_seed": args.first_seed,
                      "flagged": flags, "named": dict(sorted(named.items())), "seconds": round(time.time() - t0)})
         if args.merge:
-            rows[-1].update(family=family, commit=commit())
+            rows[-1].update(family=family, commit=at)
         rows[-1]["expected_pass"] = i in EXPECTED_PASS
         print(f"{str(name):18s} {config.name:46s} flagged {flags:2d}/{args.seeds}  {dict(named)}  "
               f"({rows[-1]['seconds']} s)", flush=True)
