@@ -83,8 +83,10 @@ class Headline:
 
 def _trained(r: dict, base: dict) -> str:
     pv, t = r["privacy"], r["trainable"]
-    dp = (f"{optimizer_label(pv)}, target ε = {fmt(pv.get('target_epsilon'), 2)} at δ = {pv.get('delta'):.0e}, σ = "
-          f"{fmt(pv.get('noise_multiplier'), 3)}" if pv.get("dp") else "no DP")
+    unit = (f"user-level (a user's rows, at most {pv.get('rows_per_user')} a step, clipped as one unit; q over users)"
+            if pv.get("unit") == "user" else "example-level")
+    dp = (f"{optimizer_label(pv)}, {unit}, target ε = {fmt(pv.get('target_epsilon'), 2)} at δ = "
+          f"{pv.get('delta'):.0e}, σ = {fmt(pv.get('noise_multiplier'), 3)}" if pv.get("dp") else "no DP")
     n = base.get("num_parameters")
     size = f"{n / 1e6:,.0f}M parameters" if n else "? parameters"
     return (f"{base.get('name_or_path', '?')} ({size}), {t['paradigm']} "

@@ -86,6 +86,11 @@ def test_a_pooled_recipe_leads_with_the_pooled_test():
     note = head.figures[keys.index("pooled_eps_lb_95")].note
     assert note.startswith("confirmation: seeds 1, 2, 3, committed before their first recorded run")
     assert "DP-AdamW" in head.trained and "DP-SGD" not in head.trained
+    assert "example-level" in head.trained  # what the guarantee protects: one row
+    user = _run(secure=False)
+    user["privacy"].update(unit="user", rows_per_user=4)
+    assert "user-level (a user's rows, at most 4 a step, clipped as one unit" in headlines({"a": user}, {}, BOUNDS,
+                                                                                          "0.01")[0].trained
     no_canary = reading(_run(dp=False, canaries=False), BOUNDS, "0.01")
     assert "no audit bound" in no_canary and "largest of 3 attack × pool results is loss on text" in no_canary
 
