@@ -1,15 +1,18 @@
-"""Record the pooled tests of the reproduced pipeline in reports/audit_study/pooled.json (git-tracked), with the
-evidence that the design existed before the runs: the commit since which params.yaml has held the pooled design
-unchanged (``design_commit``), the commit the runs were reproduced at, a hash of the resolved params and a copy of
-dvc.lock (reports/audit_study/locks/).
+"""Record the reproduced pipeline's runs in the seed ledger (reports/audit_study/seed_ledger.json: every run of a
+seed set, its design, streams and result; the only writer of that file) and its pooled tests new to
+reports/audit_study/pooled.json (git-tracked), with the evidence that the design existed before the runs: the commit
+since which params.yaml has held the pooled design unchanged (``design_commit``), the commit the runs were
+reproduced at, a hash of the resolved params and a copy of dvc.lock (reports/audit_study/locks/).
 
-    leakaudit run && python -m flows.pooled_audit    # then commit reports/audit_study/ with the dvc.lock it names
+    leakaudit run && git commit ... && python -m flows.pooled_audit
+    dvc repro audit report      # the audit reads the ledger (the recorded set's status does not change)
 
-Refuses while params.yaml or dvc.lock differ from the commit, or while `dvc status` finds the audit stale; never
-rewrites a recorded (recipe, seeds, streams) row. A row whose seeds are all preregistered in params now
-(``audit.seeds``) is a confirmation set; otherwise a development look. Each row names the stream derivation its runs
-used (``streams``: ``stages.core.seeds.DERIVATION``). The summary gives one bar per design. The flow only
-orchestrates: rows come from ``stages.studies.study``.
+Refuses while params.yaml or dvc.lock differ from the commit, or while `dvc status` finds the audit stale, or when the
+runs of that commit are recorded already; never rewrites a recorded (recipe, seeds, streams) row. Each row's status
+is the ledger's (``ledger_status``, stages/audit/ledger.py: a set is a confirmation for the one design its first
+recorded run was under). Each row names the stream derivation its runs used (``streams``:
+``stages.core.seeds.DERIVATION``). The summary gives one bar per design. The flow only orchestrates: rows come from
+``stages.studies.study``, statuses from the ledger.
 """
 from __future__ import annotations
 
