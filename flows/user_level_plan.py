@@ -13,10 +13,29 @@ import dataclasses
 import json
 from pathlib import Path
 
+import yaml
+
+from stages.audit.schema import BoundKeys, mc_interval_key
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params
-from stages.core.vcs import git_dirty, head
+from stages.core.vcs import VcsError, git, git_dirty
 from stages.studies.user_level import UserLevelPlanParams, plan_ideals
+
+
+def design_since(repo: Path, section: str = "user_level", path: str = "studies.yaml") -> str | None:
+    """The oldest commit since which ``path``'s ``section`` has not changed up to HEAD (None: HEAD lacks it)."""
+    now, found = None, None
+    for commit in git(str(repo), "log", "--format=%H", "HEAD", "--", path).split():
+        try:
+            old = (yaml.safe_load(git(str(repo), "show", f"{commit}:{path}")) or {}).get(section)
+        except VcsError:
+            break
+        if found is None:
+            now = old
+        elif old != now:
+            break
+        found = commit
+    return found if now is not None else None
 
 
 def plan(repo: Path) -> dict:
@@ -31,7 +50,7 @@ def plan(repo: Path) -> dict:
                          rows=list(p.rows), m=p.m, k_pos=p.k_pos, confidence=p.confidence, trials=p.trials,
                          seed=p.seed, accountant=p.accountant)
     data = {"design": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(p).items()},
-            "design_commit": head(str(repo)), "ideals": ideals,
+            "design_commit": design_since(repo), "ideals": ideals,
             "assumption": "linear last-iterate model: a canary user's rows add clipped gradients along one direction "
                           "(heuristic; a real audit can exceed it)"}
     tmp = out.with_name(f".{out.name}.tmp")
@@ -48,10 +67,11 @@ def main(argv=None) -> None:
     ideals = data["ideals"]
     print(f"sigma {ideals['noise_multiplier']:.4f} at (eps {ideals['epsilon']}, delta {ideals['delta']:g}), "
           f"q {ideals['sample_rate']}, T {ideals['steps']}; cap {ideals['cap_eps_lb']:.3f}")
+    k = BoundKeys(ideals["confidence"])
     for r in ideals["rows"]:
-        lo, hi = r["ideal_eps_lb_median_mc95"]
-        print(f"{r['unit']:8s} DP, {r['rows']} rows per user: ideal eps-hat95 median {r['ideal_eps_lb_median']:.3f} "
-              f"[MC {lo:.3f}-{hi:.3f}], p10 {r['ideal_eps_lb_p10']:.3f}, p90 {r['ideal_eps_lb_p90']:.3f}")
+        lo, hi = r[mc_interval_key(k.ideal())]
+        print(f"{r['unit']:8s} DP, {r['rows']} rows per user: ideal {k.label} median {r[k.ideal()]:.3f} "
+              f"[MC {lo:.3f}-{hi:.3f}], p10 {r[k.ideal(summary='p10')]:.3f}, p90 {r[k.ideal(summary='p90')]:.3f}")
 
 
 if __name__ == "__main__":

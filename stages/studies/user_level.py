@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..audit.ceiling import ideal_counts, quantile_mc, trial_bounds
+from ..audit.schema import IDEAL_SUMMARIES, BoundKeys, mc_interval_key
 from ..core.params import Accountant, check
 from ..core.privacy import calibrate_sigma
 from ..core.seeds import stream
@@ -85,10 +86,11 @@ def user_ideal(sample_rate: float, steps: int, sigma: float, *, unit: str, rows:
     bounds = trial_bounds(counts, delta, confidence, gdp=False)
     out = {"unit": unit, "rows": rows, "m": m, "k_pos": k_pos,
            "median_correct": float(sorted(c[2] for c in counts)[len(counts) // 2])}
-    for name, q in (("median", 50), ("p10", 10), ("p90", 90)):
+    keys = BoundKeys(confidence)
+    for name, q in zip(IDEAL_SUMMARIES, (50, 10, 90)):
         mc = quantile_mc(bounds, q)
-        out[f"ideal_eps_lb_{name}"] = mc["value"]
-        out[f"ideal_eps_lb_{name}_mc95"] = [mc["low"], mc["high"]]
+        out[keys.ideal("eps_lb", name)] = mc["value"]
+        out[mc_interval_key(keys.ideal("eps_lb", name))] = [mc["low"], mc["high"]]
     return out
 
 

@@ -16,7 +16,7 @@ def test_one_row_per_user_is_the_single_canary_ideal_under_either_unit():
                     seed=1)
     us = user_ideal(0.23, 10, 1.9, unit="user", rows=1, m=200, k_pos=20, delta=1e-5, confidence=0.95, trials=200,
                     seed=1)
-    assert ex["ideal_eps_lb_median"] == us["ideal_eps_lb_median"]
+    assert ex["ideal_eps_lb_95_median"] == us["ideal_eps_lb_95_median"]
     with pytest.raises(ValueError, match="unit 'group'"):
         user_ideal(0.23, 10, 1.9, unit="group", rows=1, m=200, k_pos=20, delta=1e-5, confidence=0.95, trials=10,
                    seed=1)
@@ -25,7 +25,7 @@ def test_one_row_per_user_is_the_single_canary_ideal_under_either_unit():
 def test_the_plan_reproduces_the_published_ordering():
     plan = plan_ideals(epsilon=2.0, delta=1e-5, sample_rate=0.23, steps=10, rows=[4, 8], m=1000, k_pos=100,
                        confidence=0.95, trials=600, seed=0)
-    med = {(r["unit"], r["rows"]): r["ideal_eps_lb_median"] for r in plan["rows"]}
+    med = {(r["unit"], r["rows"]): r["ideal_eps_lb_95_median"] for r in plan["rows"]}
     assert med[("example", 4)] == pytest.approx(2.49, abs=0.15)
     assert med[("example", 8)] == pytest.approx(plan["cap_eps_lb"]) == pytest.approx(3.47, abs=0.01)
     assert med[("user", 4)] < 0.6 and med[("user", 8)] < 0.6  # a user's rows clipped as one unit: a single row's

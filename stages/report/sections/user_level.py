@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...audit.schema import BoundKeys, mc_interval_key
 from ...core.formatting import Table, fmt
 from ..render import Section
 
@@ -16,10 +17,11 @@ def user_level_section(plan: Path | None) -> Section | None:
     d, ideals = data["design"], data["ideals"]
     t = Table(["DP unit", "rows per canary user (k)", "ideal ε̂95 median (Monte Carlo interval)", "ideal p10 – p90",
                "median right of guesses"])
+    k = BoundKeys(d["confidence"])
     for r in ideals["rows"]:
-        lo, hi = r["ideal_eps_lb_median_mc95"]
-        t.rows.append([f"{r['unit']}-level DP-SGD", r["rows"], f"{fmt(r['ideal_eps_lb_median'])} ({fmt(lo)}–{fmt(hi)})",
-                       f"{fmt(r['ideal_eps_lb_p10'])} – {fmt(r['ideal_eps_lb_p90'])}",
+        lo, hi = r[mc_interval_key(k.ideal())]
+        t.rows.append([f"{r['unit']}-level DP-SGD", r["rows"], f"{fmt(r[k.ideal()])} ({fmt(lo)}–{fmt(hi)})",
+                       f"{fmt(r[k.ideal(summary='p10')])} – {fmt(r[k.ideal(summary='p90')])}",
                        f"{fmt(r['median_correct'], 0)} of {d['k_pos']}"])
     return Section("Users: the user-level comparison's plan (ideals before any run)", tables=[t], paragraphs=[
         f"Planned before any user-level run (studies.yaml `user_level`, committed at "
