@@ -4,8 +4,9 @@ A seed set confirms at most one design. A run's bound is a *confirmation* only w
 
 * none of its seeds is a development seed (``audit.seeds.development``: a seed any design choice saw), and
 * the first recorded run of this recipe at any of its seeds (the ledger, ``audit.seeds.ledger``) is this seed set
-  under this design (``design_key``: the recipe's pooled design, seeds left out) with these random streams
-  (``stages.core.seeds.DERIVATION``), and those seeds were committed before that first run; or, for seeds the ledger
+  (or a set holding it: the recipe's own run of a pooled set) under this design (``design_key``: the recipe's pooled
+  design, seeds left out) with these random streams (``stages.core.seeds.DERIVATION``), and those seeds were
+  committed before that first run; or, for seeds the ledger
   has never seen, every seed stands in ``audit.seeds.preregistered`` (committed before any run at it: the run being
   audited is then the first, and recording it makes that mechanical).
 
@@ -147,8 +148,8 @@ class Ledger:
         seen = self.runs_of(recipe, seeds)
         if not seen:
             return SeedStatus.CONFIRMATION if set(seeds) <= set(registry.preregistered) else SeedStatus.DEVELOPMENT
-        first = seen[0]
-        clean = (sorted(first.seeds) == seeds and first.design == design and first.streams == streams
+        first = seen[0]  # a run of the set (one of its replicas alone, say) shares the set's first run
+        clean = (set(seeds) <= set(first.seeds) and first.design == design and first.streams == streams
                  and first.registered_before)
         return SeedStatus.CONFIRMATION if clean else SeedStatus.DEVELOPMENT
 

@@ -30,6 +30,7 @@ def test_a_set_confirms_only_the_design_of_its_first_run():
     assert status([7, 8, 9], "B") == "confirmation"
     assert status([4, 5, 6], "A", "other streams") == "development"  # streams are part of the design
     assert status([4, 8], "B") == "development"  # a set overlapping one that ran before
+    assert status([7], "B") == "confirmation"  # one run of a confirmation set: its first run is the set's
     assert status([1, 4], "Z") == "development"  # a development seed, whatever the ledger says
 
 
