@@ -31,7 +31,7 @@ def test_a_replica_is_its_run_at_its_own_seed_with_its_own_outputs():
 @pytest.mark.parametrize("sets, message", [
     ({"r2": {"run": "dp_eps8", "seed": 3102}, "r3": {"run": "dp_eps8", "seed": 3102}},
      "replicas.sets.r3.seed: seed 3102 repeats replica r2"),
-    ({"r2": {"run": "dp_eps8", "seed": 3104}}, "replicas.sets.r2.seed: seed 3104 is run dp_eps8's own seed"),
+    ({"r2": {"run": "dp_eps8", "seed": 3111}}, "replicas.sets.r2.seed: seed 3111 is run dp_eps8's own seed"),
     ({"r2": {"run": "nope", "seed": 5}}, "replicas.sets.r2.run: no such run"),
     ({"r2": {"run": "users", "seed": 5}}, "replicas.sets.r2.run: run 'users' has no canaries"),
     ({"nondp": {"run": "dp_eps8", "seed": 5}}, "replicas.sets.nondp: a replica's name must not be a run's name"),
