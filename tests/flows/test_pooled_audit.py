@@ -78,7 +78,7 @@ def test_a_dvc_experiments_pooled_test_is_recorded_with_its_baseline(tmp_path):
         members.append({"run": name, "seeds": [seed], "scores": rng.normal(size=300) + 2.0 * y, "labels": y,
                         "privacy": {"sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8, "epsilon_spent": 8.0,
                                     "delta": 1e-5, "optimizer": "DP-sgd", "secure_rng": False, "dp": True}})
-    pooled = pooled_test(members, (20, 0), 1e-5, audit, audit.seeds)
+    pooled = pooled_test(members, (20, 0), 1e-5, audit, "confirmation")
     (tmp_path / "pooled_fixture.json").write_text(json.dumps({"pooled": {"dp_eps8": pooled}}))
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"audit": {
         "cmd": "mkdir -p reports && cp pooled_fixture.json reports/metrics.json",
@@ -92,6 +92,9 @@ def test_a_dvc_experiments_pooled_test_is_recorded_with_its_baseline(tmp_path):
     run("dvc", "exp", "run", "-q", "-n", "set9", "-S", "canaries.seed=7001")  # a seed: not the design
     (row,) = record(str(tmp_path), "set9")
     assert (row["experiment"], row["params_commit"], row["phase"]) == ("set9", baseline, "confirmation")
+    ledger = json.loads((tmp_path / "reports/audit_study/seed_ledger.json").read_text())["entries"]
+    assert [(e["recipe"], e["seeds"], e["experiment"], e["registered_before"]) for e in ledger] == [
+        ("dp_eps8", [7001, 7002], "set9", True)]  # the run's seed ledger entry: the set's first run
     assert row["seeds_commit"] == row["design_commit"] == first
     lock = (tmp_path / "reports/audit_study" / row["lock"]).read_text()
     assert "audit:" in lock and (row["m"], row["r"], row["v"]) == (pooled["m"], pooled["r"], pooled["v"])
