@@ -68,11 +68,11 @@ def test_dvc_repro_runs_every_stage_and_reports(reproduced_template):
     for text in readings:
         if "ε ≥" in text or "ε̂ = 0" in text:
             assert re.search(r"at \d+% confidence \(δ = [0-9.e+-]+\)", text), text
-    assert "Audit: the pre-registered test (headline ε̂)" in report and "attainable ceiling" in report
+    assert "Audit: the primary test (headline ε̂)" in report and "attainable ceiling" in report
     assert "gpu_dp_audit (planned, not run)" in report and "Bonferroni" in report
     assert "no multiple-testing correction" not in report
     # the DP engine's own audit (reports/selfcheck.json, git-tracked): its table, before any epsilon it vouches for
-    assert report.index("## DP engine self-check") < report.index("## Audit: the pre-registered test")
+    assert report.index("## DP engine self-check") < report.index("## Audit: the primary test")
     assert "Every configuration passes" in report and "Not checked:" in report
     assert "noise and sampler RNG" in report and "seeded (finetune.seed)" in report
     # blind baselines on every non-randomised pool; canary users per substring length; randomised VMR control
@@ -271,6 +271,8 @@ def test_report_follows_the_configured_fprs_and_confidences(reproduced_project):
     report = re.sub(r"## Audit design study.*?(?=\n## )", "", report, flags=re.S)
     # (so are the DP engine self-check's: its 95% and 1 - alpha/K columns are its own design, params `selfcheck`)
     report = re.sub(r"## DP engine self-check.*?(?=\n## )", "", report, flags=re.S)
+    # (and the user-level plan's: its confidence is its own design, studies.yaml `user_level`)
+    report = re.sub(r"## Users: the user-level comparison's plan.*?(?=\n## )", "", report, flags=re.S)
     assert "TPR@5%FPR [95% CI]" in report and "ε̂90 assumption-free (Steinke)" in report and "ε̂95" not in report
 
 

@@ -15,9 +15,9 @@ def user_level_section(plan: Path | None) -> Section | None:
         return None
     data = json.loads(plan.read_text())
     d, ideals = data["design"], data["ideals"]
-    t = Table(["DP unit", "rows per canary user (k)", "ideal ε̂95 median (Monte Carlo interval)", "ideal p10 – p90",
-               "median right of guesses"])
     k = BoundKeys(d["confidence"])
+    t = Table(["DP unit", "rows per canary user (k)", f"ideal {k.label} median (Monte Carlo interval)",
+               "ideal p10 – p90", "median right of guesses"])
     for r in ideals["rows"]:
         lo, hi = r[mc_interval_key(k.ideal())]
         t.rows.append([f"{r['unit']}-level DP-SGD", r["rows"], f"{fmt(r[k.ideal()])} ({fmt(lo)}–{fmt(hi)})",
@@ -34,7 +34,7 @@ def user_level_section(plan: Path | None) -> Section | None:
         f"adds Bin(kT, q) clipped gradients against the same noise and the guarantee it gets is group privacy (about "
         f"kε); under user-level DP the user is sampled once and clipped as one unit, a single row's Bin(T, q). "
         f"Assumption: {data['assumption']}. {d['k_pos']} guesses, all right, can show at most "
-        f"ε̂95 = {fmt(ideals['cap_eps_lb'])} ({ideals['trials']} simulated audits per row). "
+        f"{k.label} = {fmt(ideals['cap_eps_lb'])} ({ideals['trials']} simulated audits per row). "
         f"Prediction, stated before the runs: {d['prediction']} The confirming runs (seeds "
         f"{', '.join(map(str, d['confirmation_seeds']))}) and the user-level canary audit that scores them are not "
         "run yet: nothing here is a measurement."])
