@@ -6,6 +6,7 @@ metrics.json path (its lineage id), and one plain-language sentence reading them
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from ..audit.schema import IDEAL_SUMMARIES, BoundKeys, SeedStatus, mc_interval_key, mcse_key
 from ..core.formatting import ci, fmt
@@ -46,22 +47,25 @@ def is_confirmation(test: dict) -> bool:
     return test.get("seed_status") == SeedStatus.CONFIRMATION.value
 
 
-def status_words(test: dict) -> str:
+def status_words(test: dict, short: bool = False) -> str:
     """How a bound's seed status reads (the seed ledger's, as the audit recorded it): a confirmation names its
-    seeds as the set's first recorded run under this design; anything else is a development look, never evidence."""
+    seeds as the set's first recorded run under this design; anything else is a development look, never evidence.
+    ``short``: as a headline card's note (read at a glance; the audit section states the rule)."""
     seeds = ", ".join(map(str, test.get("seeds") or [])) or "?"
     if is_confirmation(test):
-        return (f"confirmation: seeds {seeds}, committed before their first recorded run, which is this design "
-                "(seed ledger)")
-    return (f"development look: seeds {seeds} were run under another design or used to choose one (seed ledger); "
-            "not evidence")
+        return f"confirmation set, seeds {seeds} (seed ledger)" if short else (
+            f"confirmation: seeds {seeds}, committed before their first recorded run, which is this design "
+            "(seed ledger)")
+    return f"development look, seeds {seeds} (seed ledger): not evidence" if short else (
+        f"development look: seeds {seeds} were run under another design or used to choose one (seed ledger); "
+        "not evidence")
 
 
 def secret_seed_clause(privacy: dict) -> str:
     """What the accountant's epsilon assumes about the randomness (only a secure-RNG run bounds the true epsilon)."""
     if PrivacyRecord.from_json(privacy, "metrics.json privacy").secure_rng:
         return ""
-    return " (the accountant's ε assumes the seed is secret; this run's sampler and noise are seeded from params)"
+    return " (the accountant's ε assumes the seed is secret; this run's seed is in params)"
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,15 @@ class Headline:
     reading: str = ""
 
 
+def model_name(name_or_path: str | None) -> str:
+    """The base model as a card names it: a hub id or package as given, a local directory by its own name (an absolute
+    path would tie the report to one machine)."""
+    if not name_or_path:
+        return "?"
+    path = PurePath(name_or_path)
+    return path.name if path.is_absolute() else name_or_path
+
+
 def _trained(r: dict, base: dict) -> str:
     pv, t = r["privacy"], r["trainable"]
     unit = (f"user-level (a user's rows, at most {pv.get('rows_per_user')} a step, clipped as one unit; q over users)"
@@ -89,7 +102,7 @@ def _trained(r: dict, base: dict) -> str:
           f"{pv.get('delta'):.0e}, σ = {fmt(pv.get('noise_multiplier'), 3)}" if pv.get("dp") else "no DP")
     n = base.get("num_parameters")
     size = f"{n / 1e6:,.0f}M parameters" if n else "? parameters"
-    return (f"{base.get('name_or_path', '?')} ({size}), {t['paradigm']} "
+    return (f"{model_name(base.get('name_or_path'))} ({size}), {t['paradigm']} "
             f"fine-tuning on {r['dataset']}, {r['training']['steps']} steps "
             f"at q = {fmt(r['training']['sample_rate'])}, "
             f"{dp}")
@@ -120,7 +133,7 @@ def _pooled_figures(run: str, pooled: dict | None, bounds: list[BoundKeys]) -> l
     k = len(pooled["runs"])
     figs = [Figure(f"pooled audit ε̂, {k} runs ({labels}, δ = {pooled['delta']:.0e})",
                    " / ".join(fmt(pooled.get(b.eps_lb), 2) for b in bounds), f"{pre}.{bounds[0].eps_lb}",
-                   f"{status_words(pooled)}; {pooled['v']} of {pooled['r']} right, m {pooled['m']}; "
+                   f"{status_words(pooled, short=True)}; {pooled['v']} of {pooled['r']} right, m {pooled['m']}; "
                    "assumption-free",
                    bounds[0].headline("pooled"))]
     return figs
@@ -131,8 +144,7 @@ def _gdp_note(privacy: dict) -> str:
     (exact only at q = 1, which DP-SGD at q < 1 does not meet); a run without DP has no mechanism the curve could be
     exact for, so the figure is only the epsilon of the Gaussian mechanism that these guesses reject."""
     if not privacy.get("dp"):
-        return ("no DP mechanism here: the ε of the Gaussian mechanism (calibrated to (ε, δ)) that the same guesses "
-                "reject, a comparison that rests on assuming a Gaussian trade-off curve")
+        return "no DP here: the ε of the Gaussian mechanism these guesses reject (assumes a Gaussian trade-off curve)"
     q = privacy.get("sample_rate")
     if q is not None and q < 1:
         return (f"the same guesses under an assumed Gaussian trade-off curve: exact only at q = 1, which DP-SGD at "
@@ -155,7 +167,8 @@ def _audit_figures(run: str, r: dict, bounds: list[BoundKeys], threats: dict[str
     alone = "this run alone: " if pooled else ""
     figs.append(Figure(f"{alone}audit ε̂ ({labels}, δ = {p['delta']:.0e})",
                        " / ".join(fmt(p.get(b.eps_lb), 2) for b in bounds), f"{pre}.audit_primary.{bounds[0].eps_lb}",
-                       f"{status_words(p)}; {p['attack']} on {p['kind']} canaries ({threats.get(p['attack'], '?')}), "
+                       f"{status_words(p, short=True)}; {p['attack']} on {p['kind']} canaries "
+                       f"({threats.get(p['attack'], '?')}), "
                        f"{p['v']} of {p['r']} guesses right; assumption-free", bounds[0].headline("audit")))
     if pooled:  # the single run's other bounds are in the audit section
         return figs
@@ -200,8 +213,7 @@ def _leak_figures(run: str, r: dict, fpr: str | None) -> list[Figure]:
         figs.append(Figure(f"largest attack TPR @ {float(fpr) * 100:g}% FPR", fmt(t["value"]),
                            f"{pre}.attacks.{atk}.{group}.tpr_at_fpr.{fpr}.value",
                            f"{atk} on {group}, {_at_fpr(fpr, m)}: largest of {len(candidates(r, fpr))} attack × "
-                           "pool results, "
-                           f"picked after scoring: not a test{_guard_note(r, group)}", "strongest_tpr"))
+                           f"pool results, not a test{_guard_note(r, group)}", "strongest_tpr"))
     ex = (r.get("exposure") or {}).get("all")
     if ex:
         figs.append(Figure("exposure, inserted vs not", f"{fmt(ex['mean_exposure_inserted'], 2)} vs "
@@ -233,9 +245,8 @@ def reading(r: dict, bounds: list[BoundKeys], fpr: str | None, pooled: dict | No
     what = (f"pooled test over {len(pooled['runs'])} independent runs of this recipe" if pooled
             else "audit's one test")
     seeds = ", ".join(map(str, test.get("seeds") or []))
-    what = (f"the {what}, a development look (seeds {seeds} were run under another design or chose one: seed "
-            "ledger; not evidence),") if development else \
-        f"the {what}, on a confirmation set (seeds {seeds}: their first recorded run, under this design),"
+    what = f"the {what}, a development look (seeds {seeds}; seed ledger: not evidence)," if development else \
+        f"the {what}, on a confirmation set (seeds {seeds}; seed ledger),"
     ideal = test.get(bounds[0].ideal())
     ceiling = (f"; ideal canaries (heuristic) give a median ε̂ of {mc(test, bounds[0].ideal(), 2)}, this "
                f"count sits at their percentile {mc(test, 'ideal_percentile', 1)}"
@@ -270,7 +281,7 @@ def zero_fp(fpr: str, non_members: int) -> bool:
 def _at_fpr(fpr: str, m: dict) -> str:
     """ "at x% FPR", or, where the pool has fewer than 1/x non-members, what the figure is: TPR at 0 false positives."""
     if zero_fp(fpr, m["non_members"]):
-        return f"at 0 false positives ({m['non_members']} non-members: {float(fpr) * 100:g}% FPR is below one)"
+        return f"at 0 false positives ({float(fpr) * 100:g}% of {m['non_members']} non-members is below one)"
     return f"at {float(fpr) * 100:g}% FPR"
 
 

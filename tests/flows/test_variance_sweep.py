@@ -101,7 +101,7 @@ def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_pro
     assert [(r["config"], r["seed"]) for r in rows] == [("X", 3201), ("X", 3202), ("Y", 3201), ("Y", 3202)]
     assert meta["study"]["seeds"] == [3201, 3202] and meta["recipe"] == p["runs"]["dp"]
     for r in rows:
-        assert r["status"] == "completed" and r["seed_status"] == "preregistered", r
+        assert r["status"] == "completed" and r["seed_status"] == "confirmation", r
         assert r["delta"] == 1e-5 and r["accountant_epsilon"] == pytest.approx(8.0, rel=0.02)
         assert r["m"] == 60 and r["r"] == 10 and r["eps_lb_95"] is not None and r["gdp_eps_lb_95"] is not None
         assert r["ideal_eps_lb_95_median"] >= 0 and r["valid_perplexity"] > 1 and r["exposure"] is not None

@@ -46,7 +46,7 @@ def test_readings_say_what_the_numbers_together_mean():
     text = reading(_run(lb=0.4), BOUNDS, "0.01")
     assert text.startswith("Consistent with the accountant (ε = 8.00 at δ = 1e-05, DP-AdamW)")
     assert "true ε lies between 0.40 and 8.00 at 95% confidence (δ = 1e-05)" in text
-    assert "on a confirmation set (seeds 7: their first recorded run, under this design)" in text
+    assert "on a confirmation set (seeds 7; seed ledger)" in text
     assert "median ε̂ of 1.50" in text and "percentile 20" in text and "would typically" not in text
     assert "finds no leakage it can show (ε̂ = 0 at 95% confidence (δ = 1e-05))" in reading(_run(lb=0.0), BOUNDS,
                                                                                           "0.01")
@@ -64,11 +64,11 @@ def test_a_seeded_run_never_claims_where_the_true_epsilon_lies():
 
 def test_a_development_seed_is_worded_as_a_look_never_as_evidence():
     text = reading(_run(lb=0.4, status="development"), BOUNDS, "0.01")
-    assert "a development look (seeds 7 were run under another design or chose one: seed ledger; not evidence)" in text
+    assert "a development look (seeds 7; seed ledger: not evidence)" in text
     assert "lies between" not in text and "pre-registered" not in text and "confirmation" not in text
     fig = next(f for f in headlines({"a": _run(status="development")}, {}, BOUNDS, "0.01")[0].figures
                if f.key == "audit_eps_lb_95")
-    assert fig.note.startswith("development look: seeds 7 were run under another design or used to choose one")
+    assert fig.note.startswith("development look, seeds 7 (seed ledger): not evidence")
 
 
 def test_a_pooled_recipe_leads_with_the_pooled_test():
@@ -81,10 +81,10 @@ def test_a_pooled_recipe_leads_with_the_pooled_test():
     assert keys.index("pooled_eps_lb_95") < keys.index("audit_eps_lb_95")
     assert head.figures[keys.index("audit_eps_lb_95")].label.startswith("this run alone")
     assert "audit_gdp_eps_lb_95" not in keys  # the other bounds: the audit section
-    assert "the pooled test over 3 independent runs of this recipe, on a confirmation set (seeds 1, 2, 3: their " \
-           "first recorded run, under this design), gives ε ≥ 1.30 at 95% confidence (δ = 1e-05)" in head.reading
+    assert "the pooled test over 3 independent runs of this recipe, on a confirmation set (seeds 1, 2, 3; seed " \
+           "ledger), gives ε ≥ 1.30 at 95% confidence (δ = 1e-05)" in head.reading
     note = head.figures[keys.index("pooled_eps_lb_95")].note
-    assert note.startswith("confirmation: seeds 1, 2, 3, committed before their first recorded run")
+    assert note.startswith("confirmation set, seeds 1, 2, 3 (seed ledger)")
     assert "DP-AdamW" in head.trained and "DP-SGD" not in head.trained
     assert "example-level" in head.trained  # what the guarantee protects: one row
     user = _run(secure=False)

@@ -155,14 +155,14 @@ def test_the_gaussian_note_is_right_per_run(report, committed_metrics):
     nondp = [run for run, r in committed_metrics["runs"].items()
              if not r["privacy"].get("dp") and (r.get("audit_primary") or {}).get("gdp_eps_lb_95") is not None]
     assert nondp  # the committed inputs have a run without DP and with a Gaussian bound: its note is checked here
-    assert "no DP mechanism here: the ε of the Gaussian mechanism" in report
+    assert "no DP here: the ε of the Gaussian mechanism these guesses reject" in report
     heads = headlines(committed_metrics["runs"], {}, [BoundKeys(0.95), BoundKeys(0.99)], "0.01")
     for h in heads:
         for f in h.figures:
             if f.key == "audit_gdp_eps_lb_95":
                 dp = committed_metrics["runs"][h.run]["privacy"].get("dp")
                 assert ("exact" in f.note) == bool(dp), (h.run, f.note)
-                assert ("no DP mechanism" in f.note) == (not dp), (h.run, f.note)
+                assert ("no DP here" in f.note) == (not dp), (h.run, f.note)
     run = copy.deepcopy(committed_metrics["runs"][nondp[0]])
     run["privacy"].update(dp=True, sample_rate=0.23, epsilon_spent=8.0, delta=1e-5, target_epsilon=8.0,
                           noise_multiplier=0.8, accountant="prv", optimizer="DP-sgd")
