@@ -12,16 +12,17 @@ from ..audit.schema import IDEAL_SUMMARIES, BoundKeys, SeedStatus, mc_interval_k
 from ..core.formatting import ci, fmt
 from ..finetune.schema import PrivacyRecord
 
-OPTIMIZERS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
+#: the DP optimizer's label for each name a record holds (a run record's privacy: "DP-adamw"; a study row: "adamw")
+OPTIMIZERS = {key: f"DP-{label}" for name, label in (("sgd", "SGD"), ("adam", "Adam"), ("adamw", "AdamW"))
+              for key in (name, f"DP-{name}")}
 #: headline.json keys of the memorization figures (fine-tuned minus base, trained secrets)
 MINUS_BASE_KEYS = {"vmr": "vmr_minus_base", "air": "air_minus_base", "acr": "acr_minus_base"}
 
 
 def optimizer_label(privacy: dict) -> str:
-    """The DP optimizer as the run record names it ("DP-adamw" -> "DP-AdamW")."""
+    """The DP optimizer as the record names it ("DP-adamw" or "adamw" -> "DP-AdamW"; an unknown name as recorded)."""
     name = str(privacy.get("optimizer") or "?")
-    base = name[3:] if name.startswith("DP-") else name
-    return f"DP-{OPTIMIZERS.get(base.lower(), base)}"
+    return OPTIMIZERS.get(name, name)
 
 
 def mc(p: dict, key: str, nd: int = 3, trials=None) -> str:

@@ -387,3 +387,14 @@ def test_importing_any_module_changes_no_process_state():
     line = proc.stdout.strip().splitlines()[-1]  # "<modules> <env keys changed> <our filter/seed calls> <rng same>"
     assert line.endswith(" [] [] True"), line
     assert int(line.split()[0]) > 60
+
+
+#: a record's field read back out of a sentence or a prefix: roles, optimizers and statuses are compared as values
+SENTENCE_TESTS = re.compile(r'startswith\("secondary|"DP-"')
+
+
+def test_no_code_reads_a_role_or_optimizer_out_of_a_string():
+    hits = [f"{path.relative_to(ROOT)}:{i}" for top in ("stages", "flows", "leakaudit")
+            for path in sorted((ROOT / top).rglob("*.py"))
+            for i, line in enumerate(path.read_text().splitlines(), 1) if SENTENCE_TESTS.search(line)]
+    assert hits == []
