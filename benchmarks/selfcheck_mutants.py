@@ -49,7 +49,7 @@ SETUPS = [
     ("clip_off", dict(mode="bk", paradigm="lora", processes=1)),
     ("accountant_q", dict(mode="ghost", probe="transformer")),
     ("rank_noise", dict(mode="bk", paradigm="lora", processes=2)),
-    # issue 40 (added after reports/selfcheck_mutants.json was written; run alone with --only 13 14: docs/results.md)
+    # sharded (added after reports/selfcheck_mutants.json was written; run alone with --only 13 14: docs/results.md)
     (None, dict(mode="ghost_fsdp", paradigm="lora")),
     ("rank_noise", dict(mode="ghost_fsdp", paradigm="lora")),
     # bugs DP libraries shipped in 2026 (tests/mutants.py), where each can occur; --only 15 .. 25 --merge

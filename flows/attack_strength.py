@@ -1,5 +1,5 @@
 """The attack-strength table: every membership attack, the 2023 family and 2026's, on the default non-DP run's text
-rows and users and on ``tofu_users``' 100 vs 100 authors, from one command (docs/results.md, issue 53):
+rows and users and on ``tofu_users``' 100 vs 100 authors, from one command (docs/results.md):
 
     python -m flows.attack_strength --run    # runs the two DVC experiments below, then writes the table
     python -m flows.attack_strength          # the table from experiments already run

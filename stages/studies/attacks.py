@@ -15,7 +15,7 @@ import numpy as np
 from ..audit.roc import paired_auroc_difference
 from ..core.formatting import Table, ci, fmt, md_table
 
-#: the 2023 family (the attacks of issue 53's "today"); every other membership attack is newer
+#: the 2023 family (the attacks the strength table compares against); every other membership attack is newer
 FAMILY_2023 = ("loss", "ref_ratio", "zlib", "min_k", "user_inference", "contrast", "contrast_z", "contrast_ref",
                "whitebox")
 
