@@ -20,7 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..canaries.schema import FORMATTED_FILE, load_canary_users, read_canaries, read_formatted, read_reference
+from ..canaries.schema import (
+    AUDIT_USERS_KIND,
+    FORMATTED_FILE,
+    load_canary_users,
+    read_audit_users,
+    read_canaries,
+    read_formatted,
+    read_reference,
+)
 from ..core.artifacts import Locations
 from ..core.errors import ConfigError
 from ..core.io import file_digest, read_json
@@ -208,11 +216,14 @@ class AttackContext:
         # the text zlib compresses: new tokens decode to nothing, as under the base tokenizer (an external run's
         # tokenizer spells them <|canary_j|>, whose digits would make zlib differ from the loss per canary)
         vocab = meta["base_vocab_size"]
+        canaries = canaries if self.info["params"]["canaries"] else {}
+        if self.info["params"]["user_canaries"]:  # the user-level audit's rows: no reference log-probs (contrast
+            canaries = {**canaries, AUDIT_USERS_KIND: read_audit_users(self.where.canaries)[1]}  # reads none)
         out = []
         for kind, rows in canaries.items():
             field = np.unique(np.concatenate([np.asarray(r["secret_ids"], dtype=np.int64) for r in rows]))
             for r, e in zip(rows, canary_examples(rows, objective)):
-                ref = np.asarray(reference[r["canary_id"]], dtype=np.float32)
+                ref = np.asarray([] if kind == AUDIT_USERS_KIND else reference[r["canary_id"]], dtype=np.float32)
                 n = int((e.labels != -100).sum())
                 shown = r["secret_ids"] if objective == "sft" else r["prefix_ids"] + r["secret_ids"]
                 out.append(Item(r["canary_id"], kind, member[r["canary_id"]], e,

@@ -34,6 +34,9 @@ RULE_KEYS_ABSENT = {"no_dp": None, "runs": {}}
 #: ``finetune.dp`` keys added after designs were fixed that change nothing while the DP unit is the example (what
 #: every run did before they existed): at ``unit: example`` a params file with them describes the same design
 USER_LEVEL_KEYS = ("unit", "rows_per_user")
+#: keys added after designs were fixed for the user-level audit's canary users: ``finetune.user_canaries`` (false: the
+#: run trains on none, as every run did before it) and ``canaries.audit_users`` (read only by runs with them)
+AUDIT_USER_KEYS = ("user_canaries",)
 
 
 def _without(d: dict | None, *keys: str) -> dict:
@@ -43,6 +46,9 @@ def _without(d: dict | None, *keys: str) -> dict:
 def _neutral(finetune: dict) -> dict:
     """The ``finetune`` section without the user-level DP keys while its unit is the example (``USER_LEVEL_KEYS``)."""
     out = copy.deepcopy(finetune)
+    for key in AUDIT_USER_KEYS:
+        if not out.get(key):
+            out.pop(key, None)
     dp = out.get("dp")
     if isinstance(dp, dict) and dp.get("unit", "example") == "example":
         for key in USER_LEVEL_KEYS:
@@ -69,13 +75,17 @@ def design_of(raw: dict, recipe: str) -> dict:
     replicas = section_of(raw, "replicas") or {}
     canaries = section_of(raw, "canaries") or {}
     finetune = _neutral(_without(section_of(raw, "finetune"), "seed"))
+    run = _run_entry(raw, recipe)
+    audit_users = bool(run.get("user_canaries", finetune.get("user_canaries")))
     return {"pooled": (section_of(raw, "audit.pooled") or {}).get(recipe),
             "primary": {**_without(primary, "runs", "no_dp"), "run": rule_of(raw, recipe)},
             "replicas": {**_without(replicas, "sets"),
                          "count": sum(1 for r in (replicas.get("sets") or {}).values() if r.get("run") == recipe)},
-            "canaries": {**_without(canaries, "seed"), "formatted": _without(canaries.get("formatted"), "seed")},
+            "canaries": {**_without(canaries, "seed", "audit_users"),
+                         "formatted": _without(canaries.get("formatted"), "seed"),
+                         **({"audit_users": _without(canaries.get("audit_users"), "seed")} if audit_users else {})},
             "finetune": finetune,
-            "run": _run_entry(raw, recipe)}
+            "run": run}
 
 
 def _run_entry(raw: dict, recipe: str) -> dict:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.params import Accountant, check, missing_keys, run_names, section_of
+from .user_level import UserAuditParams
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,8 @@ class AuditParams:
     #: run -> the pooled test's rule over that run and its replicas (replicas.sets): the k_pos highest and k_neg
     #: lowest primary scores within each run (same attack, kind and confidences as audit.primary)
     pooled: dict[str, GuessRule]
+    #: the user-level one-run test of every run trained on the audit users (canaries.audit_users)
+    user: UserAuditParams
 
     @property
     def confidences(self) -> tuple[float, ...]:

@@ -8,10 +8,10 @@ import logging
 from pathlib import Path
 
 from ..attack.schema import read_attack_table, read_record, same_ranking
-from ..canaries.schema import META, load_canary_users, read_canaries, read_reference
+from ..canaries.schema import META, load_canary_users, read_audit_users, read_canaries, read_reference
 from ..core.artifacts import Locations, locations
 from ..core.errors import ConfigError, DataError
-from ..core.params import read_params
+from ..core.params import read_params, section_of
 from ..core.replicas import replica_raw
 from ..core.seeds import DERIVATION
 from ..finetune.schema import read_run
@@ -110,12 +110,20 @@ def audit(params, runs: list[str], where: Locations, raw: dict, pools: dict | No
                 for k, v in read_canaries(where.canaries)[1].items()}
         guard = sanity_check(rows, params.sanity_check.alpha, str(where.canaries))
     lengths = {u: r["length"] for u, r in load_canary_users(where.canaries).items()}
-    results = {run: audit_run(where.run_dir(run), where.scores_dir(run), params, lengths) for run in runs}
+    found = read_audit_users(where.canaries) if (where.canaries / META).is_file() else None
+    audit_users = ({r["canary_id"]: r["user"] for r in found[1]}, found[0]["rows"]) if found else None
+    results = {run: audit_run(where.run_dir(run), where.scores_dir(run), params, lengths, audit_users)
+               for run in runs}
     for run, (res, _) in results.items():
         if res.get("audit_primary"):
             seeds = run_seeds(where.run_dir(run), canary_seed)
             status, design = status_of(params, raw, run, seeds)
             res["audit_primary"].update(seeds=seeds, seed_status=status, design=design)
+        if res.get("audit_user"):  # its own coins (canaries.audit_users.seed) and the run's draws (finetune.seed)
+            seeds = sorted({int(section_of(raw, "canaries.audit_users.seed")),
+                            int(read_run(where.run_dir(run))["params"]["seed"])})
+            status, design = status_of(params, raw, f"{run}:user", seeds)
+            res["audit_user"].update(seeds=seeds, seed_status=status)
     primary = params.primary
     registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences),
                   "runs": {r: dataclasses.asdict(g) for r, g in primary.runs.items()}}
@@ -132,6 +140,7 @@ def audit(params, runs: list[str], where: Locations, raw: dict, pools: dict | No
                                    "preregistered": list(params.seeds.preregistered),
                                    "ledger": params.seeds.ledger, "streams": DERIVATION},
                          "pooled": {r: dataclasses.asdict(g) for r, g in params.pooled.items()},
+                         "user": dataclasses.asdict(params.user),
                          "bootstrap": params.bootstrap, "min_per_side": params.min_per_side},
         "sanity_check": guard,
         "shift_check": shift_check({run: res for run, (res, _) in results.items()}, params),

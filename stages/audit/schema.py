@@ -32,8 +32,9 @@ METRICS_VERSION = 9
 PRODUCER = "audit"
 
 #: item groups whose membership is not randomised (text rows, users): ROC metrics only, no one-run bound;
-#: every other group is a canary kind
-NON_CANARY_GROUPS = ("text", "users", "canary_users")
+#: every other group is a canary kind; ``audit_users`` rows share one coin per user (canaries.audit_users), so they are
+#: tested over users (``audit_user``), never as examples
+NON_CANARY_GROUPS = ("text", "users", "canary_users", "audit_users")
 
 
 class Interval(TypedDict):
@@ -97,6 +98,8 @@ class RunMetrics(TypedDict, total=False):
     user_score: str  # runs with user inference: the per-example score it averaged per user (attack.user_score)
     audit_primary: Primary | None  # None: the run has no canaries
     audit_exploratory: Exploratory | None
+    #: runs trained on the audit users (finetune.user_canaries): the user-level one-run test (audit/user_level.py)
+    audit_user: dict[str, Any]
     exposure: dict[str, dict[str, Any]]  # format (and "all") -> exposure summary
     canary_users_by_length: dict[str, dict[str, GroupMetrics]]  # attack -> substring length -> metrics
     blind: dict[str, dict[str, Any]]  # pool (text, users) -> blind baseline AUROC, p_value, flagged, differences

@@ -14,6 +14,8 @@ from ..attack.schema import (
     read_record,
     same_ranking,
 )
+from ..canaries.schema import AUDIT_USERS_KIND
+from ..core.errors import ConfigError, DataError
 from ..finetune.schema import PrivacyRecord, read_manifest, read_run
 from .exposure import summarize
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
@@ -21,6 +23,7 @@ from .response import canary_response
 from .roc import bootstrap_mean_ci, paired_auroc_difference, roc_curve, roc_metrics
 from .schema import NON_CANARY_GROUPS, RunMetrics
 from .shift import blind_pool
+from .user_level import user_test, with_user_ideal
 
 
 def audit_delta(params, privacy: dict) -> float:
@@ -119,14 +122,10 @@ def member_inclusions(run_dir: Path) -> dict[str, int]:
     return {r["candidate_id"]: r["inclusions"] for r in read_manifest(run_dir, "canary") if r["member"]}
 
 
-def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, int]) -> tuple[RunMetrics, list[dict]]:
-    """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points, from the
-    fine-tuned run's record and manifest (``run_dir``) and its attacks' scores (``scores_dir``);
-    ``user_lengths``: canary user -> substring length (per-length user inference)."""
-    record = read_record(scores_dir)
-    info = read_run(run_dir)
-    delta = audit_delta(params, info["privacy"])
-    result: RunMetrics = {
+def run_header(info: dict, record: AttackRecord) -> RunMetrics:
+    """What the audit copies from the run's record (training, privacy, utility, what it trained), the attacks to
+    fill and those the run could not have."""
+    return {
         "privacy": info["privacy"],
         # public quantities only: the member count and q x n are the auditor's (the run's auditor.json)
         "training": {**{k: info[k] for k in ("steps", "sample_rate", "expected_exposures_per_member",
@@ -140,10 +139,23 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
         "attacks_skipped": dict(record.skipped),
         "other": {},
     }
+
+
+def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, int],
+              audit_users: tuple[dict[str, int], int] | None = None) -> tuple[RunMetrics, list[dict]]:
+    """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points, from the
+    fine-tuned run's record and manifest (``run_dir``) and its attacks' scores (``scores_dir``);
+    ``user_lengths``: canary user -> substring length (per-length user inference); ``audit_users``: (audit-user row
+    id -> its user, rows per user) of the canaries stage's audit users (the user-level test), or None."""
+    record = read_record(scores_dir)
+    info = read_run(run_dir)
+    delta = audit_delta(params, info["privacy"])
+    result = run_header(info, record)
     if "user_inference" in record.attacks:
         result["user_score"] = record.user_score
     roc: list[dict] = []
     canaries: Canaries = {}
+    user_rows = None  # the audit users' rows as audit.user.attack scored them
     blind = blind_groups(scores_dir, record)
     for attack, meta in record.attacks.items():
         family = meta["family"]
@@ -160,6 +172,8 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
             result["attacks"][attack] = audit_table(groups, params)
             minus_blind(result["attacks"][attack], groups, blind, params)
             canary_groups(canaries, attack, groups)
+            if attack == params.user.attack:
+                user_rows = next((g for g in groups if g[0] == AUDIT_USERS_KIND), None)
             per_length = by_length(groups, user_lengths, params)
             if per_length:
                 result.setdefault("canary_users_by_length", {})[attack] = per_length
@@ -172,12 +186,27 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
     primary = primary_test(canaries, params, delta, record.run, dp=bool(info["privacy"].get("dp")))
     result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
         else primary
+    if info["params"]["user_canaries"]:
+        result["audit_user"] = audit_user(user_rows, audit_users, info, params, delta, record.run)
     result["audit_exploratory"] = exploratory_family(canaries, params, delta, same_ranking(record.attacks))
     if canaries and not info["external"]:  # an external run's inclusion counts are unknown
         result["canary_response"] = canary_response(canaries, params.primary.kind, member_inclusions(run_dir),
                                                     info["privacy"], params.bootstrap, params.seed,
                                                     params.min_per_side)
     return result, roc
+
+
+def audit_user(user_rows, audit_users: tuple[dict[str, int], int] | None, info: dict, params, delta: float,
+               run: str) -> dict:
+    """The run's user-level one-run test over the audit users (``user_level.py``), with its ideal for a DP run."""
+    if audit_users is None:
+        raise DataError(f"run {run} trained on audit users the canaries stage no longer has (canaries.audit_users)")
+    if user_rows is None:
+        raise ConfigError(f"audit.user.attack: {params.user.attack!r} did not score run {run}'s audit users "
+                          "(add it to the run's attack list)")
+    _, s, y, ids = user_rows
+    test = user_test(ids, s, y, audit_users[0], audit_users[1], params, delta)
+    return with_user_ideal(test, info["privacy"], params) if info["privacy"].get("dp") else test
 
 
 def memorization_summary(table, params, control: dict | None) -> dict:

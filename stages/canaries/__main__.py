@@ -33,7 +33,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with atomic_dir(Path(params.out_dir)) as tmp, atomic_file(Path(params.reference_out)) as ref:
         build_canaries(params, vocab, tmp, where=params.out_dir, model_dir=where.base_model, corpus=corpus,
                        prefix_samples=samples, reference_out=ref,
-                       reference=section_of(raw, "replicas.reference") if args.replica else True)
+                       reference=section_of(raw, "replicas.reference") if args.replica else True,
+                       audit_users=not args.replica)  # a replica's recipe is an example-level one
         if params.users.enabled:
             build_canary_users(params.users, get_dataset(params.users.dataset, raw), where.processed, tok, tmp)
 

@@ -16,10 +16,11 @@ from ..lm.canary_lm import CanaryLM
 from ..lm.examples import make_example
 from ..lm.loading import load_base, pick_device
 from ..lm.scoring import token_logprobs
+from .audit_users import write_audit_users
 from .checks import canary_suite
 from .formatted import build_formatted
 from .kinds import CANARY_KINDS, Corpus, KindContext, KindSpec, Vocab, build_kind
-from .schema import CANARIES, FORMATTED, FORMATTED_FILE, META, REFERENCE, kind_path
+from .schema import AUDIT_USERS_KIND, CANARIES, FORMATTED, FORMATTED_FILE, META, REFERENCE, kind_path
 
 log = logging.getLogger("stages.canaries")
 
@@ -119,14 +120,14 @@ def write_formatted(params, words: tuple[str, ...], out_dir: Path) -> dict:
 
 def build_canaries(params, vocab: Vocab, out_dir: Path, where: str = "data/canaries", model_dir: Path | None = None,
                    corpus: Corpus | None = None, prefix_samples=None, reference_out: Path | None = None,
-                   reference: bool = True) -> dict:
+                   reference: bool = True, audit_users: bool = True) -> dict:
     """Write every kind's canaries (schema- and GX-checked) and meta.json into ``out_dir``, and with
     ``reference_out`` their reference log-probabilities there (REFERENCE; empty lists without ``model_dir``).
 
     ``corpus`` (token statistics of the fine-tuning data) is needed by the unigram/bigram kinds,
     ``model_dir`` by model-based canaries and the reference log-probabilities every canary gets,
     ``prefix_samples`` by held-out prefixes; ``reference`` false: empty reference lists (a replica whose attacks
-    read none)."""
+    read none); ``audit_users`` false: no audit users even where params enable them (a replica's)."""
     scorer = base_next_token(model_dir) if model_dir is not None else None
     rows_of, kinds_meta = build_kinds(params, vocab, corpus, scorer, prefix_samples)
     num_new = sum(k["new_tokens"] for k in kinds_meta.values())
@@ -149,6 +150,9 @@ def build_canaries(params, vocab: Vocab, out_dir: Path, where: str = "data/canar
                  kinds_meta[kind]["new_tokens"])
     if params.formatted.enabled:
         meta["formatted"] = write_formatted(params.formatted, vocab.words, out_dir)
+    if params.audit_users.enabled and audit_users:  # their new tokens follow the kinds' (meta num_new_tokens)
+        meta[AUDIT_USERS_KIND], gx_reports[AUDIT_USERS_KIND] = write_audit_users(
+            params.audit_users, vocab, vocab.base_size + num_new, out_dir, params.checks.member_share_alpha)
     write_json(out_dir / META, meta)
     write_json(out_dir / "gx_results.json", gx_reports)
     return meta

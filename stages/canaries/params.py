@@ -6,6 +6,7 @@ from typing import Literal
 
 from ..core.params import check
 from ..datasets import dataset_names, get_dataset
+from .audit_users import AuditUsersParams
 
 
 def _dataset(raw: dict, name: str, key: str, users: bool = False) -> list[tuple[str, str]]:
@@ -84,6 +85,8 @@ class CanaryParams:
     checks: CanaryChecks
     formatted: FormattedParams
     users: CanaryUsersParams
+    #: the user-level one-run audit's canary users (``audit_users.py``), trained on by runs with finetune.user_canaries
+    audit_users: AuditUsersParams
 
     def problems(self):
         return (

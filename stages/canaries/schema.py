@@ -7,6 +7,9 @@
   that score read it (``read_reference``);
 * ``meta.json``: the kinds, m and members per kind, the new-token rows they need;
 * ``formatted.parquet`` (FORMATTED): secret-sharer canaries for the exposure attack;
+* ``audit_users.parquet`` (AUDIT_USERS, with ``canaries.audit_users.enabled``): the user-level one-run audit's
+  canary users, k rows each sharing a new token of the user's own, one coin per user (meta.json ``audit_users``);
+  only runs with ``finetune.user_canaries`` train on them;
 * ``canary_users.parquet`` (CANARY_USERS): users whose every document carries a substring, held in or
   out by a seeded coin (not by the user's original held-in/held-out set); how the substring is inserted and
   the user's documents are trained on or not is ``stages.datasets.users`` (shared, so every stage treats
@@ -49,6 +52,11 @@ CANARY_USERS = pa.schema([
     pa.field("substring", pa.string(), nullable=False),
 ])
 
+#: the user-level audit's canary users (``audit_users.py``): CANARIES rows of kind ``AUDIT_USERS_KIND`` and the user
+#: each row belongs to (a user's rows share its secret and its coin)
+AUDIT_USERS_KIND = "audit_users"
+AUDIT_USERS = pa.schema([*CANARIES, pa.field("user", pa.int32(), nullable=False)])
+
 FORMATTED = pa.schema([
     pa.field("canary_id", pa.string(), nullable=False),
     pa.field("format", pa.string(), nullable=False),
@@ -61,6 +69,7 @@ FORMATTED = pa.schema([
 META = "meta.json"
 FORMATTED_FILE = "formatted.parquet"
 CANARY_USERS_FILE = "canary_users.parquet"
+AUDIT_USERS_FILE = "audit_users.parquet"
 
 
 def kind_path(canary_dir: Path, kind: str) -> Path:
@@ -72,6 +81,14 @@ def read_canaries(canary_dir: Path) -> tuple[dict, dict[str, list[dict]]]:
     meta = read_json(Path(canary_dir) / META, PRODUCER)
     rows = {k: read_table(kind_path(canary_dir, k), CANARIES, PRODUCER).to_pylist() for k in meta["kinds"]}
     return meta, rows
+
+
+def read_audit_users(canary_dir: Path) -> tuple[dict, list[dict]] | None:
+    """(meta.json's ``audit_users`` entry, the AUDIT_USERS rows), or None when the stage made none."""
+    meta = read_json(Path(canary_dir) / META, PRODUCER)
+    if "audit_users" not in meta:
+        return None
+    return meta["audit_users"], read_table(Path(canary_dir) / AUDIT_USERS_FILE, AUDIT_USERS, PRODUCER).to_pylist()
 
 
 def read_reference(path: Path) -> dict[str, list[float]]:

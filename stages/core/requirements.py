@@ -13,15 +13,17 @@ from typing import Any
 from .params import deep_merge, section_of
 
 
-def _trains_canaries(raw: dict, run: str) -> bool:
+def _trains(raw: dict, run: str, key: str) -> bool:
+    """The run's merged ``finetune`` flag ``key`` (canaries, user_canaries)."""
     merged = deep_merge(raw.get("finetune") or {}, (raw.get("runs") or {}).get(run) or {})
-    return bool(merged.get("canaries"))
+    return bool(merged.get(key))
 
 
 def run_requirements(raw: dict[str, Any]) -> list[tuple[str, str]]:
     """``[(dotted key, problem)]``: every run that trains canaries has ``audit.primary.attack`` in its attack list
-    (``attack.runs.<run>``, null: ``attack.attacks``). Sections a partial params file lacks are not checked here
-    (their own loaders name them)."""
+    (``attack.runs.<run>``, null: ``attack.attacks``), and every run that trains the audit users (user_canaries)
+    ``audit.user.attack``. Sections a partial params file lacks are not checked here (their own loaders name
+    them)."""
     primary = section_of(raw, "audit.primary.attack")
     runs = raw.get("runs")
     if not isinstance(primary, str) or not isinstance(runs, dict):
@@ -32,7 +34,12 @@ def run_requirements(raw: dict[str, Any]) -> list[tuple[str, str]]:
     for run in runs:
         own = lists.get(run) if isinstance(lists, dict) else None
         names, key = (own, f"attack.runs.{run}") if own else (default, "attack.attacks")
-        if _trains_canaries(raw, run) and isinstance(names, list) and primary not in names:
+        if _trains(raw, run, "canaries") and isinstance(names, list) and primary not in names:
             problems.append((key, f"lacks {primary!r}, the attack audit.primary.attack names: run {run} trains "
                                   f"canaries and the pre-registered test scores them with it (add it to {key})"))
+        user = section_of(raw, "audit.user.attack")
+        if (_trains(raw, run, "user_canaries") and isinstance(names, list) and isinstance(user, str)
+                and user not in names):
+            problems.append((key, f"lacks {user!r}, the attack audit.user.attack names: run {run} trains the audit "
+                                  f"users and the user-level test scores them with it (add it to {key})"))
     return problems

@@ -99,6 +99,8 @@ _add(
     Stream("canaries.formatted", "one format's candidates and inserted order (canaries.formatted.seed)",
            keyed="crc32"),
     Stream("canaries.users", "canary users and their membership coins (canaries.users.seed)"),
+    Stream("canaries.audit_users", "the user-level audit's canary users: their coins, then their rows' prefixes "
+           "(canaries.audit_users.seed)"),
     Stream("canaries.user_substring", "where a canary user's substring is inserted in a message (key: message id)",
            keyed="sha1"),
     # finetune

@@ -4,9 +4,9 @@ fine-tune trains on them, ``leakaudit export-canaries`` exports them (stages/han
 (``external.py``) is checked against them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..canaries.schema import load_canary_users, read_formatted
+from ..canaries.schema import AUDIT_USERS_KIND, load_canary_users, read_audit_users, read_formatted
 from ..core.artifacts import Locations
 from ..core.seeds import stream
 from ..datasets import DatasetSpec, read_split
@@ -41,6 +41,8 @@ class Inputs:
     secret_arms: list[tuple[dict, bool]]  # (secret, trained) the memorization attacks may score
     #: user-level DP (finetune.dp.unit: user): the user of each of ``text``'s rows; None otherwise
     text_users: list | None = None
+    #: finetune.user_canaries: each audit-user row's id -> its user (one unit under user-level DP); {} otherwise
+    canary_units: dict[str, str] = field(default_factory=dict)
 
     @property
     def pool(self) -> list[Example]:
@@ -55,22 +57,24 @@ class Inputs:
 
     def pool_users(self) -> list[str]:
         """User-level DP: the user of each ``pool`` example: a text row's user; an inserted secret-sharer canary's
-        repetitions one user; each member canary its own user."""
+        repetitions one user; each member canary its own user, except an audit user's rows: one user."""
         if self.text_users is None:
             raise ValueError("the run's text users were not gathered (gather_inputs with finetune.dp.unit: user)")
         formatted = [f"formatted:{k}" for k, r in enumerate(r for r in self.formatted_rows or [] if r["inserted"])
                      for _ in range(r["repetitions"])]
-        canaries = [] if self.scheduled else [f"canary:{k}:{i}" for k, i in zip(self.canary_kinds, self.canary_ids)]
+        canaries = [] if self.scheduled else [self.canary_units.get(i, f"canary:{k}:{i}")
+                                              for k, i in zip(self.canary_kinds, self.canary_ids)]
         return [f"user:{u}" for u in self.text_users] + formatted + canaries
 
     @property
     def user_population(self) -> int:
         """User-level DP's candidate pool: the text rows' users and every canary user (held in or out), each
-        inserted secret-sharer canary, and each canary of the run's kinds, member or not (one user each), so that
-        q and the divisor do not depend on the membership draw the audit randomises."""
+        inserted secret-sharer canary, and each canary of the run's kinds, member or not (one user each; an audit
+        user's k rows one), so that q and the divisor do not depend on the membership draw the audit randomises."""
         users = set(self.text_users or ()) | set(self.canary_users)
         inserted = sum(1 for r in self.formatted_rows or [] if r["inserted"])
-        return len(users) + inserted + (0 if self.scheduled else self.candidates)
+        units = self.candidates - len(self.canary_units) + len(set(self.canary_units.values()))
+        return len(users) + inserted + (0 if self.scheduled else units)
 
 
 def formatted_examples(rows: list[dict] | None, tok) -> list[Example]:
@@ -108,7 +112,12 @@ def gather_inputs(ft: FinetuneParams, spec: DatasetSpec, where: Locations, canar
     pairs, control = run_text.training_pairs(secrets if ft.secret_control.secrets else None)
     text = text_examples(pairs, tok, setup.max_length, setup.objective)
     evals = run_text.examples(spec.eval_split, tok, ft.eval_rows, stream("finetune.eval_rows").int_seed(ft.seed))
-    all_canaries = canaries if ft.canaries else {}
+    all_canaries = dict(canaries) if ft.canaries else {}
+    units: dict[str, str] = {}
+    if ft.user_canaries:  # the user-level audit's canary users: k rows each, one coin per user
+        _, rows = read_audit_users(where.canaries) or (None, [])
+        all_canaries[AUDIT_USERS_KIND] = rows
+        units = {r["canary_id"]: f"{AUDIT_USERS_KIND}:{r['user']}" for r in rows}
     members = {k: [r for r in rows if r["member"]] for k, rows in all_canaries.items()}
     canary_ex = [e for k in members for e in canary_examples(members[k], ft.objective)]
     canary_ids = [r["canary_id"] for k in members for r in members[k]]
@@ -121,4 +130,4 @@ def gather_inputs(ft: FinetuneParams, spec: DatasetSpec, where: Locations, canar
     return Inputs(text, pairs, run_text.heldout_pairs(len(pairs)), evals, members,
                   all_canaries, canary_ex, canary_ids, canary_kinds, formatted_rows, formatted, scheduled, cusers,
                   candidates, control, attacker_users(where, spec, cusers),
-                  run_text.secret_arms(secrets, control), users)
+                  run_text.secret_arms(secrets, control), users, units)

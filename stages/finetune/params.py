@@ -194,6 +194,9 @@ class FinetuneParams:
     eval_rows: int
     #: insert the member canaries (false: train on the dataset alone, e.g. a user-inference run)
     canaries: bool
+    #: also insert the user-level audit's canary users (canaries.audit_users: k rows each, one coin per user): the
+    #: model gets their new-token rows; each user's rows one unit under user-level DP, k examples under example-level
+    user_canaries: bool
     secret_control: SecretControlParams
     #: poisson: member canaries are examples like any other (each step includes each w.p. q);
     #: repetitions: each member canary is added to exactly canary_repetitions steps drawn at random
@@ -236,6 +239,9 @@ class FinetuneParams:
             + check(not self.dp.per_user or self.dp.rows_per_user <= self.physical_batch_size, "dp.rows_per_user",
                     f"a user's rows are clipped together in one chunk: must be <= physical_batch_size "
                     f"({self.physical_batch_size})", self.dp.rows_per_user)
+            + check(self.external is None or not self.user_canaries, "user_canaries",
+                    "the audit users are trained here (export-canaries does not hand them out): needs no external",
+                    self.user_canaries)
             + check(self.external is None or self.canaries, "external",
                     "an external run audits the exported canaries: needs canaries: true", self.canaries)
             + check(self.steps > 0, "steps", "must be > 0", self.steps)
@@ -261,13 +267,21 @@ class FinetuneParams:
     def relations(self, raw: dict) -> list[tuple[str, str]]:
         return dataset_problem(self, raw, "finetune")
 
+    def new_tokens(self, canary_meta: dict) -> int:
+        """The run's new-token rows: the canary kinds', then with ``user_canaries`` one per audit user."""
+        if self.user_canaries and "audit_users" not in canary_meta:
+            raise ConfigError("finetune.user_canaries: the canaries stage made no audit users "
+                              "(canaries.audit_users.enabled: false)")
+        return canary_meta["num_new_tokens"] + (canary_meta["audit_users"]["new_tokens"] if self.user_canaries else 0)
+
     def trainable(self, canary_meta: dict) -> Trainable:
         """The model this run trains (recorded in run.json so the attack stage rebuilds it), from the
-        canaries' meta.json: its new tokens and, with ``secret_rows``, the vocabulary secret tokens."""
+        canaries' meta.json: its new tokens (``new_tokens``) and, with ``secret_rows``, the vocabulary secret
+        tokens."""
         rows = tuple(canary_meta["secret_token_ids"]) if self.secret_rows and self.canaries else ()
         return Trainable(paradigm=self.paradigm, lora_r=self.lora.r, lora_alpha=self.lora.alpha,
                          lora_dropout=self.lora.dropout, lora_targets=self.lora.targets,
-                         virtual_tokens=self.virtual_tokens, num_new_tokens=canary_meta["num_new_tokens"],
+                         virtual_tokens=self.virtual_tokens, num_new_tokens=self.new_tokens(canary_meta),
                          new_token_init=canary_meta["new_token_init"], secret_rows=rows,
                          train_embeddings=self.train_embeddings)
 

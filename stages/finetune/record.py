@@ -66,7 +66,7 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
         "device": str(device),
         "world_size": world()[1],  # data-parallel processes (finetune.distributed)
         "base_model": read_json(where.base_model / "source.json", "base_model"),
-        "num_new_tokens": meta["num_new_tokens"],
+        "num_new_tokens": ft.new_tokens(meta),
         "new_token_init": meta["new_token_init"],
         "n_population": inputs.population,
         "has_canaries": bool(inputs.canaries),

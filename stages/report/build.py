@@ -35,7 +35,7 @@ from .sections.study import study_section
 from .sections.summary import summary_section
 from .sections.sweeps import sweeps_section
 from .sections.training import training_section
-from .sections.user_level import user_level_section
+from .sections.user_level import user_audit_section, user_level_section
 from .sections.variance import variance_section
 
 #: the report's sections, in order; a section with nothing to show returns None and is left out
@@ -44,6 +44,7 @@ SECTIONS = (headline_section, summary_section,
             ceiling_section,
             lambda inp: response_section(inp.runs, inp.auditor), lambda inp: study_section(inp.study_dir, inp.threats),
             exploratory_section, mia_section, blind_section, canary_designs_section,
+            lambda inp: user_audit_section(inp.runs, inp.bounds),
             lambda inp: user_level_section(inp.user_level_plan), sweeps_section,
             lambda inp: variance_section(inp.variance_dir), exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,

@@ -161,8 +161,10 @@ def _audit_figures(run: str, r: dict, bounds: list[BoundKeys], threats: dict[str
                    f"{pre}.privacy.epsilon_spent", f"{pv.get('accountant', '?').upper()} accountant",
                    "accountant_epsilon")] if pv.get("dp") else \
         [Figure("accountant ε", "∞ (no DP)")]
+    if r.get("audit_user") and bounds:
+        figs += _user_audit_figures(run, r["audit_user"], bounds)
     if not p or not bounds:
-        return figs + [Figure("audit ε̂", "– (no canaries)")]
+        return figs + ([] if r.get("audit_user") else [Figure("audit ε̂", "– (no canaries)")])
     figs += _pooled_figures(run, pooled, bounds)
     labels = " / ".join(b.tag + "%" for b in bounds)
     alone = "this run alone: " if pooled else ""
@@ -186,6 +188,23 @@ def _audit_figures(run: str, r: dict, bounds: list[BoundKeys], threats: dict[str
                            + (f", ± its Monte Carlo standard error over {p.get('ideal_trials', '?')} trials"
                               if p.get(mcse_key(ideal)) is not None else ""),
                            bounds[0].headline("attainable")))
+    return figs
+
+
+def _user_audit_figures(run: str, u: dict, bounds: list[BoundKeys]) -> list[Figure]:
+    """The user-level one-run test over the audit users (metrics.json ``audit_user``) and, for a DP run, its ideal."""
+    pre, labels = f"runs.{run}.audit_user", " / ".join(b.tag + "%" for b in bounds)
+    figs = [Figure(f"user-level audit ε̂ ({labels}, δ = {u['delta']:.0e})",
+                   " / ".join(fmt(u.get(b.eps_lb), 2) for b in bounds), f"{pre}.{bounds[0].eps_lb}",
+                   f"{status_words(u, short=True)}; {u['attack']} summed over each user's {u['k']} rows, "
+                   f"{u['v']} of {u['r']} right over {u['m']} canary users; assumption-free",
+                   bounds[0].headline("audit_user"))]
+    ideal = bounds[0].ideal()
+    if u.get(ideal) is not None:
+        figs.append(Figure(f"ideal user-level ε̂ ({bounds[0].tag}%, median)", mc(u, ideal, 2), f"{pre}.{ideal}",
+                           f"{u['mechanism_unit']}-level DP, {u['k']} rows per user: linear model (heuristic; a "
+                           f"real audit can exceed it); this count at percentile {mc(u, 'ideal_percentile', 1)}",
+                           bounds[0].headline("attainable_user")))
     return figs
 
 
@@ -237,6 +256,8 @@ def reading(r: dict, bounds: list[BoundKeys], fpr: str | None, pooled: dict | No
     development seed's bound as a look; "the true epsilon lies between" only where the accountant's epsilon is a
     guarantee about the released randomness (a secure-RNG run)."""
     p, pv = r.get("audit_primary"), r["privacy"]
+    if not p and r.get("audit_user") and bounds:
+        return _user_reading(r["audit_user"], pv, bounds)
     if not (p and bounds):
         return _attack_reading(r, fpr)
     test = pooled if pooled else p
@@ -271,6 +292,24 @@ def reading(r: dict, bounds: list[BoundKeys], fpr: str | None, pooled: dict | No
         return f"No DP guarantee, and {what} shows this run leaks: ε ≥ {lb:.2f} {at}{cap}."
     return (f"No DP guarantee; {what} finds no leakage it can show (ε̂ = 0 {at}) — absence of evidence, not a "
             f"guarantee{cap}.")
+
+
+def _user_reading(u: dict, pv: dict, bounds: list[BoundKeys]) -> str:
+    """The sentence of a run whose test is over canary users: what the user-level bound says beside the accountant's
+    epsilon about the run's own unit (a user-level guarantee bounds it; an example-level one does not)."""
+    lb, at = u.get(bounds[0].eps_lb) or 0.0, f"at {bounds[0].tag}% confidence (δ = {u['delta']:.0e})"
+    look = "" if is_confirmation(u) else " — a development look (seed ledger: not evidence)"
+    test = f"the one-run test over {u['m']} canary users of {u['k']} rows each"
+    if not pv.get("dp"):
+        return f"No DP guarantee; {test} gives ε ≥ {lb:.2f} per user {at}{look}."
+    unit = pv.get("unit") or "example"
+    if unit == "user" and lb > pv["epsilon_spent"]:
+        return (f"INCONSISTENT with the accountant: {test} gives ε ≥ {lb:.2f} {at}, above its user-level "
+                f"ε = {pv['epsilon_spent']:.2f} — a bug or a broken DP guarantee.")
+    what = ("a guarantee about users, so the bound must stay below it" if unit == "user" else
+            "a guarantee about rows: a user with k rows gets only group privacy, so a user-level bound may exceed it")
+    return (f"The accountant's ε = {pv['epsilon_spent']:.2f} at δ = {pv['delta']:.0e} is {what}; {test} gives "
+            f"ε ≥ {lb:.2f} {at}{look}.")
 
 
 def zero_fp(fpr: str, non_members: int) -> bool:
@@ -346,46 +385,6 @@ def headline_html(heads: list[Headline]) -> str:
                      f'<p class="trained">{html.escape(h.trained)}</p><table>{rows}</table>'
                      f'<p class="reading">{html.escape(h.reading)}</p></div>')
     return f'<section id="headline" class="cards">{"".join(cards)}</section>'
-
-
-def lineage_rows(heads: list[Headline], lineage: dict) -> list[tuple[str, dict]]:
-    """(path, lineage entry) of every headline number, in headline order, without repeats."""
-    seen: dict[str, dict] = {}
-    for h in heads:
-        for f in h.figures:
-            if f.path and f.path in lineage and f.path not in seen:
-                seen[f.path] = lineage[f.path]
-    return list(seen.items())
-
-
-def _chain_text(e: dict) -> tuple[str, str, str]:
-    inputs = "; ".join(f"{p}: {(m or '?')[:8]}" for p, m in e["inputs"].items()) or "–"
-    params = ", ".join(sorted(e["params"])) or "–"
-    chain = " ← ".join([e["stage"], *e["upstream"]])
-    return inputs, params, chain
-
-
-def lineage_html(rows: list[tuple[str, dict]]) -> str:
-    import html
-
-    body = []
-    for path, e in rows:
-        inputs, params, chain = _chain_text(e)
-        body.append(f'<tr id="{anchor(path)}"><td><code>{html.escape(path)}</code></td><td>{fmt(e["value"])}</td>'
-                    f"<td>{html.escape(chain)}</td><td>{html.escape(params)}</td><td>{html.escape(inputs)}</td>"
-                    f"<td>{html.escape((e.get('git_commit') or '?')[:10])}{' (dirty)' if e.get('git_dirty') else ''}"
-                    "</td></tr>")
-    return ("<table><thead><tr><th>metrics.json path</th><th>value</th><th>stage ← upstream</th><th>params read</th>"
-            f"<th>inputs (md5)</th><th>commit</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
-
-
-def lineage_markdown(rows: list[tuple[str, dict]]) -> str:
-    lines = ["| metrics.json path | value | stage ← upstream | inputs (md5) | commit |", "|---|---|---|---|---|"]
-    for path, e in rows:
-        inputs, _params, chain = _chain_text(e)
-        lines.append(f'| <a id="{anchor(path)}"></a>`{path}` | {fmt(e["value"])} | {chain} | {inputs} | '
-                     f"{(e.get('git_commit') or '?')[:10]} |")
-    return "\n".join(lines)
 
 
 def headline_metrics(heads: list[Headline], numbers: dict, runs: dict, bounds: list[BoundKeys]) -> dict:

@@ -97,3 +97,23 @@ def test_the_committed_ledger_says_what_each_seed_set_is():
     # the default run's pooled set is a clean confirmation of the design params.yaml holds now
     seeds = [raw["canaries"]["seed"]] + [s["seed"] for s in raw["replicas"]["sets"].values() if s["run"] == "dp_eps8"]
     assert ledger.status("dp_eps8", seeds, design, DERIVATION, registry).value == "confirmation"
+
+
+def test_the_audit_users_keys_leave_an_example_level_recipes_design_as_it_was():
+    """canaries.audit_users and finetune.user_canaries: false change nothing for a run without audit users, so its
+    design key (and its seed set's status) is the one it had before they existed; a run with them has another."""
+    import copy
+
+    from stages.audit.ledger import design_key
+    from support import project_raw
+
+    raw = project_raw()
+    before = copy.deepcopy(raw)
+    del before["canaries"]["audit_users"], before["finetune"]["user_canaries"]
+    assert design_key(raw, "dp_eps8") == design_key(before, "dp_eps8")
+    with_users = copy.deepcopy(raw)
+    with_users["runs"]["dp_eps8"]["user_canaries"] = True
+    assert design_key(with_users, "dp_eps8") != design_key(raw, "dp_eps8")
+    changed = copy.deepcopy(with_users)
+    changed["canaries"]["audit_users"]["rows"] = 8
+    assert design_key(changed, "dp_eps8") != design_key(with_users, "dp_eps8")

@@ -57,7 +57,7 @@ def test_project_params_load_to_the_values_in_the_file():
     raw = read_params(ROOT / "params.yaml")
     for section, cls in SECTIONS.items():
         assert _plain(load(cls, section, raw=raw)) == _yaml(section_of(raw, section)), section
-    assert run_names(raw) == ["nondp", "dp_eps8", "users"]
+    assert run_names(raw) == ["nondp", "dp_eps8", "users", "user_dp"]
     for run in run_names(raw):
         merged = deep_merge(raw["finetune"], raw["runs"][run] or {})
         assert _plain(load_finetune(run, raw=raw)) == _yaml(merged), run
@@ -93,7 +93,7 @@ def test_locations_are_declared_once_with_their_params_keys():
     (lambda r: r["audit"]["primary"].update(kind="unigram"),
      "params.yaml: audit.primary.kind: must be one of canaries.kinds (new_token) (got 'unigram')"),
     (lambda r: r["attack"]["runs"].update(nodp=["loss"]),
-     "params.yaml: attack.runs.nodp: no such run in runs (known: nondp, dp_eps8, users)"),
+     "params.yaml: attack.runs.nodp: no such run in runs (known: nondp, dp_eps8, users, user_dp)"),
     (lambda r: r["attack"]["runs"].pop("dp_eps8"),
      "params.yaml: attack.runs.dp_eps8: missing: every run names its attacks here (null: the default list"),
     (lambda r: r["audit"]["primary"]["runs"].update(dp={"k_pos": 1, "k_neg": 1}),
@@ -333,3 +333,11 @@ def test_an_audit_rule_naming_an_attack_a_run_does_not_run_fails_at_load(tmp_pat
     raw["runs"]["nondp"]["canaries"] = False  # no canaries: nothing for the primary test to score
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     assert load_params(path).attack.runs["nondp"] == ("loss", "ref_ratio")
+
+
+def test_a_run_with_audit_users_must_run_the_user_level_tests_attack():
+    """finetune.user_canaries without audit.user.attack in the run's attack list fails at load, naming both keys."""
+    raw = read_params(ROOT / "params.yaml")
+    raw["attack"]["runs"]["user_dp"] = ["loss"]
+    with pytest.raises(ConfigError, match=r"attack.runs.user_dp: lacks 'contrast', the attack audit.user.attack"):
+        validate_params(raw)

@@ -273,3 +273,25 @@ def test_a_user_level_run_resumes_bit_for_bit_with_its_row_draw(tiny_base, vocab
     assert res.user_inclusions == ref.user_inclusions and np.array_equal(res.inclusions, ref.inclusions)
     for k in ref_state:
         torch.testing.assert_close(state[k], ref_state[k], rtol=0, atol=0)
+
+
+def test_an_audit_users_rows_are_one_unit_and_count_once_in_the_user_pool():
+    """finetune.user_canaries: an audit user's k rows share one unit under user-level DP (k examples under
+    example-level DP), and the candidate pool counts each audit user once, member or not."""
+    from stages.finetune.inputs import Inputs
+
+    rows = [{"canary_id": f"audit_users-{u:05d}-{j:02d}", "user": u, "member": u % 2 == 1}
+            for u in range(4) for j in range(3)]
+    kinds = {"new_token": [{"canary_id": f"new_token-{i}", "member": i < 2} for i in range(5)], "audit_users": rows}
+    members = [r for r in kinds["new_token"] if r["member"]] + [r for r in rows if r["member"]]
+    units = {r["canary_id"]: f"audit_users:{r['user']}" for r in rows}
+    inputs = Inputs(text=[], text_pairs=[], heldout_pairs=[], evals=[], members={}, all_canaries=kinds,
+                    canaries=[None] * len(members), canary_ids=[r["canary_id"] for r in members],
+                    canary_kinds=["new_token"] * 2 + ["audit_users"] * 6, formatted_rows=None, formatted=[],
+                    scheduled=[], canary_users={}, candidates=5 + 12, secret_control=None, users={}, secret_arms=[],
+                    text_users=["a", "a", "b"], canary_units=units)
+    assert inputs.pool_users()[-8:] == (["canary:new_token:new_token-0", "canary:new_token:new_token-1"]
+                                        + ["audit_users:1"] * 3 + ["audit_users:3"] * 3)
+    assert len(units_of(inputs.pool_users())[1]) == 2 + 2 + 2  # users a, b; two canaries; two audit users
+    assert inputs.user_population == 2 + 5 + 4  # text users, every canary, every audit user (held in or out)
+    assert inputs.population == 5 + 12  # example-level: every row a candidate

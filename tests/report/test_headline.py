@@ -143,3 +143,32 @@ def test_every_headline_number_carries_its_metrics_path():
                                           "attainable_eps_lb_95": 1.5, "strongest_tpr": 0.5, "vmr_minus_base": 0.1,
                                           "valid_perplexity": 50.0})
     assert "accountant_epsilon" not in metrics["b"]  # no DP: no number, not "inf"
+
+
+def _user_run(unit="user", lb=0.9, acct=8.0, status="development"):
+    r = _run(acct=acct, canaries=False)
+    r["privacy"].update(unit=unit, rows_per_user=4)
+    r["audit_user"] = {"unit": "user", "attack": "contrast", "m": 1000, "k": 4, "r": 100, "v": 80, "delta": 1e-5,
+                       "eps_lb_95": lb, "eps_lb_99": lb / 2, "mechanism_unit": unit, "ideal_eps_lb_95_median": 1.4,
+                       "ideal_eps_lb_95_median_mc95": [1.3, 1.4], "ideal_percentile": 40.0,
+                       "ideal_percentile_mcse": 0.5, "seeds": [0, 3111], "seed_status": status}
+    return r
+
+
+def test_a_user_level_run_leads_with_its_user_level_test_and_its_lineage():
+    runs = {"u": _user_run()}
+    head = headlines(runs, {}, BOUNDS, "0.01")[0]
+    figs = {f.label: f for f in head.figures}
+    test = figs["user-level audit ε̂ (95% / 99%, δ = 1e-05)"]
+    assert test.text == "0.90 / 0.45" and test.path == "runs.u.audit_user.eps_lb_95"
+    assert "development look" in test.note and "80 of 100 right over 1000 canary users" in test.note
+    assert "each user's 4 rows" in test.note
+    assert figs["ideal user-level ε̂ (95%, median)"].path == "runs.u.audit_user.ideal_eps_lb_95_median"
+    assert "audit ε̂" not in figs  # no "no canaries" line where the user-level test stands
+    assert "guarantee about users, so the bound must stay below it" in head.reading
+    assert "development look" in head.reading
+    numbers = flatten({"runs": runs}, numbers_only=True)
+    assert headline_metrics([head], numbers, runs, BOUNDS)["u"]["audit_user_eps_lb_95"] == pytest.approx(0.9)
+    assert reading(_user_run(lb=9.0), BOUNDS, "0.01").startswith("INCONSISTENT")
+    example = reading(_user_run(unit="example", lb=3.0, acct=2.0), BOUNDS, "0.01")
+    assert "group privacy" in example and not example.startswith("INCONSISTENT")

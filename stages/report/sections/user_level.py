@@ -1,13 +1,44 @@
-"""The user-level comparison's plan (reports/user_level_plan.json, flows/user_level_plan.py): what a one-run audit
-over canary users could show at best under example-level and under user-level DP-SGD, computed before any run."""
+"""Users: the one-run audit over canary users of the runs trained on them (metrics.json ``audit_user``), and the
+user-level comparison's plan (reports/user_level_plan.json, flows/user_level_plan.py): what such an audit could show
+at best under example-level and under user-level DP-SGD, computed before any run."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from ...audit.schema import BoundKeys, mc_interval_key
-from ...core.formatting import Table, fmt
+from ...core.formatting import Table, ci, fmt
+from ..headline import mc, status_words
 from ..render import Section
+
+
+def user_audit_section(runs: dict, keys: list[BoundKeys]) -> Section | None:
+    """One row per run with the user-level test: its mechanism and unit, the test's counts and bounds, the ideal
+    of the same test under the run's mechanism (DP runs) and the per-user AUROC."""
+    tested = {run: r["audit_user"] for run, r in runs.items() if r.get("audit_user")}
+    if not tested or not keys:
+        return None
+    t = Table(["run", "mechanism", "canary users (m), rows each (k)", "right of guesses",
+               *[f"{k.label} (δ)" for k in keys], f"ideal {keys[0].label} median; this count's percentile",
+               "per-user AUROC [95% CI]", "seeds"])
+    for run, u in tested.items():
+        pv = runs[run]["privacy"]
+        mech = (f"{u['mechanism_unit']}-level DP, accountant ε {fmt(pv['epsilon_spent'], 2)}" if pv.get("dp")
+                else "no DP")
+        ideal = (f"{mc(u, keys[0].ideal(), 2)}; {mc(u, 'ideal_percentile', 1)}" if u.get(keys[0].ideal()) is not None
+                 else "– (no DP)")
+        t.rows.append([run, mech, f"{u['m']}, {u['k']}", f"{u['v']} of {u['r']}",
+                       *[f"{fmt(u[k.eps_lb], 2)} ({u['delta']:.0e})" for k in keys], ideal,
+                       ci(u["canary_user_auroc"], u["canary_user_auroc_ci95"]), status_words(u)])
+    return Section("Users: the one-run audit over canary users", tables=[t], paragraphs=[
+        "Each canary user (canaries.audit_users) is a fair seeded coin; a held-in user's k rows, each a random prefix "
+        "before the user's own new token, were all trained on, a held-out user's none. A user's score is the sum of "
+        "its rows' scores under audit.user.attack, and the test guesses \"in\" for the audit.user.k_pos highest, "
+        "fixed in params before any score. The bound is the Steinke et al. (2023) lower bound over users "
+        "(assumption-free): it bounds the ε of a guarantee whose unit is the person. Under user-level DP the "
+        "accountant's ε is such a guarantee, so the bound must stay below it; under example-level DP a user's k rows "
+        "get group privacy only, and the bound may exceed the accountant's ε. The ideal is the same test under the "
+        "linear last-iterate model (heuristic; a real audit can exceed it), with the run's own q, T, σ and unit."])
 
 
 def user_level_section(plan: Path | None) -> Section | None:
@@ -36,5 +67,5 @@ def user_level_section(plan: Path | None) -> Section | None:
         f"Assumption: {data['assumption']}. {d['k_pos']} guesses, all right, can show at most "
         f"{k.label} = {fmt(ideals['cap_eps_lb'])} ({ideals['trials']} simulated audits per row). "
         f"Prediction, stated before the runs: {d['prediction']} The confirming runs (seeds "
-        f"{', '.join(map(str, d['confirmation_seeds']))}) and the user-level canary audit that scores them are not "
-        "run yet: nothing here is a measurement."])
+        f"{', '.join(map(str, d['confirmation_seeds']))}) are not run yet: nothing in this table is a measurement "
+        "(the section above is the default run's user-level test, one mechanism on development seeds)."])
