@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from stages.audit.api import Ledger, LedgerEntry, design_key, design_of, read_ledger, write_ledger
+from stages.audit.api import Ledger, LedgerEntry, design_key, design_of, read_ledger, user_test_name, write_ledger
 from stages.audit.params import SeedRegistry, StudyParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
@@ -119,6 +119,14 @@ def entries_of(repo: str, metrics: dict, raw: dict, params_commit: str, experime
             result=_result(test), source=(locks or {}).get(recipe, source),
             design_commit=design_commit(repo, recipe, params_commit, raw), experiment=experiment))
     for run, res in (metrics.get("runs") or {}).items():
+        u = res.get("audit_user")  # the user-level test over canary users: an entry of its own, the run's design
+        if u and u.get("seeds"):
+            out.append(LedgerEntry(
+                recipe=user_test_name(run), runs=(run,), seeds=tuple(sorted(u["seeds"])), design=u["design"],
+                streams=section_of(metrics, "audit_params.seeds.streams"), params_commit=params_commit,
+                registered_before=_registered_before(repo, u["seeds"], params_commit, experiment)[1],
+                result=_result(u), source=source, design_commit=design_commit(repo, run, params_commit, raw),
+                experiment=experiment))
         p = res.get("audit_primary")
         if not p or run in pooled_runs or not p.get("seeds"):
             continue

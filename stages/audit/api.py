@@ -11,3 +11,4 @@ from .one_run import epsilon_lower_bound  # noqa: F401
 from .pooled import design_look  # noqa: F401  (a development look at the pooled rule)
 from .run import replica_primary  # noqa: F401
 from .schema import clip_guesses  # noqa: F401
+from .user_level import user_test_name  # noqa: F401  (the ledger's name of a run's user-level test)

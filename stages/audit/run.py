@@ -22,6 +22,7 @@ from .pooled import pooled_test
 from .schema import METRICS_VERSION, Metrics
 from .shift import shift_check
 from .summary import audit_delta, audit_run, groups_of
+from .user_level import user_test_name
 
 log = logging.getLogger("stages.audit")
 
@@ -55,11 +56,12 @@ def replica_primary(repo, name: str, params) -> tuple[tuple, dict]:
     return groups[params.primary.kind], read_run(Path(repo) / where.run_dir(name))["privacy"]
 
 
-def status_of(params, raw: dict, recipe: str, seeds) -> tuple[str, str]:
+def status_of(params, raw: dict, recipe: str, seeds, test: str | None = None) -> tuple[str, str]:
     """(ledger status, design key) of a bound on ``recipe`` at ``seeds`` under the design ``raw`` holds and this
-    code's stream derivation (``ledger.py``)."""
+    code's stream derivation (``ledger.py``); ``test``: the ledger's name of a test other than the recipe's primary
+    one (``<run>:user``, the user-level test), under the recipe's design."""
     design = design_key(raw, recipe)
-    status = read_ledger(params.seeds.ledger).status(recipe, seeds, design, DERIVATION, params.seeds)
+    status = read_ledger(params.seeds.ledger).status(test or recipe, seeds, design, DERIVATION, params.seeds)
     return status.value, design
 
 
@@ -122,8 +124,8 @@ def audit(params, runs: list[str], where: Locations, raw: dict, pools: dict | No
         if res.get("audit_user"):  # its own coins (canaries.audit_users.seed) and the run's draws (finetune.seed)
             seeds = sorted({int(section_of(raw, "canaries.audit_users.seed")),
                             int(read_run(where.run_dir(run))["params"]["seed"])})
-            status, design = status_of(params, raw, f"{run}:user", seeds)
-            res["audit_user"].update(seeds=seeds, seed_status=status)
+            status, design = status_of(params, raw, run, seeds, test=user_test_name(run))
+            res["audit_user"].update(seeds=seeds, seed_status=status, design=design)
     primary = params.primary
     registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences),
                   "runs": {r: dataclasses.asdict(g) for r, g in primary.runs.items()}}

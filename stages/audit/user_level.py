@@ -29,6 +29,11 @@ USER_IDEAL_ASSUMPTION = ("linear last-iterate model over users: a canary user's 
                          "direction (heuristic; a real audit can exceed it)")
 
 
+def user_test_name(run: str) -> str:
+    """The seed ledger's name of a run's user-level test (its own entries, under the run's design)."""
+    return f"{run}:user"
+
+
 @dataclass(frozen=True)
 class UserAuditParams:
     """``audit.user``: the user-level one-run test of every run trained on the audit users, fixed before scores."""

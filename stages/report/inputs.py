@@ -31,6 +31,7 @@ class Inputs:
     auditor: dict = field(default_factory=dict)  # run -> its auditor-only record (finetune's auditor.json)
     selfcheck_mutants: Path | None = None  # the self-check's mutant flag rates (benchmarks/selfcheck_mutants.py)
     user_level_plan: Path | None = None  # the user-level comparison's plan (flows/user_level_plan.py)
+    user_level: Path | None = None  # the user-level comparison's table (flows/user_level.py)
 
     @property
     def runs(self) -> dict:

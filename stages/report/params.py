@@ -8,3 +8,5 @@ from dataclasses import dataclass
 class ReportParams:
     out_dir: str
     title: str
+    #: the user-level comparison's table (flows/user_level.py writes it, git-tracked; the report shows it)
+    user_level: str

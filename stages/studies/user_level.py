@@ -112,3 +112,46 @@ def plan_ideals(*, epsilon: float, delta: float, sample_rate: float, steps: int,
                                           delta=delta, confidence=confidence, trials=trials,
                                           seed=stream("studies.user_level_ideal").int_seed(seed, key=key)))
     return out
+
+
+#: the comparison's three mechanisms: run name -> (mechanism, DP unit or None)
+MECHANISMS = {"ul_example": ("example-level DP-SGD", "example"), "ul_user": ("user-level DP-SGD", "user"),
+              "ul_nondp": ("no DP", None)}
+#: the keys of a reports/user_level.json row, as metrics.json names them
+ROW_KEYS = ("mechanism", "unit", "epsilon", "delta", "k", "m", "r", "v", "eps_lb_95", "ideal_eps_lb_95_median",
+            "ideal_percentile", "canary_user_auroc", "canary_user_auroc_ci95", "members", "non_members",
+            "valid_perplexity", "seeds", "seed_status", "design_commit")
+
+
+def mechanism_run(mechanism: str, design: UserLevelPlanParams, k: int, seed: int) -> dict:
+    """``runs.<name>`` of one mechanism at the design's (epsilon, delta, q, T), k rows per audit user and ``seed``,
+    over the recipe the preset gives every mechanism (dataset, optimizer, lengths: presets/user_level.args)."""
+    _, unit = MECHANISMS[mechanism]
+    dp = ({"enabled": True, "epsilon": design.epsilon, "delta": design.delta, "accountant": design.accountant,
+           "unit": unit, **({"rows_per_user": k} if unit == "user" else {})} if unit else {"enabled": False})
+    return {"sample_rate": design.sample_rate, "steps": design.steps, "seed": seed, "canaries": True,
+            "user_canaries": True, "dp": dp}
+
+
+def comparison_rows(metrics: dict, design_commit: str | None) -> list[dict]:
+    """One row per mechanism and audit unit from one experiment's metrics.json: the example-level test (audit.primary
+    over the new-token canaries; ``canary_user_auroc`` is then the per-canary AUROC of its attack) and the user-level
+    test over the audit users (``audit_user``)."""
+    rows = []
+    for run, (label, _) in MECHANISMS.items():
+        r = metrics["runs"][run]
+        pv, u, p = r["privacy"], r["audit_user"], r["audit_primary"]
+        per_canary = r["attacks"][p["attack"]][p["kind"]]
+        common = {"mechanism": label, "epsilon": pv["epsilon_spent"] if pv["dp"] else None,
+                  "valid_perplexity": r["utility"]["valid_perplexity"]}
+        for unit, test, auroc, ci, members in (
+                ("example", p, per_canary["auroc"], per_canary["auroc_ci95"],
+                 (per_canary["members"], per_canary["non_members"])),
+                ("user", u, u["canary_user_auroc"], u["canary_user_auroc_ci95"], (u["members"], u["non_members"]))):
+            rows.append({**common, "unit": unit, "delta": test["delta"], "k": u["k"] if unit == "user" else 1,
+                         "m": test["m"], "r": test["r"], "v": test["v"], "eps_lb_95": test["eps_lb_95"],
+                         "ideal_eps_lb_95_median": test["ideal_eps_lb_95_median"] if pv["dp"] else None,
+                         "ideal_percentile": test["ideal_percentile"] if pv["dp"] else None, "canary_user_auroc": auroc,
+                         "canary_user_auroc_ci95": ci, "members": members[0], "non_members": members[1],
+                         "seeds": test["seeds"], "seed_status": test["seed_status"], "design_commit": design_commit})
+    return [{k: row[k] for k in ROW_KEYS} for row in rows]

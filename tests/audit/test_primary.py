@@ -47,7 +47,8 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0, decla
                 "steps": 80} if dp else {"dp": False, "epsilon_spent": "inf", "sample_rate": 0.0286, "steps": 80})
     record = {"steps": 80, "sample_rate": 0.0286, "expected_exposures_per_member": 2.3,
               "n_population": 2150, "privacy": privacy, "version": RUN_VERSION,
-              "params": {"dataset": "personachat", "secret_rows": True}, "valid": {"nll": 3.0, "perplexity": 20.0},
+              "params": {"dataset": "personachat", "secret_rows": True, "user_canaries": False},
+              "valid": {"nll": 3.0, "perplexity": 20.0},
               "trainable": {"paradigm": "lora", "lora_r": 8, "lora_targets": ["q_proj"], "virtual_tokens": 16,
                             "num_new_tokens": 1000, "secret_rows": [5, 6]}, "trainable_parameters": 1234,
               "external": None, "secret_control": None}

@@ -38,3 +38,70 @@ def test_the_design_is_validated_naming_the_key():
     assert build(UserLevelPlanParams, good, "user_level").rows == (1, 4)
     with pytest.raises(ConfigError, match="user_level.m: must be >= 1000"):
         build(UserLevelPlanParams, {**good, "m": 16, "k_pos": 10}, "user_level")
+
+
+def _test(v, lb, ideal=None, **kw):
+    t = {"m": 1000, "r": 100, "v": v, "delta": 1e-5, "eps_lb_95": lb, "seeds": [3401], "seed_status": "confirmation",
+         **kw}
+    return {**t, "ideal_eps_lb_95_median": ideal, "ideal_percentile": 40.0} if ideal is not None else t
+
+
+def test_the_comparison_has_one_row_per_mechanism_and_audit_unit_with_the_issues_keys():
+    from stages.studies.user_level import MECHANISMS, ROW_KEYS, comparison_rows
+
+    def run(dp, unit, lb_user):
+        privacy = {"dp": dp, "epsilon_spent": 2.0 if dp else float("inf"), "unit": unit}
+        user = _test(80, lb_user, 0.4 if dp else None, k=4, members=490, non_members=510, canary_user_auroc=0.6,
+                     canary_user_auroc_ci95=[0.55, 0.65])
+        primary = _test(60, 0.2, 0.3 if dp else None, attack="contrast", kind="new_token")
+        return {"privacy": privacy, "audit_user": user, "audit_primary": primary,
+                "utility": {"valid_perplexity": 30.0},
+                "attacks": {"contrast": {"new_token": {"auroc": 0.55, "auroc_ci95": [0.5, 0.6], "members": 480,
+                                                       "non_members": 520}}}}
+
+    metrics = {"runs": {"ul_example": run(True, "example", 2.4), "ul_user": run(True, "user", 0.3),
+                        "ul_nondp": run(False, None, 3.4)}}
+    rows = comparison_rows(metrics, "abc")
+    assert len(rows) == 2 * len(MECHANISMS) and all(tuple(r) == ROW_KEYS for r in rows)
+    by = {(r["mechanism"], r["unit"]): r for r in rows}
+    assert by[("user-level DP-SGD", "user")]["eps_lb_95"] == 0.3 and by[("user-level DP-SGD", "user")]["k"] == 4
+    assert by[("example-level DP-SGD", "example")]["k"] == 1 and by[("no DP", "user")]["epsilon"] is None
+    assert by[("no DP", "user")]["ideal_eps_lb_95_median"] is None and by[("no DP", "user")]["design_commit"] == "abc"
+    assert by[("example-level DP-SGD", "example")]["members"] == 480  # the canaries' counts, not the users'
+
+
+def test_the_flows_overrides_give_valid_params_for_each_mechanism(tmp_path):
+    """presets/user_level.args plus the design's overrides: three runs at the design's (epsilon, delta, q, T), the
+    DP unit of each, k rows per audit user and one seed for every draw; the default runs dropped."""
+    import shutil
+    from pathlib import Path
+
+    from dvc.utils.hydra import apply_overrides
+
+    from flows.user_level import overrides
+    from stages.core.params import load, read_params
+    from stages.finetune.params import load_finetune
+    from stages.params import validate_params
+    from support import ROOT
+
+    raw = read_params(ROOT / "params.yaml")
+    design = load(UserLevelPlanParams, "user_level", ROOT / "params.yaml", raw)
+    for f in ("params.yaml", "studies.yaml"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    apply_overrides(str(tmp_path / "params.yaml"), overrides(Path(ROOT), design, 4, 3401))
+    p = read_params(tmp_path / "params.yaml")
+    validate_params(p)
+    assert list(p["runs"]) == ["ul_example", "ul_user", "ul_nondp"] and not p["replicas"]["sets"]
+    units = {}
+    for run in p["runs"]:
+        ft = load_finetune(run, tmp_path / "params.yaml", p)
+        assert (ft.sample_rate, ft.steps, ft.seed, ft.user_canaries, ft.canaries) == (0.23, 10, 3401, True, True)
+        units[run] = ft.dp.unit if ft.dp.enabled else None
+        if ft.dp.enabled:
+            assert (ft.dp.epsilon, ft.dp.delta) == (design.epsilon, design.delta)
+    assert units == {"ul_example": "example", "ul_user": "user", "ul_nondp": None}
+    assert p["canaries"]["audit_users"]["rows"] == 4 and p["canaries"]["seed"] == 3401
+    with pytest.raises(ConfigError, match="--k 3"):
+        overrides(Path(ROOT), design, 3, 3401)
+    with pytest.raises(ConfigError, match="--seed 5"):
+        overrides(Path(ROOT), design, 4, 5)

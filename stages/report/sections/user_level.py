@@ -41,6 +41,36 @@ def user_audit_section(runs: dict, keys: list[BoundKeys]) -> Section | None:
         "linear last-iterate model (heuristic; a real audit can exceed it), with the run's own q, T, σ and unit."])
 
 
+def user_comparison_section(path: Path | None) -> Section | None:
+    """The user-level comparison's committed table (reports/user_level.json): per experiment (k rows per audit user,
+    one seed) a row per mechanism and audit unit, with the experiment's commit (its lineage: `dvc exp show`)."""
+    if path is None or not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    k = BoundKeys(data["design"]["confidence"])
+    t = Table(["experiment (commit)", "mechanism", "accountant ε", "audit unit", "k", "right of guesses (m)",
+               k.label, f"ideal {k.label} median (percentile)", "AUROC [95% CI]", "valid ppl", "seeds"])
+    for e in data["experiments"]:
+        for r in e["rows"]:
+            ideal = ("–" if r["ideal_eps_lb_95_median"] is None else
+                     f"{fmt(r['ideal_eps_lb_95_median'], 2)} ({fmt(r['ideal_percentile'], 1)})")
+            t.rows.append([f"{e['experiment']} ({e['commit'][:10]})", r["mechanism"],
+                           "–" if r["epsilon"] is None else fmt(r["epsilon"], 2), r["unit"], r["k"],
+                           f"{r['v']} of {r['r']} ({r['m']})", fmt(r["eps_lb_95"], 2), ideal,
+                           ci(r["canary_user_auroc"], r["canary_user_auroc_ci95"]), fmt(r["valid_perplexity"], 1),
+                           f"{', '.join(map(str, r['seeds']))} ({r['seed_status']})"])
+    done = len(data["experiments"])
+    return Section("Users: the same ε, three mechanisms, both audit units", tables=[t] if done else [], paragraphs=[
+        f"The comparison planned in studies.yaml `user_level` (design committed at "
+        f"`{(data['design_commit'] or '?')[:10]}`, before any run): example-level DP-SGD, user-level DP-SGD and the "
+        f"non-DP run on one recipe ({data['recipe']}), each trained on the new-token canaries and the audit users and "
+        "audited at the example level (the pre-registered test over canaries) and at the user level (the test over "
+        "canary users, k rows each). Each experiment is one seed; its commit is the DVC experiment that holds its "
+        f"params, dvc.lock and metrics. Prediction, stated before the runs: {data['design']['prediction']} "
+        + (f"{done} experiment(s) recorded; the design's other (k, seed) pairs are not run yet, so the prediction is "
+           "not yet tested as a whole." if done else "No experiment is recorded yet: nothing here is a measurement.")])
+
+
 def user_level_section(plan: Path | None) -> Section | None:
     if plan is None or not plan.is_file():
         return None
