@@ -56,7 +56,8 @@ def _inputs(metrics: dict, out: Path) -> Inputs:
         variance = Path(shutil.copytree(variance, out / "variance_analysis"))
     return Inputs(metrics, {}, None, {}, {}, True, out / "plots", out, variance_dir=variance,
                   study_dir=path("study.out_dir"), selfcheck=path("selfcheck.out"),
-                  selfcheck_mutants=path("selfcheck.mutants"))
+                  selfcheck_mutants=path("selfcheck.mutants"), user_level_plan=path("user_level.out"),
+                  user_level=path("report.user_level"))
 
 
 def render(metrics: dict, out: Path) -> str:

@@ -64,9 +64,9 @@ def user_comparison_section(path: Path | None) -> Section | None:
         f"The comparison planned in studies.yaml `user_level` (design committed at "
         f"`{(data['design_commit'] or '?')[:10]}`, before any run): example-level DP-SGD, user-level DP-SGD and the "
         f"non-DP run on one recipe ({data['recipe']}), each trained on the new-token canaries and the audit users and "
-        "audited at the example level (the pre-registered test over canaries) and at the user level (the test over "
-        "canary users, k rows each). Each experiment is one seed; its commit is the DVC experiment that holds its "
-        f"params, dvc.lock and metrics. Prediction, stated before the runs: {data['design']['prediction']} "
+        "audited at the example level (audit.primary's test over the new-token canaries) and at the user level (the "
+        "test over canary users, k rows each). Each experiment is one seed; its commit is the DVC experiment that "
+        f"holds its params, dvc.lock and metrics. Prediction, stated before the runs: {data['design']['prediction']} "
         + (f"{done} experiment(s) recorded; the design's other (k, seed) pairs are not run yet, so the prediction is "
            "not yet tested as a whole." if done else "No experiment is recorded yet: nothing here is a measurement.")])
 
