@@ -21,7 +21,7 @@ def test_a_user_level_run_gets_its_user_level_audit_and_card(reproduced_project)
     p["audit"]["user"] = {"attack": "contrast", "k_pos": 20, "k_neg": 0}
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     stale = set(json.loads(run(["dvc", "status", "--json"], dest).stdout))
-    assert stale == {"finetune@u", "attack@u", "audit", "report"}
+    assert stale == {"finetune@u", "attack@u", "audit"}  # the report follows once the audit's output changes
     run(["dvc", "repro", "report"], dest)
     metrics = json.loads((dest / "reports/metrics.json").read_text())
     u = metrics["runs"]["u"]["audit_user"]
