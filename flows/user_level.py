@@ -82,15 +82,22 @@ def experiments(repo: Path) -> dict[str, str]:
     return out
 
 
-def table(repo: Path, plan: dict) -> dict:
+def table(repo: Path, plan: dict, records: Path) -> dict:
     """reports/user_level.json: the design (its prediction included) and its plan's commit, and per experiment its
-    rows."""
+    rows, with its params.yaml and dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the
+    checkout that ran it, its lock travels with the table)."""
     out = {"design": plan["design"], "design_commit": plan["design_commit"], "recipe": PRESET, "experiments": []}
     for name, rev in sorted(experiments(repo).items()):
-        raw = yaml.safe_load(vcs.git(repo, "show", f"{rev}:params.yaml"))
+        params_text = vcs.git(repo, "show", f"{rev}:params.yaml")
+        raw = yaml.safe_load(params_text)
         metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
+        (repo / records).mkdir(parents=True, exist_ok=True)
+        kept = {"params": records / f"{name}.params.yaml", "lock": records / f"{name}.dvc.lock"}
+        (repo / kept["params"]).write_text(params_text)
+        (repo / kept["lock"]).write_text(vcs.git(repo, "show", f"{rev}:dvc.lock"))
         out["experiments"].append({"experiment": name, "commit": rev, "k": section_of(raw, "canaries.audit_users.rows"),
                                    "seed": section_of(raw, "canaries.seed"),
+                                   **{k: str(v) for k, v in kept.items()},
                                    "rows": comparison_rows(metrics, plan["design_commit"])})
     return out
 
@@ -108,8 +115,8 @@ def main(argv=None) -> None:
     plan = json.loads((repo / design.out).read_text())
     if args.run:
         run_experiment(repo, design, args.k, args.seed if args.seed is not None else design.confirmation_seeds[0])
-    data = table(repo, plan)
     out = repo / section_of(raw, "report.user_level")
+    data = table(repo, plan, out.relative_to(repo).with_suffix(""))
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     tmp.replace(out)

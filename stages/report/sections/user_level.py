@@ -66,7 +66,9 @@ def user_comparison_section(path: Path | None) -> Section | None:
         f"non-DP run on one recipe ({data['recipe']}), each trained on the new-token canaries and the audit users and "
         "audited at the example level (audit.primary's test over the new-token canaries) and at the user level (the "
         "test over canary users, k rows each). Each experiment is one seed; its commit is the DVC experiment that "
-        f"holds its params, dvc.lock and metrics. Prediction, stated before the runs: {data['design']['prediction']} "
+        "holds its params, dvc.lock and metrics; the params.yaml and dvc.lock are kept beside the table "
+        f"({path.with_suffix('').name}/<experiment>.params.yaml, .dvc.lock). Prediction, stated before the runs: "
+        f"{data['design']['prediction']} "
         + (f"{done} experiment(s) recorded; the design's other (k, seed) pairs are not run yet, so the prediction is "
            "not yet tested as a whole." if done else "No experiment is recorded yet: nothing here is a measurement.")])
 
@@ -96,6 +98,6 @@ def user_level_section(plan: Path | None) -> Section | None:
         f"kε); under user-level DP the user is sampled once and clipped as one unit, a single row's Bin(T, q). "
         f"Assumption: {data['assumption']}. {d['k_pos']} guesses, all right, can show at most "
         f"{k.label} = {fmt(ideals['cap_eps_lb'])} ({ideals['trials']} simulated audits per row). "
-        f"Prediction, stated before the runs: {d['prediction']} The confirming runs (seeds "
-        f"{', '.join(map(str, d['confirmation_seeds']))}) are not run yet: nothing in this table is a measurement "
-        "(the section above is the default run's user-level test, one mechanism on development seeds)."])
+        f"Prediction, stated before the runs: {d['prediction']} Nothing in this table is a measurement: the "
+        f"confirming runs (seeds {', '.join(map(str, d['confirmation_seeds']))}) that have run are in the section "
+        "above (the same ε, three mechanisms)."])
