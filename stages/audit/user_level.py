@@ -81,6 +81,18 @@ def user_test(ids, scores, members, user_of: dict[str, int], rows: int, params, 
                for c in params.confidences}}
 
 
+def ideal_summaries(counts, delta: float, confidence: float) -> dict:
+    """The median and 10 / 90 % quantiles of simulated one-run tests' bounds (``ceiling.ideal_counts``) at one
+    confidence, each with its Monte Carlo interval (the plan's and the audit's user-level ideals alike)."""
+    keys, out = BoundKeys(confidence), {}
+    trials = trial_bounds(counts, delta, confidence)
+    for name, pct in zip(IDEAL_SUMMARIES, (50, 10, 90)):
+        mc = quantile_mc(trials, pct)
+        out[keys.ideal("eps_lb", name)] = mc["value"]
+        out[mc_interval_key(keys.ideal("eps_lb", name))] = [mc["low"], mc["high"]]
+    return out
+
+
 def with_user_ideal(test: dict, privacy: dict, params) -> dict:
     """A DP run's user-level test next to the accountant's epsilon (about the run's own unit) and the ideal of the
     same test: the median and 10/90 % quantiles of its simulated bounds (each with its Monte Carlo interval) and the
@@ -93,11 +105,6 @@ def with_user_ideal(test: dict, privacy: dict, params) -> dict:
     out = {**test, "mechanism_unit": unit, "accountant_epsilon": float(privacy["epsilon_spent"]),
            "ideal_trials": params.ceiling.trials, "ideal_assumption": USER_IDEAL_ASSUMPTION}
     for c in params.confidences:
-        keys = BoundKeys(c)
-        trials = trial_bounds(counts, test["delta"], c)
-        for name, pct in zip(IDEAL_SUMMARIES, (50, 10, 90)):
-            mc = quantile_mc(trials, pct)
-            out[keys.ideal("eps_lb", name)] = mc["value"]
-            out[mc_interval_key(keys.ideal("eps_lb", name))] = [mc["low"], mc["high"]]
+        out.update(ideal_summaries(counts, test["delta"], c))
     out["ideal_percentile"], out["ideal_percentile_mcse"] = percentile_mc(test["v"], np.array([c[2] for c in counts]))
     return out

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..audit.ceiling import ideal_counts, quantile_mc, trial_bounds
-from ..audit.schema import IDEAL_SUMMARIES, BoundKeys, mc_interval_key
+from ..audit.ceiling import ideal_counts
+from ..audit.user_level import ideal_summaries
 from ..core.params import Accountant, check
 from ..core.privacy import calibrate_sigma
 from ..core.seeds import stream
@@ -83,15 +83,9 @@ def user_ideal(sample_rate: float, steps: int, sigma: float, *, unit: str, rows:
         raise ValueError(f"unit {unit!r}: one of {', '.join(UNITS)}")
     counts = ideal_counts(sample_rate, steps, sigma, m=m, k_pos=k_pos, k_neg=0, trials=trials, seed=seed,
                           rows=rows if unit == "example" else 1)
-    bounds = trial_bounds(counts, delta, confidence, gdp=False)
-    out = {"unit": unit, "rows": rows, "m": m, "k_pos": k_pos,
-           "median_correct": float(sorted(c[2] for c in counts)[len(counts) // 2])}
-    keys = BoundKeys(confidence)
-    for name, q in zip(IDEAL_SUMMARIES, (50, 10, 90)):
-        mc = quantile_mc(bounds, q)
-        out[keys.ideal("eps_lb", name)] = mc["value"]
-        out[mc_interval_key(keys.ideal("eps_lb", name))] = [mc["low"], mc["high"]]
-    return out
+    return {"unit": unit, "rows": rows, "m": m, "k_pos": k_pos,
+            "median_correct": float(sorted(c[2] for c in counts)[len(counts) // 2]),
+            **ideal_summaries(counts, delta, confidence)}
 
 
 def plan_ideals(*, epsilon: float, delta: float, sample_rate: float, steps: int, rows, m: int, k_pos: int,
