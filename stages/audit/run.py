@@ -111,10 +111,10 @@ def audit(params, runs: list[str], where: Locations, raw: dict, pools: dict | No
         rows = {k: [{**r, "base_token_logprobs": reference[r["canary_id"]]} for r in v]
                 for k, v in read_canaries(where.canaries)[1].items()}
         guard = sanity_check(rows, params.sanity_check.alpha, str(where.canaries))
-    lengths = {u: r["length"] for u, r in load_canary_users(where.canaries).items()}
+    canary_users = load_canary_users(where.canaries)
     found = read_audit_users(where.canaries) if (where.canaries / META).is_file() else None
     audit_users = ({r["canary_id"]: r["user"] for r in found[1]}, found[0]["rows"]) if found else None
-    results = {run: audit_run(where.run_dir(run), where.scores_dir(run), params, lengths, audit_users)
+    results = {run: audit_run(where.run_dir(run), where.scores_dir(run), params, canary_users, audit_users)
                for run in runs}
     for run, (res, _) in results.items():
         if res.get("audit_primary"):

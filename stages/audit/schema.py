@@ -102,6 +102,9 @@ class RunMetrics(TypedDict, total=False):
     audit_user: dict[str, Any]
     exposure: dict[str, dict[str, Any]]  # format (and "all") -> exposure summary
     canary_users_by_length: dict[str, dict[str, GroupMetrics]]  # attack -> substring length -> metrics
+    #: attack -> "<length>:<documents>" -> metrics: a length's held-in canary users trained on that many documents
+    #: ("all": every one) against all its held-out ones; only where canaries.users.documents varies them
+    canary_users_by_documents: dict[str, dict[str, GroupMetrics]]
     blind: dict[str, dict[str, Any]]  # pool (text, users) -> blind baseline AUROC, p_value, flagged, differences
     memorization: dict[str, dict[str, Any]]  # vmr/air/acr -> trained / untrained summary
     other: dict[str, Any]  # attacks of other families (embedding inversion), as written

@@ -55,22 +55,36 @@ def canary_groups(canaries: Canaries, attack: str, groups) -> None:
             canaries.setdefault(group, {})[attack] = (ids, s, y)
 
 
-def by_length(groups, lengths: dict[str, int], params) -> dict[str, dict]:
-    """Canary users' ROC metrics per shared-substring length (stratified bootstrap over held-in and held-out
-    users; below ``min_per_side`` on a side the exact p-value instead); a length whose scored users are all on one
-    side gets counts only."""
-    out: dict[str, dict] = {}
+def _cell_metrics(s: np.ndarray, y: np.ndarray, params) -> dict:
+    both = 0 < y.sum() < len(y)
+    return roc_metrics(s, y, params.fprs, params.bootstrap, params.seed, params.min_per_side) if both else \
+        {"members": int(y.sum()), "non_members": int((~y).sum()), "auroc": None}
+
+
+def by_length(groups, users: dict[str, dict], params) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Canary users' ROC metrics per shared-substring length, and per (length, trained documents) where a length's
+    held-in users were trained on different counts (``canaries.users.documents``): the held-in users of that count
+    against every held-out user of the length, whose scores no count touched (stratified bootstrap over held-in and
+    held-out users; below ``min_per_side`` on a side the exact p-value instead). A cell whose scored users are all on
+    one side gets counts only. ``users``: canary user -> its canary_users.parquet row. Keys: "<length>" and
+    "<length>:<documents>" ("all": every trainable document)."""
+    per_length: dict[str, dict] = {}
+    per_documents: dict[str, dict] = {}
     for group, s, y, ids in groups:
         if group != "canary_users":
             continue
-        length = np.array([lengths[str(i)] for i in ids])
+        length = np.array([users[str(i)]["length"] for i in ids])
+        docs = np.array([users[str(i)].get("documents") or 0 for i in ids])
         for n in sorted(set(length.tolist())):
             sel = length == n
-            both = 0 < y[sel].sum() < sel.sum()
-            out[str(n)] = roc_metrics(s[sel], y[sel], params.fprs, params.bootstrap, params.seed,
-                                      params.min_per_side) if both else \
-                {"members": int(y[sel].sum()), "non_members": int((~y[sel]).sum()), "auroc": None}
-    return out
+            per_length[str(n)] = _cell_metrics(s[sel], y[sel], params)
+            counts = sorted(set(docs[sel & y].tolist()))
+            if counts == [0]:
+                continue
+            for d in counts:
+                cell = sel & (~y | (docs == d))
+                per_documents[f"{n}:{d or 'all'}"] = _cell_metrics(s[cell], y[cell], params)
+    return per_length, per_documents
 
 
 def blind_groups(scores_dir: Path, record: AttackRecord) -> list:
@@ -141,11 +155,11 @@ def run_header(info: dict, record: AttackRecord) -> RunMetrics:
     }
 
 
-def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, int],
+def audit_run(run_dir: Path, scores_dir: Path, params, canary_users: dict[str, dict],
               audit_users: tuple[dict[str, int], int] | None = None) -> tuple[RunMetrics, list[dict]]:
     """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points, from the
     fine-tuned run's record and manifest (``run_dir``) and its attacks' scores (``scores_dir``);
-    ``user_lengths``: canary user -> substring length (per-length user inference); ``audit_users``: (audit-user row
+    ``canary_users``: canary user -> its canary_users row (user inference per length); ``audit_users``: (audit-user row
     id -> its user, rows per user) of the canaries stage's audit users (the user-level test), or None."""
     record = read_record(scores_dir)
     info = read_run(run_dir)
@@ -174,9 +188,11 @@ def audit_run(run_dir: Path, scores_dir: Path, params, user_lengths: dict[str, i
             canary_groups(canaries, attack, groups)
             if attack == params.user.attack:
                 user_rows = next((g for g in groups if g[0] == AUDIT_USERS_KIND), None)
-            per_length = by_length(groups, user_lengths, params)
+            per_length, per_documents = by_length(groups, canary_users, params)
             if per_length:
                 result.setdefault("canary_users_by_length", {})[attack] = per_length
+            if per_documents:
+                result.setdefault("canary_users_by_documents", {})[attack] = per_documents
             roc += roc_rows(record.run, attack, groups)
         elif family == "exposure":
             result["exposure"] = summarize(table)

@@ -52,17 +52,24 @@ class CanaryUsersParams:
     shared substring, for the worst case of user inference."""
 
     enabled: bool
-    #: substring lengths in tokens, and how many canary users per length (each held in or out by a seeded coin)
+    #: substring lengths in tokens, and how many canary users per length (half held in by a seeded permutation)
     lengths: tuple[int, ...]
     per_length: int
+    #: a held-in canary user's trained documents at most, the values given in turn to a length's held-in users
+    #: (null: all of the user's trainable documents)
+    documents: tuple[int | None, ...]
     #: a dataset with users (canary users off: any preprocessed one, as the canaries stage depends on its folder)
     dataset: str
     seed: int
 
     def problems(self):
         return (check(all(length > 0 for length in self.lengths), "lengths", "must be > 0", self.lengths)
-                + check(self.per_length >= 2, "per_length", "must be >= 2 (a seeded coin draws each canary user's "
-                        "membership; a length needs a member and a non-member for its AUROC)", self.per_length))
+                + check(self.per_length >= 2, "per_length", "must be >= 2 (half of a length's canary users are held "
+                        "in; a length needs a member and a non-member for its AUROC)", self.per_length)
+                + check(len(self.documents) >= 1 and all(d is None or d >= 1 for d in self.documents), "documents",
+                        "must list counts >= 1 or null (all)", self.documents)
+                + check(self.per_length // 2 >= len(self.documents), "documents",
+                        "needs a held-in canary user per count (per_length // 2 >= its length)", self.documents))
 
 
 @dataclass(frozen=True)

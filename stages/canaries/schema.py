@@ -48,7 +48,8 @@ CANARY_USERS = pa.schema([
     pa.field("dataset", pa.string(), nullable=False),  # the user-level dataset they were drawn from (canaries.users)
     pa.field("user", pa.string(), nullable=False),
     pa.field("length", pa.int32(), nullable=False),  # substring length in tokens
-    pa.field("user_set", pa.string(), nullable=False),  # held_in | held_out: the seeded coin's draw
+    pa.field("user_set", pa.string(), nullable=False),  # held_in | held_out: the seeded assignment's draw
+    pa.field("documents", pa.int32()),  # a held-in user's trained documents at most (null: all; held out: null)
     pa.field("substring", pa.string(), nullable=False),
 ])
 

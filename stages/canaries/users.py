@@ -5,17 +5,21 @@ the user's documents and an l-token substring of it; the canary user is that use
 inserted at a random position of every one of their documents (training, validation and the
 attacker's samples alike). The user is removed from the pool so each canary user is distinct.
 
-Membership is a seeded coin per canary user, independent of the user's original held-in/held-out set
-(so it is independent of who the user is and of the substring length); the coins of a length are
-drawn again while they all agree, since a length needs a member and a non-member for its AUROC (the
-redraw looks at the coins only, never at data, so the assignment stays randomised). A held-in canary
-user's trainable documents are trained on whichever set the preprocess put the user in
-(``canary_user_split``). Canary users are reported as their own group, and per length.
+Membership is a completely randomised assignment per length: a seeded permutation of the length's canary
+users holds in the first half (an odd one out is a fair coin), independent of the user's original
+held-in/held-out set, of who the user is and of the data, with both sides of every length equally large (a
+length's AUROC has its power). ``documents`` is how many of a held-in canary user's trainable documents are
+trained on (the seed's Figure 6, right): the held-in users of a length get the values of ``documents`` in
+turn, in the permutation's order (null: all of them); a held-out user is trained on nothing, so every
+held-out user of the length is a non-member for each count. A held-in canary user's trainable documents are
+trained on whichever set the preprocess put the user in (``canary_user_split``). Canary users are reported as
+their own group, per length and per (length, documents).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from ..core.errors import DataError
@@ -39,10 +43,13 @@ def build_canary_users(params, spec: DatasetSpec, processed_dir: Path, tok, out_
     rng = stream("canaries.users").numpy(params.seed)
     rows = []
     for length in params.lengths:
-        coins = rng.random(params.per_length) < 0.5
-        while coins.all() or not coins.any():
-            coins = rng.random(params.per_length) < 0.5
-        for held_in in coins:
+        n = params.per_length
+        held_in = np.zeros(n, dtype=bool)
+        order = rng.permutation(n)
+        held_in[order[: n // 2 + (int(rng.random() < 0.5) if n % 2 else 0)]] = True
+        documents = {int(i): params.documents[j % len(params.documents)]
+                     for j, i in enumerate(i for i in order if held_in[i])}
+        for i in range(n):
             user = pool.pop(int(rng.integers(len(pool))))
             candidates = [d for d in docs[user] if len(tok(d[text], add_special_tokens=False)["input_ids"]) >= length]
             if not candidates:
@@ -51,7 +58,7 @@ def build_canary_users(params, spec: DatasetSpec, processed_dir: Path, tok, out_
             ids = tok(doc[text], add_special_tokens=False)["input_ids"]
             start = int(rng.integers(0, len(ids) - length + 1))
             rows.append({"dataset": params.dataset, "user": user, "length": length,
-                         "user_set": "held_in" if held_in else "held_out",
+                         "user_set": "held_in" if held_in[i] else "held_out", "documents": documents.get(i),
                          "substring": (tok.decode(ids[start:start + length]).strip()
                                        or tok.decode(ids[start:start + length]))})
     write_table(pa.Table.from_pylist(rows, schema=CANARY_USERS), out_dir / CANARY_USERS_FILE, CANARY_USERS)

@@ -7,9 +7,10 @@ rows a share goes to valid/test, a share is the attacker's knowledge (never trai
 
 With canary users: a canary user's substring is inserted into each of the user's documents at a seeded
 whitespace position (``insert_substring``), and the user's documents move to the split of the user's drawn
-held-in / held-out set (``canary_user_split``). Shared, so the fine-tune (which trains on them) and the attack
-(which scores the attacker's samples of them) treat canary users alike; the canary users themselves are the
-canaries stage's ``canary_users.parquet``. A dataset's ``user_columns`` name the id and the text of its rows.
+held-in / held-out set (``canary_user_split``), at most ``documents`` of them trained on. Shared, so the fine-tune
+(which trains on them) and the attack (which scores the attacker's samples of them) treat canary users alike; the
+canary users themselves are the canaries stage's ``canary_users.parquet``. A dataset's ``user_columns`` name the id
+and the text of its rows.
 """
 from __future__ import annotations
 
@@ -54,15 +55,26 @@ def user_level_splits(per_user: dict[str, list[dict]], heldout_fraction: float, 
 
 def canary_user_split(read, split: str, canary_users: dict[str, dict]) -> list[dict]:
     """Rows of a user-level ``split`` (``read(split)`` -> rows) with canary users moved to their drawn set:
-    "train" holds a canary user's trainable documents (train or heldout split) iff the coin held them in,
-    "heldout" iff it held them out; every other split is unchanged."""
+    "train" holds a canary user's trainable documents (train or heldout split) iff the assignment held them in,
+    the first ``documents`` of them in the split's (seeded) order where the canary user caps them, "heldout" iff
+    it held them out; every other split is unchanged."""
     rows = read(split)
     if not canary_users or split not in ("train", "heldout"):
         return rows
     want = "held_in" if split == "train" else "held_out"
     other = read("heldout" if split == "train" else "train")
     keep = [r for r in rows if r["user"] not in canary_users or canary_users[r["user"]]["user_set"] == want]
-    return keep + [r for r in other if r["user"] in canary_users and canary_users[r["user"]]["user_set"] == want]
+    moved = keep + [r for r in other if r["user"] in canary_users and canary_users[r["user"]]["user_set"] == want]
+    if split == "heldout":
+        return moved
+    seen: dict[str, int] = {}
+    out = []
+    for r in moved:
+        cap = canary_users[r["user"]].get("documents") if r["user"] in canary_users else None
+        seen[r["user"]] = seen.get(r["user"], 0) + 1
+        if cap is None or seen[r["user"]] <= cap:
+            out.append(r)
+    return out
 
 
 def insert_substring(body: str, substring: str, key: str) -> str:

@@ -120,18 +120,35 @@ def test_primary_must_exist_in_the_run(tmp_path):
 
 
 def test_canary_users_are_summarised_per_substring_length():
-    """Per-length user inference: each length's own members/non-members and AUROC; a one-sided length gets counts."""
+    """Per-length user inference: each length's own members/non-members and AUROC; a one-sided length gets counts;
+    without capped documents there is no per-documents table."""
     ids = np.array([f"u{i}" for i in range(10)])
-    lengths = {f"u{i}": (1 if i < 4 else 5 if i < 8 else 25) for i in range(10)}
+    users = {f"u{i}": {"length": (1 if i < 4 else 5 if i < 8 else 25), "documents": None} for i in range(10)}
     members = np.array([1, 0, 1, 0, 1, 1, 0, 0, 1, 1], dtype=bool)
     scores = np.array([0.9, 0.1, 0.8, 0.2, 0.3, 0.4, 0.35, 0.1, 0.5, 0.6])
-    out = by_length([("users", scores[:0], members[:0], ids[:0]), ("canary_users", scores, members, ids)], lengths,
-                    _params())
-    assert set(out) == {"1", "5", "25"}
+    out, per_documents = by_length([("users", scores[:0], members[:0], ids[:0]),
+                                    ("canary_users", scores, members, ids)], users, _params())
+    assert set(out) == {"1", "5", "25"} and per_documents == {}
     assert (out["1"]["members"], out["1"]["non_members"], out["1"]["auroc"]) == (2, 2, 1.0)
     assert out["5"]["auroc"] == pytest.approx(0.75) and out["5"]["auroc_ci95"] is None  # 2 vs 2: no interval,
     assert out["5"]["auroc_p_exact"] == pytest.approx(2 / 6)  # the exact p instead (2 of C(4, 2) rank as well)
     assert out["25"] == {"members": 2, "non_members": 0, "auroc": None}
+
+
+def test_capped_documents_are_summarised_against_every_held_out_user_of_the_length():
+    """Per (length, documents): the held-in users trained on that many documents against all held-out users of the
+    length (whom no count touched), so the non-members are shared and the members split."""
+    ids = np.array([f"u{i}" for i in range(8)])
+    members = np.array([1, 1, 1, 1, 0, 0, 0, 0], dtype=bool)
+    docs = [2, 2, None, None, None, None, None, None]
+    users = {f"u{i}": {"length": 10, "documents": docs[i]} for i in range(8)}
+    scores = np.array([0.9, 0.8, 0.3, 0.2, 0.5, 0.4, 0.1, 0.6])
+    out, per_documents = by_length([("canary_users", scores, members, ids)], users, _params())
+    assert set(per_documents) == {"10:2", "10:all"}
+    assert (per_documents["10:2"]["members"], per_documents["10:2"]["non_members"]) == (2, 4)
+    assert per_documents["10:2"]["auroc"] == pytest.approx(1.0)
+    assert per_documents["10:all"]["auroc"] == pytest.approx(2 / 8)  # 0.3 beats 0.1 and 0.2 beats 0.1: 2 of 8
+    assert out["10"]["members"] == 4 and out["10"]["non_members"] == 4
 
 
 def test_rankings_are_declared_not_inferred(tmp_path):

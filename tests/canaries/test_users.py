@@ -1,5 +1,6 @@
 """Canary users (user-inference Algorithm 1): each carries its substring in every document, inserted at the
-same place by every stage; membership is a seeded coin per user, trained on (or not) accordingly."""
+same place by every stage; membership is half of each length by a seeded permutation, trained on (or not)
+accordingly, at most ``documents`` of a held-in user's documents."""
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -31,7 +32,7 @@ def test_canary_users_carry_their_substring_in_every_document(tmp_path, tiny_tok
     assert again == apply_canary_users(rows, mapping, ENRON_COLUMNS)  # same insertion position every time
 
 
-def test_membership_is_a_seeded_coin_per_length_with_both_sides(tmp_path, tiny_tokenizer):
+def test_membership_is_half_of_each_length_by_a_seeded_permutation(tmp_path, tiny_tokenizer):
     users_dataset(tmp_path, n_users=40)
     draws, same_as_preprocess = [], []
     for seed in range(30):
@@ -39,17 +40,38 @@ def test_membership_is_a_seeded_coin_per_length_with_both_sides(tmp_path, tiny_t
                                        seed=seed), USERS, tmp_path, tiny_tokenizer, tmp_path)
         for length in (1, 2, 4):
             sets = [c["user_set"] for c in cu if c["length"] == length]
-            assert len(sets) == 4 and {"held_in", "held_out"} == set(sets)  # both sides in every length
+            assert sorted(sets) == ["held_in"] * 2 + ["held_out"] * 2  # exactly half of every length
         draws.append(tuple(c["user_set"] for c in cu))
-        # the coin, not the preprocess's set (odd users were held in there)
+        # the assignment, not the preprocess's set (odd users were held in there)
         same_as_preprocess += [(c["user_set"] == "held_in") == (int(c["user"][1:-2]) % 2 == 1) for c in cu]
     assert len(set(draws)) > 20  # the seed changes the draw (no fixed alternation)
-    agree = np.mean([a for seed_draw in draws for a in [x == "held_in" for x in seed_draw]])
-    assert 0.35 < agree < 0.65
     assert 0.35 < np.mean(same_as_preprocess) < 0.65  # independent of the user's original set
     again = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1, 2, 4], per_length=4, seed=29),
                                USERS, tmp_path, tiny_tokenizer, tmp_path)
     assert tuple(c["user_set"] for c in again) == draws[-1]  # seeded
+    odd = [c["user_set"] for seed in range(20) for c in build_canary_users(
+        params(CanaryUsersParams, "canaries.users", lengths=[1], per_length=5, seed=seed), USERS, tmp_path,
+        tiny_tokenizer, tmp_path)]
+    per_draw = [odd[i:i + 5].count("held_in") for i in range(0, len(odd), 5)]
+    assert set(per_draw) == {2, 3}  # an odd length's extra user goes either way (a coin)
+
+
+def test_documents_are_given_in_turn_to_held_in_users_and_cap_what_is_trained(tmp_path, tiny_tokenizer):
+    d = users_dataset(tmp_path, n_users=40)
+    cu = build_canary_users(params(CanaryUsersParams, "canaries.users", lengths=[1], per_length=8,
+                                   documents=[1, None]), USERS, tmp_path, tiny_tokenizer, tmp_path)
+    held_in = [c for c in cu if c["user_set"] == "held_in"]
+    assert sorted(c["documents"] or 0 for c in held_in) == [0, 0, 1, 1]  # each count in turn, 2 users each
+    assert all(c["documents"] is None for c in cu if c["user_set"] == "held_out")
+    read = lambda s: pq.read_table(d / f"{s}.parquet").to_pylist()  # noqa: E731
+    mapping = {c["user"]: c for c in cu}
+    train = canary_user_split(read, "train", mapping)
+    for c in held_in:
+        trained = [r for r in train if r["user"] == c["user"]]
+        whole = [r for s in ("train", "heldout") for r in read(s) if r["user"] == c["user"]]
+        assert len(trained) == (c["documents"] or len(whole)) and len(whole) > 1
+    with pytest.raises(ConfigError, match="canaries.users.documents"):
+        params(CanaryUsersParams, "canaries.users", per_length=4, documents=[1, 2, 3])
 
 
 def test_held_in_canary_users_are_trained_on_and_held_out_ones_never(tmp_path, tiny_tokenizer):
