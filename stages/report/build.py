@@ -35,6 +35,7 @@ from .sections.study import study_section
 from .sections.summary import summary_section
 from .sections.sweeps import sweeps_section
 from .sections.training import training_section
+from .sections.user_inference import user_inference_section
 from .sections.user_level import user_audit_section, user_comparison_section, user_level_section
 from .sections.variance import variance_section
 
@@ -46,7 +47,7 @@ SECTIONS = (headline_section, summary_section,
             exploratory_section, mia_section, blind_section, canary_designs_section,
             lambda inp: user_audit_section(inp.runs, inp.bounds),
             lambda inp: user_comparison_section(inp.user_level),
-            lambda inp: user_level_section(inp.user_level_plan), sweeps_section,
+            lambda inp: user_level_section(inp.user_level_plan), user_inference_section, sweeps_section,
             lambda inp: variance_section(inp.variance_dir), exposure_section,
             memorization_section, training_section, data_section, contracts_section, secrets_section,
             headline_lineage_section, lineage_section)
@@ -60,7 +61,8 @@ def threat_models(where: Locations, runs: list[str]) -> dict[str, str]:
 def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, root: Path = Path("."),
                  variance_dir: Path | None = None, study_dir: Path | None = None,
                  selfcheck: Path | None = None, selfcheck_mutants: Path | None = None,
-                 user_level_plan: Path | None = None, user_level: Path | None = None) -> dict:
+                 user_level_plan: Path | None = None, user_level: Path | None = None,
+                 user_inference: Path | None = None) -> dict:
     """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
@@ -71,7 +73,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
                  {r: read_run(where.run_dir(r), r)["base_model"] for r in metrics["runs"]},
                  variance_dir, study_dir, selfcheck, threat_models(where, list(metrics["runs"])),
                  {r: read_auditor(where.run_dir(r), r) for r in metrics["runs"]}, selfcheck_mutants,
-                 user_level_plan, user_level)
+                 user_level_plan, user_level, user_inference)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

@@ -32,6 +32,7 @@ class Inputs:
     selfcheck_mutants: Path | None = None  # the self-check's mutant flag rates (benchmarks/selfcheck_mutants.py)
     user_level_plan: Path | None = None  # the user-level comparison's plan (flows/user_level_plan.py)
     user_level: Path | None = None  # the user-level comparison's table (flows/user_level.py)
+    user_inference: Path | None = None  # user inference with power (flows/user_inference.py)
 
     @property
     def runs(self) -> dict:

@@ -10,3 +10,5 @@ class ReportParams:
     title: str
     #: the user-level comparison's table (flows/user_level.py writes it, git-tracked; the report shows it)
     user_level: str
+    #: user inference with power (flows/user_inference.py writes it, git-tracked; the report shows it)
+    user_inference: str

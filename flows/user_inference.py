@@ -1,0 +1,119 @@
+"""User inference with power (studies.yaml ``user_inference``): Algorithm 1 canary users over every TOFU author, half
+held in, on the non-DP run and on example-level and user-level DP-SGD, one DVC experiment per substring length; its
+table is ``report.user_inference`` (reports/user_inference.json, git-tracked; the report shows it).
+
+    python -m flows.user_inference --run --length 10   # experiment user-inference-l10-s<seed> (about 25 min), table
+    python -m flows.user_inference                     # the table from the experiments already run
+
+Orchestration only: the recipe is presets/user_inference.args, the design studies.yaml ``user_inference`` (committed
+before its runs), the rows ``stages.studies.user_inference.inference_rows``. The prediction is stated beside the
+rows, never fitted to them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from stages.core import vcs
+from stages.core.errors import ConfigError
+from stages.core.params import load, read_params, section_of
+from stages.studies.user_inference import UserInferenceStudyParams, inference_rows, study_overrides
+
+PRESET = "presets/user_inference.args"
+PREFIX = "user-inference-l"
+
+
+def experiment_name(length: int, seed: int) -> str:
+    return f"{PREFIX}{length}-s{seed}"
+
+
+def overrides(repo: Path, design: UserInferenceStudyParams, length: int) -> list[str]:
+    """The preset's lines in order, then the design's (``study_overrides``)."""
+    lines = [ln.strip() for ln in (repo / PRESET).read_text().splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")]
+    if length not in design.lengths:
+        raise ConfigError(f"--length {length}: the design's lengths are {list(design.lengths)} (studies.yaml)")
+    return lines + study_overrides(design, length)
+
+
+def run_experiment(repo: Path, design: UserInferenceStudyParams, length: int) -> str:
+    """``dvc exp run --temp -n <name>`` with the overrides (refused while the design or recipe is uncommitted)."""
+    name = experiment_name(length, design.seed)
+    if vcs.git_dirty(repo, "studies.yaml", "params.yaml", PRESET):
+        raise ConfigError(f"studies.yaml, params.yaml, {PRESET}: commit the design and recipe before its runs")
+    args = [a for o in overrides(repo, design, length) for a in ("-S", o)]
+    start = time.monotonic()
+    vcs.dvc(repo, "exp", "run", "--temp", "-n", name, *args, stream=True)
+    print(f"user_inference: experiment {name} took {time.monotonic() - start:.0f} s", flush=True)
+    return name
+
+
+def experiments(repo: Path) -> dict[str, str]:
+    """name -> newest commit of every DVC experiment of this study."""
+    out: dict[str, str] = {}
+    for line in vcs.git(repo, "for-each-ref", "--sort=committerdate", "--format=%(objectname) %(refname)",
+                        "refs/exps").splitlines():
+        sha, ref = line.split()
+        if ref.rsplit("/", 1)[-1].startswith(PREFIX):
+            out[ref.rsplit("/", 1)[-1]] = sha
+    return out
+
+
+def design_commit(repo: Path) -> str | None:
+    """The commit that last changed studies.yaml's ``user_inference`` design before now (its committed design)."""
+    log = vcs.git(repo, "log", "-n1", "--format=%H", "-G", "^user_inference:", "--", "studies.yaml").strip()
+    return log or None
+
+
+def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
+    """reports/user_inference.json: the design and its commit, and per experiment its rows, with its params.yaml and
+    dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the checkout that ran it)."""
+    commit = design_commit(repo)
+    raw_design = read_params(repo / "params.yaml")["user_inference"]
+    out = {"design": raw_design, "design_commit": commit, "recipe": PRESET, "experiments": []}
+    for name, rev in sorted(experiments(repo).items()):
+        params_text = vcs.git(repo, "show", f"{rev}:params.yaml")
+        raw = yaml.safe_load(params_text)
+        metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
+        (repo / records).mkdir(parents=True, exist_ok=True)
+        kept = {"params": records / f"{name}.params.yaml", "lock": records / f"{name}.dvc.lock"}
+        (repo / kept["params"]).write_text(params_text)
+        (repo / kept["lock"]).write_text(vcs.git(repo, "show", f"{rev}:dvc.lock"))
+        length = section_of(raw, "canaries.users.lengths")[0]
+        seed = section_of(raw, "canaries.users.seed")
+        out["experiments"].append({"experiment": name, "commit": rev, "length": length, "seed": seed,
+                                   **{k: str(v) for k, v in kept.items()},
+                                   "rows": inference_rows(metrics, design.attack, length, seed, commit)})
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", default=".")
+    ap.add_argument("--run", action="store_true", help="run the experiment of --length first")
+    ap.add_argument("--length", type=int, default=None, help="one of the design's lengths (default: the first)")
+    args = ap.parse_args(argv)
+    repo = Path(args.repo).resolve()
+    raw = read_params(repo / "params.yaml")
+    design = load(UserInferenceStudyParams, "user_inference", repo / "params.yaml", raw)
+    if args.run:
+        run_experiment(repo, design, args.length if args.length is not None else design.lengths[0])
+    out = repo / section_of(raw, "report.user_inference")
+    data = table(repo, design, out.relative_to(repo).with_suffix(""))
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(out)
+    for e in data["experiments"]:
+        for r in e["rows"]:
+            auc = "–" if r["auroc"] is None else f"{r['auroc']:.3f}"
+            ci = "" if not r["auroc_ci95"] else f" [{r['auroc_ci95'][0]:.3f}, {r['auroc_ci95'][1]:.3f}]"
+            print(f"{e['experiment']}: {r['mechanism']:20s} length {r['length']} documents {r['documents']}: "
+                  f"{r['members']} vs {r['non_members']} users, AUROC {auc}{ci}")
+
+
+if __name__ == "__main__":
+    main()
