@@ -64,9 +64,9 @@ def experiments(repo: Path) -> dict[str, str]:
 
 
 def design_commit(repo: Path) -> str | None:
-    """The commit that last changed studies.yaml's ``user_inference`` design before now (its committed design)."""
-    log = vcs.git(repo, "log", "-n1", "--format=%H", "-G", "^user_inference:", "--", "studies.yaml").strip()
-    return log or None
+    """The newest commit that changed studies.yaml's ``user_inference`` design (its committed design)."""
+    log = vcs.git(repo, "log", "-n1", "--format=%H", "-s", "-L", "/^user_inference:/,/^  prediction:/:studies.yaml")
+    return log.strip() or None
 
 
 def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
