@@ -34,6 +34,7 @@ from stages.preprocess.params import PreprocessSection
 from stages.report.params import ReportParams
 from stages.secrets.params import SecretsParams
 from stages.selfcheck.params import SelfcheckParams
+from stages.studies.user_inference import UserInferenceStudyParams
 from stages.studies.user_level import UserLevelPlanParams
 from stages.variance.params import VarianceParams
 
@@ -52,6 +53,7 @@ SECTIONS: dict[str, type] = {
     "variance": VarianceParams,
     "selfcheck": SelfcheckParams,
     "user_level": UserLevelPlanParams,
+    "user_inference": UserInferenceStudyParams,
 }
 #: the top-level keys of params.yaml
 TOP_LEVEL = (*SECTIONS, "runs")
@@ -72,6 +74,7 @@ class Params:
     variance: VarianceParams
     selfcheck: SelfcheckParams
     user_level: UserLevelPlanParams
+    user_inference: UserInferenceStudyParams
     #: run name -> its fine-tune params (``runs.<run>`` deep-merged over ``finetune``)
     runs: dict[str, FinetuneParams]
     #: dataset name -> its params (``preprocess.datasets.<name>``, the spec's own dataclass)

@@ -49,3 +49,35 @@ def test_the_runs_user_level_tests_are_one_row_each_with_their_status():
     assert row[0] == "a" and row[1] == "user-level DP, accountant ε 8.00" and row[3] == "77 of 100"
     assert "development look" in row[-1] and row[-2] == "0.660 [0.630, 0.690]"
     assert user_audit_section({"b": runs["b"]}, KEYS) is None
+
+
+def test_the_user_inference_section_shows_each_cell_and_plots_them(tmp_path):
+    from types import SimpleNamespace
+
+    from stages.report.sections.user_inference import user_inference_section
+
+    design = {"dataset": "tofu_authors", "lengths": [10, 25], "per_length": 200, "documents": [1, None],
+              "attack": "user_inference", "seed": 3501, "prediction": "AUROC rises."}
+
+    def row(mech, eps, docs, members, auroc, ci):
+        return {"mechanism": mech, "unit": None, "epsilon": eps, "delta": None, "length": 10, "documents": docs,
+                "members": members, "non_members": 100, "auroc": auroc, "auroc_ci95": ci, "auroc_p_exact": None,
+                "valid_perplexity": 20.0, "seed": 3501, "design_commit": "f" * 40}
+
+    data = {"design": design, "design_commit": "f" * 40, "recipe": "presets/user_inference.args", "experiments": []}
+    f = tmp_path / "user_inference.json"
+    f.write_text(json.dumps(data))
+    inp = SimpleNamespace(user_inference=f, plots_dir=tmp_path / "plots")
+    empty = user_inference_section(inp)
+    assert not empty.tables and not empty.images and "No experiment is recorded yet" in empty.paragraphs[0]
+    data["experiments"] = [{"experiment": "user-inference-l10-s3501", "commit": "a" * 40, "length": 10, "seed": 3501,
+                            "rows": [row("no DP", None, "mixed", 100, 0.8, [0.74, 0.86]),
+                                     row("no DP", None, 1, 50, 0.6, [0.5, 0.7]),
+                                     row("no DP", None, "all", 50, 0.95, [0.9, 0.99]),
+                                     row("user-level DP-SGD", 8.0, "all", 50, 0.5, [0.4, 0.6])]}]
+    f.write_text(json.dumps(data))
+    s = user_inference_section(inp)
+    cells = [c for r in s.tables[0].rows for c in map(str, r)]
+    assert "all counts together" in cells and "100 vs 100" in cells and "0.800 [0.740, 0.860]" in cells
+    assert "8.00" in cells and s.images and s.images[0][1].is_file()
+    assert "AUROC rises." in s.paragraphs[0] and "not run yet: 25" in s.paragraphs[0]
