@@ -71,8 +71,9 @@ def inference_rows(metrics: dict, attack: str, length: int, seed: int, design_co
                   "delta": pv["delta"] if pv["dp"] else None, "length": length,
                   "valid_perplexity": r["utility"]["valid_perplexity"], "seed": seed, "design_commit": design_commit}
         cells = [("mixed", r["canary_users_by_length"][attack][str(length)])]
-        cells += [(key.split(":", 1)[1], m) for key, m in (r.get("canary_users_by_documents") or {}).get(
-            attack, {}).items() if key.split(":", 1)[0] == str(length)]
+        cells += sorted(((key.split(":", 1)[1], m) for key, m in (r.get("canary_users_by_documents") or {}).get(
+            attack, {}).items() if key.split(":", 1)[0] == str(length)),
+                        key=lambda c: (c[0] == "all", int(c[0]) if c[0] != "all" else 0))
         for documents, m in cells:
             rows.append({**common, "documents": documents if documents in ("mixed", "all") else int(documents),
                          "members": m["members"], "non_members": m["non_members"], "auroc": m["auroc"],

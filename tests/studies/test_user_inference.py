@@ -31,7 +31,7 @@ def test_rows_are_the_length_cell_then_each_documents_cell_per_mechanism():
         return {"privacy": {"dp": dp, "epsilon_spent": 8.0, "delta": 1e-5} if dp else {"dp": False},
                 "utility": {"valid_perplexity": 20.0},
                 "canary_users_by_length": {"user_inference": {"10": _cell(100, 0.7)}},
-                "canary_users_by_documents": {"user_inference": {"10:1": _cell(34, 0.55), "10:all": _cell(33, 0.9),
+                "canary_users_by_documents": {"user_inference": {"10:all": _cell(33, 0.9), "10:1": _cell(34, 0.55),
                                                                  "25:1": _cell(34, 0.5)}}}
 
     metrics = {"runs": {"ui_nondp": run(False), "ui_example": run(True), "ui_user": run(True)}}
