@@ -37,6 +37,9 @@ USER_LEVEL_KEYS = ("unit", "rows_per_user")
 #: keys added after designs were fixed for the user-level audit's canary users: ``finetune.user_canaries`` (false: the
 #: run trains on none, as every run did before it) and ``canaries.audit_users`` (read only by runs with them)
 AUDIT_USER_KEYS = ("user_canaries",)
+#: ``canaries.users`` keys added after designs were fixed, with the value that reads as their absence: ``documents``
+#: [null] trains every held-in canary user on all of its documents, as every run did before the key existed
+CANARY_USER_KEYS = {"documents": [None]}
 
 
 def _without(d: dict | None, *keys: str) -> dict:
@@ -54,6 +57,13 @@ def _neutral(finetune: dict) -> dict:
         for key in USER_LEVEL_KEYS:
             dp.pop(key, None)
     return out
+
+
+def _canary_users(users: dict | None) -> dict | None:
+    """``canaries.users`` without its keys that hold the value reading as their absence (``CANARY_USER_KEYS``)."""
+    if not isinstance(users, dict):
+        return users
+    return {k: v for k, v in users.items() if k not in CANARY_USER_KEYS or list(v or []) != CANARY_USER_KEYS[k]}
 
 
 def rule_of(raw: dict, recipe: str) -> list[int]:
@@ -83,6 +93,7 @@ def design_of(raw: dict, recipe: str) -> dict:
                          "count": sum(1 for r in (replicas.get("sets") or {}).values() if r.get("run") == recipe)},
             "canaries": {**_without(canaries, "seed", "audit_users"),
                          "formatted": _without(canaries.get("formatted"), "seed"),
+                         **({"users": _canary_users(canaries["users"])} if "users" in canaries else {}),
                          **({"audit_users": _without(canaries.get("audit_users"), "seed")} if audit_users else {})},
             "finetune": finetune,
             "run": run}

@@ -117,3 +117,21 @@ def test_the_audit_users_keys_leave_an_example_level_recipes_design_as_it_was():
     changed = copy.deepcopy(with_users)
     changed["canaries"]["audit_users"]["rows"] = 8
     assert design_key(changed, "dp_eps8") != design_key(with_users, "dp_eps8")
+
+
+def test_canary_users_documents_at_all_leave_a_recipes_design_as_it_was():
+    """canaries.users.documents [null] (every document, as before the key existed) reads as its absence in a design;
+    a cap on the documents is another design."""
+    import copy
+
+    from stages.audit.ledger import design_key
+    from support import project_raw
+
+    raw = project_raw()
+    assert raw["canaries"]["users"]["documents"] == [None]
+    before = copy.deepcopy(raw)
+    del before["canaries"]["users"]["documents"]
+    assert design_key(raw, "dp_eps8") == design_key(before, "dp_eps8")
+    capped = copy.deepcopy(raw)
+    capped["canaries"]["users"]["documents"] = [1, None]
+    assert design_key(capped, "dp_eps8") != design_key(raw, "dp_eps8")
