@@ -21,9 +21,11 @@ def inference_plot(rows: list[dict], first_length: int, path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
     mechanisms = list(dict.fromkeys(r["mechanism"] for r in rows))
+    ticks: dict = {left: set(), right: set()}
     for i, mech in enumerate(mechanisms):
         for ax, pick, xkey in ((left, lambda r: r["documents"] == "all", "length"),
                                (right, lambda r: r["length"] == first_length and r["documents"] != "mixed",
@@ -32,15 +34,21 @@ def inference_plot(rows: list[dict], first_length: int, path) -> None:
                          if r["mechanism"] == mech and pick(r) and r["auroc"] is not None)
             if not pts:
                 continue
+            ticks[ax] |= {x for x, _ in pts}
             xs = [x * (1 + 0.04 * (i - 1)) for x, _ in pts]  # a small dodge so intervals do not hide each other
             ys = [r["auroc"] for _, r in pts]
             lo = [y - (r["auroc_ci95"] or (y, y))[0] for y, (_, r) in zip(ys, pts)]
             hi = [(r["auroc_ci95"] or (y, y))[1] - y for y, (_, r) in zip(ys, pts)]
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", capsize=3, label=mech)
-    for ax, xlabel in ((left, "shared substring length (tokens)"),
+    for ax, xlabel in ((left, "shared substring length (tokens; held-in users trained on all answers)"),
                        (right, f"documents a held-in user was trained on (length {first_length}; all: ~12)")):
         ax.axhline(0.5, color="k", ls=":", lw=0.8)
         ax.set_xscale("log")
+        if ticks[ax]:  # the values run, labelled as such ("all" at 12); no minor log ticks
+            values = sorted(ticks[ax])
+            ax.set_xticks(values, ["all" if ax is right and v == 12 else str(v) for v in values])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlim(values[0] / 1.6, values[-1] * 1.6)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.grid(alpha=0.3)
     left.set_ylabel("user-inference AUROC (95% CI)")
