@@ -80,4 +80,5 @@ def test_the_user_inference_section_shows_each_cell_and_plots_them(tmp_path):
     cells = [c for r in s.tables[0].rows for c in map(str, r)]
     assert "all counts together" in cells and "100 vs 100" in cells and "0.800 [0.740, 0.860]" in cells
     assert "8.00" in cells and s.images and s.images[0][1].is_file()
-    assert "AUROC rises." in s.paragraphs[0] and "not run yet: 25" in s.paragraphs[0]
+    assert "AUROC rises." in s.paragraphs[0] and "tested on 1 of its 2 lengths only" in s.paragraphs[0]
+    assert "no correction over cells" in s.paragraphs[0]

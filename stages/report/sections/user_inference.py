@@ -100,5 +100,8 @@ def user_inference_section(inp: Inputs) -> Section | None:
         f"`{(data['design_commit'] or '?')[:10]}`, before any run, seed {design['seed']}. Prediction, stated before "
         f"the runs: {design['prediction']} "
         + (f"Lengths run: {', '.join(map(str, done))}"
-           + (f"; not run yet: {', '.join(map(str, left))}, so the prediction about length is not tested."
-              if left else ".") if done else "No experiment is recorded yet: nothing here is a measurement.")])
+           + (f"; not run yet: {', '.join(map(str, left))}, so the prediction about length is tested on "
+              f"{len(done)} of its {len(design['lengths'])} lengths only." if left else ".")
+           + " Each cell's interval is read on its own (no correction over cells or mechanisms; the cells of one "
+             "length share their held-out users)." if done
+           else "No experiment is recorded yet: nothing here is a measurement.")])
