@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from flows.experiments import experiment_commits, preset_lines
 from stages.audit.params import AuditParams
 from stages.core import vcs
 from stages.core.params import build, section_of
@@ -45,10 +46,9 @@ def overrides(repo: Path, files: list[str]) -> list[str]:
     override of a key replaces an earlier one's."""
     by_key: dict[str, str] = {}
     for f in files:
-        for line in (repo / f).read_text().splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                by_key.pop(key := line.split("=", 1)[0].lstrip("+~").strip(), None)
-                by_key[key] = line.strip()
+        for line in preset_lines(repo, f):
+            by_key.pop(key := line.split("=", 1)[0].lstrip("+~").strip(), None)
+            by_key[key] = line
     return list(by_key.values())
 
 
@@ -67,12 +67,10 @@ def run_experiment(repo: Path, name: str) -> None:
 
 def experiment_commit(repo: Path, name: str) -> str:
     """The newest commit of DVC experiment ``name`` (``refs/exps/...``; `dvc exp list` shows them)."""
-    refs = [line.split() for line in vcs.git(repo, "for-each-ref", "--sort=-committerdate",
-                                             "--format=%(objectname) %(refname)", "refs/exps").splitlines()]
-    found = [sha for sha, ref in refs if ref.rsplit("/", 1)[-1] == name]
-    if not found:
+    found = experiment_commits(repo).get(name)
+    if found is None:
         raise SystemExit(f"no DVC experiment named {name!r}: run `python -m flows.attack_strength --run`")
-    return found[0]
+    return found
 
 
 def scores(repo: Path, rev: str, scores_dir: str, attacks: list[str], pool: str) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from flows.experiments import experiment_commits, keep_records, preset_lines, write_table
 from stages.core import vcs
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
@@ -33,11 +34,9 @@ def experiment_name(length: int, seed: int) -> str:
 
 def overrides(repo: Path, design: UserInferenceStudyParams, length: int) -> list[str]:
     """The preset's lines in order, then the design's (``study_overrides``)."""
-    lines = [ln.strip() for ln in (repo / PRESET).read_text().splitlines()
-             if ln.strip() and not ln.lstrip().startswith("#")]
     if length not in design.lengths:
         raise ConfigError(f"--length {length}: the design's lengths are {list(design.lengths)} (studies.yaml)")
-    return lines + study_overrides(design, length)
+    return preset_lines(repo, PRESET) + study_overrides(design, length)
 
 
 def run_experiment(repo: Path, design: UserInferenceStudyParams, length: int) -> str:
@@ -52,17 +51,6 @@ def run_experiment(repo: Path, design: UserInferenceStudyParams, length: int) ->
     return name
 
 
-def experiments(repo: Path) -> dict[str, str]:
-    """name -> newest commit of every DVC experiment of this study."""
-    out: dict[str, str] = {}
-    for line in vcs.git(repo, "for-each-ref", "--sort=committerdate", "--format=%(objectname) %(refname)",
-                        "refs/exps").splitlines():
-        sha, ref = line.split()
-        if ref.rsplit("/", 1)[-1].startswith(PREFIX):
-            out[ref.rsplit("/", 1)[-1]] = sha
-    return out
-
-
 def design_commit(repo: Path) -> str | None:
     """The newest commit that changed studies.yaml's ``user_inference`` design (its committed design)."""
     log = vcs.git(repo, "log", "-n1", "--format=%H", "-s", "-L", "/^user_inference:/,/^  prediction:/:studies.yaml")
@@ -75,19 +63,18 @@ def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
     commit = design_commit(repo)
     raw_design = read_params(repo / "params.yaml")["user_inference"]
     out = {"design": raw_design, "design_commit": commit, "recipe": PRESET, "experiments": []}
-    for name, rev in sorted(experiments(repo).items()):
-        params_text = vcs.git(repo, "show", f"{rev}:params.yaml")
+    for name, rev in sorted(experiment_commits(repo, PREFIX).items()):
+        ran_under = yaml.safe_load(vcs.git(repo, "show", f"{rev}:studies.yaml")).get("user_inference")
+        if ran_under != raw_design:  # the table states the design it shows was fixed before its runs
+            raise ConfigError(f"experiment {name}: ran under another studies.yaml user_inference design than today's "
+                              f"(`dvc exp remove {name}`, or restore that design)")
+        params_text, kept = keep_records(repo, rev, name, records)
         raw = yaml.safe_load(params_text)
         metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
-        (repo / records).mkdir(parents=True, exist_ok=True)
-        kept = {"params": records / f"{name}.params.yaml", "lock": records / f"{name}.dvc.lock"}
-        (repo / kept["params"]).write_text(params_text)
-        (repo / kept["lock"]).write_text(vcs.git(repo, "show", f"{rev}:dvc.lock"))
         length = section_of(raw, "canaries.users.lengths")[0]
         seed = section_of(raw, "canaries.users.seed")
         out["experiments"].append({"experiment": name, "commit": rev, "length": length, "seed": seed,
-                                   **{k: str(v) for k, v in kept.items()},
-                                   "rows": inference_rows(metrics, design.attack, length, seed, commit)})
+                                   **kept, "rows": inference_rows(metrics, design.attack, length, seed, commit)})
     return out
 
 
@@ -104,9 +91,7 @@ def main(argv=None) -> None:
         run_experiment(repo, design, args.length if args.length is not None else design.lengths[0])
     out = repo / section_of(raw, "report.user_inference")
     data = table(repo, design, out.relative_to(repo).with_suffix(""))
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(out)
+    write_table(out, data)
     for e in data["experiments"]:
         for r in e["rows"]:
             auc = "–" if r["auroc"] is None else f"{r['auroc']:.3f}"

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from flows.experiments import experiment_commits, keep_records, preset_lines, write_table
 from stages.core import vcs
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
@@ -35,8 +36,7 @@ def experiment_name(k: int, seed: int) -> str:
 def overrides(repo: Path, design: UserLevelPlanParams, k: int, seed: int) -> list[str]:
     """The preset's lines in order, then the design's: each mechanism's run at (epsilon, delta, q, T), its unit, k
     and the seed (canaries, audit users and fine-tune draw from it, each through its own named stream)."""
-    lines = [ln.strip() for ln in (repo / PRESET).read_text().splitlines()
-             if ln.strip() and not ln.lstrip().startswith("#")]
+    lines = preset_lines(repo, PRESET)
     if k not in design.rows:
         raise ConfigError(f"--k {k}: the design's rows per canary user are {list(design.rows)} (studies.yaml)")
     if seed not in design.confirmation_seeds:
@@ -71,33 +71,18 @@ def run_experiment(repo: Path, design: UserLevelPlanParams, k: int, seed: int) -
     return name
 
 
-def experiments(repo: Path) -> dict[str, str]:
-    """name -> newest commit of every DVC experiment of this comparison."""
-    out: dict[str, str] = {}
-    for line in vcs.git(repo, "for-each-ref", "--sort=committerdate", "--format=%(objectname) %(refname)",
-                        "refs/exps").splitlines():
-        sha, ref = line.split()
-        if ref.rsplit("/", 1)[-1].startswith("user-level-k"):
-            out[ref.rsplit("/", 1)[-1]] = sha
-    return out
-
-
 def table(repo: Path, plan: dict, records: Path) -> dict:
     """reports/user_level.json: the design (its prediction included) and its plan's commit, and per experiment its
     rows, with its params.yaml and dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the
     checkout that ran it, its lock travels with the table)."""
     out = {"design": plan["design"], "design_commit": plan["design_commit"], "recipe": PRESET, "experiments": []}
-    for name, rev in sorted(experiments(repo).items()):
-        params_text = vcs.git(repo, "show", f"{rev}:params.yaml")
+    for name, rev in sorted(experiment_commits(repo, "user-level-k").items()):
+        params_text, kept = keep_records(repo, rev, name, records)
         raw = yaml.safe_load(params_text)
         metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
-        (repo / records).mkdir(parents=True, exist_ok=True)
-        kept = {"params": records / f"{name}.params.yaml", "lock": records / f"{name}.dvc.lock"}
-        (repo / kept["params"]).write_text(params_text)
-        (repo / kept["lock"]).write_text(vcs.git(repo, "show", f"{rev}:dvc.lock"))
         out["experiments"].append({"experiment": name, "commit": rev, "k": section_of(raw, "canaries.audit_users.rows"),
                                    "seed": section_of(raw, "canaries.seed"),
-                                   **{k: str(v) for k, v in kept.items()},
+                                   **kept,
                                    "rows": comparison_rows(metrics, plan["design_commit"])})
     return out
 
@@ -117,9 +102,7 @@ def main(argv=None) -> None:
         run_experiment(repo, design, args.k, args.seed if args.seed is not None else design.confirmation_seeds[0])
     out = repo / section_of(raw, "report.user_level")
     data = table(repo, plan, out.relative_to(repo).with_suffix(""))
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(out)
+    write_table(out, data)
     for e in data["experiments"]:
         for r in e["rows"]:
             eps = "–" if r["epsilon"] is None else f"{r['epsilon']:.2f}"

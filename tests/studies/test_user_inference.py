@@ -76,3 +76,34 @@ def test_the_flows_overrides_give_valid_params_with_every_author_a_canary_user(t
     assert units == {"ui_nondp": None, "ui_example": "example", "ui_user": "user"}
     with pytest.raises(ConfigError, match="--length 3"):
         overrides(Path(ROOT), design, 3)
+
+
+def test_the_table_refuses_an_experiment_run_under_another_design(tmp_path):
+    """The table says its design was fixed before its runs: an experiment whose studies.yaml held another
+    user_inference design is refused, naming it."""
+    import subprocess
+
+    import yaml
+
+    from flows.user_inference import table
+    from stages.core.params import load, read_params
+    from support import ROOT
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    for f in ("params.yaml", "studies.yaml"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    git("init", "-q")
+    studies = yaml.safe_load((tmp_path / "studies.yaml").read_text())
+    studies["user_inference"]["seed"] += 1  # another design
+    (tmp_path / "studies.yaml").write_text(yaml.safe_dump(studies))
+    git("add", ".")
+    git("commit", "-qm", "other design")
+    git("update-ref", "refs/exps/ab/cd/user-inference-l10-s1", "HEAD")
+    shutil.copy(ROOT / "studies.yaml", tmp_path / "studies.yaml")  # today's design in the workspace
+    design = load(UserInferenceStudyParams, "user_inference", tmp_path / "params.yaml",
+                  read_params(tmp_path / "params.yaml"))
+    with pytest.raises(ConfigError, match="experiment user-inference-l10-s1: ran under another"):
+        table(tmp_path, design, Path("reports/user_inference"))

@@ -11,7 +11,7 @@ from ..render import Section
 
 
 def _docs(d) -> str:
-    return {"mixed": "all counts together", "all": "all (~12)"}.get(d, str(d))
+    return {"mixed": "all counts together", "all": "all"}.get(d, str(d))
 
 
 def inference_plot(rows: list[dict], first_length: int, path) -> None:
@@ -26,11 +26,13 @@ def inference_plot(rows: list[dict], first_length: int, path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
     mechanisms = list(dict.fromkeys(r["mechanism"] for r in rows))
     ticks: dict = {left: set(), right: set()}
+    numeric = [r["documents"] for r in rows if isinstance(r["documents"], int)]
+    at_all = 2 * max(numeric, default=2)  # where "all" stands on the documents axis: past every count run
     for i, mech in enumerate(mechanisms):
         for ax, pick, xkey in ((left, lambda r: r["documents"] == "all", "length"),
                                (right, lambda r: r["length"] == first_length and r["documents"] != "mixed",
                                 "documents")):
-            pts = sorted(((12 if r[xkey] == "all" else r[xkey]), r) for r in rows
+            pts = sorted(((at_all if r[xkey] == "all" else r[xkey]), r) for r in rows
                          if r["mechanism"] == mech and pick(r) and r["auroc"] is not None)
             if not pts:
                 continue
@@ -41,12 +43,12 @@ def inference_plot(rows: list[dict], first_length: int, path) -> None:
             hi = [(r["auroc_ci95"] or (y, y))[1] - y for y, (_, r) in zip(ys, pts)]
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", capsize=3, label=mech)
     for ax, xlabel in ((left, "shared substring length (tokens; held-in users trained on all answers)"),
-                       (right, f"documents a held-in user was trained on (length {first_length}; all: ~12)")):
+                       (right, f"documents a held-in user was trained on (length {first_length})")):
         ax.axhline(0.5, color="k", ls=":", lw=0.8)
         ax.set_xscale("log")
         if ticks[ax]:  # the values run, labelled as such ("all" at 12); no minor log ticks
             values = sorted(ticks[ax])
-            ax.set_xticks(values, ["all" if ax is right and v == 12 else str(v) for v in values])
+            ax.set_xticks(values, ["all" if ax is right and v == at_all else str(v) for v in values])
             ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xlim(values[0] / 1.6, values[-1] * 1.6)
         ax.set_xlabel(xlabel, fontsize=8)
@@ -85,18 +87,22 @@ def user_inference_section(inp: Inputs) -> Section | None:
         images.append(("User-inference AUROC on canary users (Algorithm 1) against substring length and against "
                        "documents per user, per mechanism (95% bootstrap intervals)", png))
     done = sorted(e["length"] for e in data["experiments"])
+    deltas = ", ".join(sorted({f"{r['delta']:g}" for r in rows if r["delta"] is not None}))
+    counts = ", ".join("all" if d is None else str(d) for d in design["documents"])
     left = [n for n in design["lengths"] if n not in done]
     return Section("Users: user inference on canary users, with power", tables=[t] if rows else [], images=images,
                    paragraphs=[
         f"Kandpal et al. (2023)'s Algorithm 1 over every author of `{design['dataset']}`: each author a canary user "
         "whose every answer carries one substring of its own text, inserted at a seeded position; "
         f"{design['per_length']} canary users per experiment, half held in by a seeded permutation (independent of "
-        "who the author is). A held-in author is trained on 1, 3 or all of its answers, the counts given in turn "
-        f"({design['documents']}); each count's held-in users are scored against every held-out user of the "
+        "who the author is). A held-in author is trained on at most this many of its answers, the counts given in "
+        f"turn: {counts}; each count's held-in users are scored against every held-out user of the "
         "length, whose scores no count touched (so the non-members are shared across counts). The score is "
         f"`{design['attack']}`: the mean log-likelihood ratio of the fine-tuned model to the base model over the "
         "attacker's own samples of the user (never trained on). Three runs of one recipe "
-        f"({data['recipe']}): no DP, and DP-SGD at (8, 10⁻⁵) over examples and over users. Design committed at "
+        f"({data['recipe']}): no DP, and DP-SGD over examples and over users (their accountant's ε in the table, at "
+        f"δ = {deltas or '–'}). Design "
+        "committed at "
         f"`{(data['design_commit'] or '?')[:10]}`, before any run, seed {design['seed']}. Prediction, stated before "
         f"the runs: {design['prediction']} "
         + (f"Lengths run: {', '.join(map(str, done))}"
