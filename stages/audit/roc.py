@@ -63,6 +63,87 @@ def bootstrap_stats(scores, members, stat: Callable[[np.ndarray, np.ndarray], fl
     return np.fromiter(_bootstrap_rows(scores, members, stat, n, seed), dtype=np.float64, count=n)
 
 
+class _Resamples:
+    """The ``n`` stratified resamples ``_bootstrap_rows`` draws (same seed, same draws, same order), held as how
+    often each member and each non-member occurs in each: the statistics below are then array operations over
+    all resamples at once, equal to the per-resample ones to the bit (their numerators are exact counts)."""
+
+    def __init__(self, members, n: int, seed: int):
+        y = np.asarray(members, dtype=bool)
+        self.P, self.N, self.n = int(y.sum()), int((~y).sum()), int(n)
+        rng = np.random.default_rng(seed)
+        pos = np.empty((self.n, self.P), dtype=np.int64)
+        neg = np.empty((self.n, self.N), dtype=np.int64)
+        for b in range(self.n):  # interleaved as in _bootstrap_rows: the members' draw, then the non-members'
+            pos[b] = rng.integers(0, self.P, self.P)
+            neg[b] = rng.integers(0, self.N, self.N)
+        self.pos_counts = self._counts(pos, self.P)
+        self.neg_counts = self._counts(neg, self.N)
+
+    def _counts(self, idx: np.ndarray, k: int) -> np.ndarray:
+        flat = (idx + np.arange(self.n)[:, None] * k).ravel()
+        return np.bincount(flat, minlength=self.n * k).reshape(self.n, k)
+
+    @staticmethod
+    def usable(scores, members) -> bool:
+        """Both sides present and no NaN score (the per-resample path keeps scipy's NaN handling)."""
+        y = np.asarray(members, dtype=bool)
+        return bool(y.any() and (~y).any() and not np.isnan(np.asarray(scores, dtype=np.float64)).any())
+
+    def split(self, s: np.ndarray, y: np.ndarray):
+        """Members' scores, non-members' scores sorted ascending, and the non-members' counts in that order."""
+        neg = s[~y]
+        order = np.argsort(neg, kind="stable")
+        return s[y], neg[order], self.neg_counts[:, order]
+
+    def auroc(self, scores, members) -> np.ndarray:
+        """The Mann-Whitney AUROC (ties 1/2) of every resample: 2U counted in integers, then U / (P N) as ``auroc``
+        divides the (exact) rank sum."""
+        s = np.asarray(scores, dtype=np.float64)
+        y = np.asarray(members, dtype=bool)
+        pos, ns, counts = self.split(s, y)
+        below = np.concatenate([np.zeros((self.n, 1), dtype=np.int64), np.cumsum(counts, axis=1)], axis=1)
+        lt = np.searchsorted(ns, pos, side="left")
+        le = np.searchsorted(ns, pos, side="right")
+        less, upto = below[:, lt], below[:, le]
+        twice_u = (self.pos_counts * (less + upto)).sum(axis=1)  # 2 (#below + #tied / 2) per member draw
+        return (twice_u / 2) / (self.P * self.N)
+
+    def tprs(self, scores, members, fprs: Sequence[float]) -> np.ndarray:
+        """(n, len(fprs)): ``tpr_at_fpr`` of every resample. With K the most false positives FPR x admits, the best
+        threshold keeps every member scoring above the (K+1)-th highest non-member."""
+        s = np.asarray(scores, dtype=np.float64)
+        y = np.asarray(members, dtype=bool)
+        pos, ns, counts = self.split(s, y)
+        at_or_above = np.flip(np.cumsum(np.flip(counts, axis=1), axis=1), axis=1)  # resampled non-members >= ns[j]
+        lt = np.searchsorted(ns, pos, side="left")  # member i beats ns[j] iff j < lt[i]
+        fpr_of = np.arange(self.N + 1) / max(self.N, 1)
+        out = np.empty((self.n, len(fprs)), dtype=np.float64)
+        for c, f in enumerate(fprs):
+            k = int(np.flatnonzero(fpr_of <= f + 1e-12).max())
+            if k >= self.N:
+                out[:, c] = self.P / max(self.P, 1)
+                continue
+            j = (at_or_above >= k + 1).sum(axis=1) - 1  # the (K+1)-th highest non-member is ns[j]
+            tp = (self.pos_counts * (lt[None, :] > j[:, None])).sum(axis=1)
+            out[:, c] = tp / max(self.P, 1)
+        return out
+
+
+def bootstrap_aurocs(scores, members, n: int, seed: int) -> np.ndarray:
+    """AUROC over ``n`` stratified resamples, as ``bootstrap_stats(scores, members, auroc, n, seed)``; a 2-d
+    ``scores`` gives one column per score column, each resample's rows shared (paired)."""
+    s = np.asarray(scores, dtype=np.float64)
+    cols = s if s.ndim == 2 else s[:, None]
+    if not _Resamples.usable(s, members):
+        if s.ndim == 1:
+            return bootstrap_stats(s, members, auroc, n, seed)
+        return np.column_stack([bootstrap_stats(c, members, auroc, n, seed) for c in cols.T])
+    rs = _Resamples(members, n, seed)
+    out = np.column_stack([rs.auroc(c, members) for c in cols.T])
+    return out if s.ndim == 2 else out[:, 0]
+
+
 def bootstrap_ci(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int, seed: int,
                  level: float = 0.95) -> tuple[float, float]:
     """Percentile interval of ``stat`` over ``n`` stratified bootstrap resamples."""
@@ -113,8 +194,12 @@ def roc_metrics(scores, members, fprs: Sequence[float], n_boot: int, seed: int, 
     f, t = roc_curve(scores, members)
     cis: list = [None] * (len(fprs) + 1)
     if not small and n_boot > 0:
-        stat = lambda s, y: [auroc(s, y), *_tprs(*roc_curve(s, y), fprs)]  # noqa: E731
-        vals = np.array([list(v) for v in _bootstrap_rows(scores, members, stat, n_boot, seed)])
+        if _Resamples.usable(scores, members):
+            rs = _Resamples(members, n_boot, seed)
+            vals = np.column_stack([rs.auroc(scores, members), rs.tprs(scores, members, fprs)])
+        else:
+            stat = lambda s, y: [auroc(s, y), *_tprs(*roc_curve(s, y), fprs)]  # noqa: E731
+            vals = np.array([list(v) for v in _bootstrap_rows(scores, members, stat, n_boot, seed)])
         lo, hi = np.nanpercentile(vals, [2.5, 97.5], axis=0)
         cis = [(float(a), float(b)) for a, b in zip(lo, hi)]
     elif not small:
@@ -135,7 +220,8 @@ def paired_auroc_difference(a, b, members, n_boot: int, seed: int, min_per_side:
     out = {"value": diff(both, y), "ci95": None}
     if too_small(y, min_per_side) or n_boot <= 0:
         return out
-    lo, hi = np.nanpercentile(bootstrap_stats(both, y, diff, n_boot, seed), [2.5, 97.5])
+    cols = bootstrap_aurocs(both, y, n_boot, seed)
+    lo, hi = np.nanpercentile(cols[:, 0] - cols[:, 1], [2.5, 97.5])
     out["ci95"] = (float(lo), float(hi))
     return out
 

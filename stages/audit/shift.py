@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .roc import auroc, auroc_p_value, bootstrap_stats, too_small
+from .roc import auroc, auroc_p_value, bootstrap_aurocs, too_small
 
 
 def blind_pool(scores, members, notes: dict, params) -> dict:
@@ -33,7 +33,7 @@ def blind_pool(scores, members, notes: dict, params) -> dict:
     small = too_small(y, params.min_per_side)
     ci = None
     if not small:
-        lo, hi = np.nanpercentile(bootstrap_stats(scores, y, auroc, params.bootstrap, params.seed), [2.5, 97.5])
+        lo, hi = np.nanpercentile(bootstrap_aurocs(scores, y, params.bootstrap, params.seed), [2.5, 97.5])
         ci = (float(lo), float(hi))
     return {"items": notes["items"], "folds": notes["folds"], "pool": notes["pool"], "members": int(y.sum()),
             "non_members": int((~y).sum()), "auroc": auroc(scores, y), "auroc_ci95": ci,
