@@ -44,16 +44,22 @@ def auroc(scores, members) -> float:
     return float((ranks[y].sum() - P * (P + 1) / 2) / (P * N))
 
 
+def _draws(P: int, N: int, n: int, seed: int):
+    """The ``n`` stratified resamples of P members and N non-members, in order: per resample the members' indices
+    (P with replacement), then the non-members' (N). Every bootstrap here reads its resamples from this one draw."""
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        yield rng.integers(0, P, P), rng.integers(0, N, N)
+
+
 def _bootstrap_rows(scores, members, stat: Callable, n: int, seed: int):
     """``stat(sample, labels)`` of each of ``n`` stratified bootstrap resamples, in order (see ``bootstrap_stats``)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(members, dtype=bool)
     pos, neg = s[y], s[~y]
-    rng = np.random.default_rng(seed)
     lab = np.r_[np.ones(len(pos), bool), np.zeros(len(neg), bool)]
-    for _ in range(n):
-        sample = np.r_[pos[rng.integers(0, len(pos), len(pos))], neg[rng.integers(0, len(neg), len(neg))]]
-        yield stat(sample, lab)
+    for i, j in _draws(len(pos), len(neg), n, seed):
+        yield stat(np.r_[pos[i], neg[j]], lab)
 
 
 def bootstrap_stats(scores, members, stat: Callable[[np.ndarray, np.ndarray], float], n: int,
@@ -64,19 +70,17 @@ def bootstrap_stats(scores, members, stat: Callable[[np.ndarray, np.ndarray], fl
 
 
 class _Resamples:
-    """The ``n`` stratified resamples ``_bootstrap_rows`` draws (same seed, same draws, same order), held as how
-    often each member and each non-member occurs in each: the statistics below are then array operations over
-    all resamples at once, equal to the per-resample ones to the bit (their numerators are exact counts)."""
+    """The ``n`` stratified resamples of ``_draws`` (those ``_bootstrap_rows`` reads), held as how often each member
+    and each non-member occurs in each: the statistics below are then array operations over all resamples at once,
+    equal to the per-resample ones to the bit (their numerators are exact counts)."""
 
     def __init__(self, members, n: int, seed: int):
         y = np.asarray(members, dtype=bool)
         self.P, self.N, self.n = int(y.sum()), int((~y).sum()), int(n)
-        rng = np.random.default_rng(seed)
         pos = np.empty((self.n, self.P), dtype=np.int64)
         neg = np.empty((self.n, self.N), dtype=np.int64)
-        for b in range(self.n):  # interleaved as in _bootstrap_rows: the members' draw, then the non-members'
-            pos[b] = rng.integers(0, self.P, self.P)
-            neg[b] = rng.integers(0, self.N, self.N)
+        for b, (i, j) in enumerate(_draws(self.P, self.N, self.n, seed)):
+            pos[b], neg[b] = i, j
         self.pos_counts = self._counts(pos, self.P)
         self.neg_counts = self._counts(neg, self.N)
 
