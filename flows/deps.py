@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -41,7 +42,15 @@ def module_file(module: str, root: Path = ROOT) -> Path | None:
 
 def import_statements(path: Path, root: Path = ROOT) -> list[tuple[str, list[str] | None]]:
     """(module, names) of every import statement anywhere in the file, relative ones resolved: ``import a.b`` is
-    ("a.b", None), ``from a import x, y`` is ("a", ["x", "y"])."""
+    ("a.b", None), ``from a import x, y`` is ("a", ["x", "y"]). Each version of a file is parsed once per process (a
+    closure visits a shared module once per stage)."""
+    st = path.stat()
+    return list(_import_statements(path, root, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=None)
+def _import_statements(path: Path, root: Path, mtime_ns: int, size: int) -> tuple[tuple[str, list[str] | None], ...]:
+    """``import_statements`` of the file's version (path, modification time, size)."""
     package = list(path.relative_to(root).parts[:-1])  # the package a relative import starts from
     out: list[tuple[str, list[str] | None]] = []
     for node in ast.walk(ast.parse(path.read_text())):
@@ -54,7 +63,7 @@ def import_statements(path: Path, root: Path = ROOT) -> list[tuple[str, list[str
             else:
                 target = node.module or ""
             out.append((target, [a.name for a in node.names]))
-    return out
+    return tuple(out)
 
 
 def discovers_submodules(path: Path) -> bool:
