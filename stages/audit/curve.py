@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from ..core.privacy import create_accountant
 from .one_run import _check
 
 #: the accountant's discretisation errors for the profile (epsilon, delta): small beside any audited epsilon
@@ -82,9 +83,7 @@ def profile_b_inv(eps: np.ndarray, delta: np.ndarray) -> Callable[[float], float
 def subsampled_gaussian_profile(sample_rate: float, steps: int, noise_multiplier: float) -> tuple[np.ndarray, ...]:
     """(eps, delta(eps)) on eps >= 0 of T compositions of the Poisson-subsampled Gaussian (opacus PRV), each delta
     raised to the accountant's error bound (conservative)."""
-    from opacus.accountants import PRVAccountant
-
-    acc = PRVAccountant()
+    acc = create_accountant("prv")
     acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
     with warnings.catch_warnings(), np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)  # opacus' cdf overflows in far tails it then truncates
@@ -135,8 +134,6 @@ def curve_epsilon_lower_bound(m: int, r: int, v: int, sample_rate: float, steps:
 @functools.lru_cache(maxsize=256)
 def accountant_epsilon(sample_rate: float, steps: int, noise_multiplier: float, delta: float, accountant: str) -> float:
     """The accountant's epsilon of T steps at (q, sigma) and delta (opacus)."""
-    from opacus.accountants import create_accountant
-
     acc = create_accountant(accountant)
     acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
     return float(acc.get_epsilon(delta=float(delta)))

@@ -16,6 +16,7 @@ from ..canaries.schema import read_canaries
 from ..core.artifacts import Locations
 from ..core.errors import DataError
 from ..core.io import file_digest
+from ..core.privacy import create_accountant
 from ..datasets import DatasetSpec
 from ..lm.external import load_external, model_kind
 from ..lm.loading import load_tokenizer
@@ -85,9 +86,7 @@ def claimed_privacy(ft: FinetuneParams) -> PrivacyRecord:
     c = ft.external.claim
     if c is None:
         return no_dp_record(None, None, external=True)
-    from opacus.accountants import PRVAccountant
-
-    acc = PRVAccountant()
+    acc = create_accountant("prv")
     acc.history = [(c.noise_multiplier, c.sample_rate, c.steps)]
     return PrivacyRecord(dp=True, external=True, claimed=True, accountant="trainer's claim",
                          epsilon_spent=c.epsilon, delta=c.delta, noise_multiplier=c.noise_multiplier,

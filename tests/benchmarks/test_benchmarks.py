@@ -136,3 +136,10 @@ def test_sharding_memory_model_prints_the_modelled_models():
     out = run([PYTHON, str(ROOT / "benchmarks/sharding_memory.py"), "--memory-model"], ROOT).stdout
     assert "| SmolLM2-135M | 0.135 B | 0.106 B | 2.2 GB | 1.2 / 0.6 / 0.3 GB |" in out
     assert "| Llama-3.1-8B | 8.03 B | 6.98 B | 143.8 GB | 73.6 / 37.7 / 19.7 GB |" in out
+
+
+def test_prv_domain_compares_the_domains_on_a_small_grid():
+    """benchmarks/prv_domain.py on two configurations: the domains are opacus' own, the ratio printed."""
+    out = run([PYTHON, str(ROOT / "benchmarks/prv_domain.py"), "--q", "0.23", "--sigma", "0.8", "--steps", "1", "10",
+               "--delta-error", "1e-8"], ROOT).stdout
+    assert "domains identical: 2 of 2" in out and "ours / opacus =" in out

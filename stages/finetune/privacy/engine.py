@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...core.privacy import calibrate_sigma
+from ...core.privacy import calibrate_sigma, create_accountant
 from ...core.seeds import stream
 from ...lm.batching import collate
 from ...lm.scoring import autocast
@@ -96,8 +96,6 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
     sigma and the accountant are those of the single-process run. ``sharded``: FSDP2 (``../sharding.py``):
     ``model`` is sharded in place, ``optimizer`` then holds its shards; every rank adds its shard's part of the
     same noise draw."""
-    from opacus.accountants import create_accountant
-
     delta = dp.delta if dp.delta is not None else population ** -1.1
     sigma = calibrate_sigma(dp.epsilon, delta, sample_rate, steps, dp.accountant)
     requested = dp.grad_sample_mode
@@ -118,7 +116,7 @@ def make_private(model, optimizer, dp, *, sample_rate: float, steps: int, popula
     opt = cls(optimizer, noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm,
               expected_batch_size=per_process_divisor, loss_reduction="mean", generator=noise,
               secure_mode=dp.secure_rng)
-    accountant = create_accountant(mechanism=dp.accountant)
+    accountant = create_accountant(dp.accountant)
     opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=sample_rate))
     privacy = {"dp": True, "target_epsilon": dp.epsilon, "delta": delta, "noise_multiplier": sigma,
                "max_grad_norm": dp.max_grad_norm, "accountant": dp.accountant, "sample_rate": sample_rate,
