@@ -17,13 +17,33 @@ apply_offline_env()
 
 def pytest_collection_modifyitems(config, items):
     """The fast tier by default: tests marked `slow` (the end-to-end tier) are deselected unless the command line
-    gives -m (`-m slow`) or names a test (path::name), which then runs whatever its tier."""
+    gives -m (`-m slow`) or names a test (path::name), which then runs whatever its tier, files ordered by
+    ``template_first``."""
     if config.option.markexpr or any("::" in arg for arg in config.args):
+        template_first(items)
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+def template_first(items) -> None:
+    """Sort ``items`` (stably) by file: the first file that needs the reproduced tiny project, then every file that
+    does not, then the others. pytest-xdist's loadfile hands out files in this order, so one worker reproduces the
+    project (minutes) while the other runs what needs no project, instead of waiting on the build's lock."""
+    def needs(item) -> bool:
+        return bool({"reproduced_template", "reproduced_project"} & set(getattr(item, "fixturenames", ())))
+
+    def file(item) -> str:
+        return item.nodeid.split("::")[0]
+
+    files = list(dict.fromkeys(file(item) for item in items))
+    need = {file(item) for item in items if needs(item)}
+    dependent = [f for f in files if f in need]
+    order = dependent[:1] + [f for f in files if f not in need] + dependent[1:]
+    rank = {f: k for k, f in enumerate(order)}
+    items.sort(key=lambda item: rank[file(item)])
 
 
 def _corpus() -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from stages.core.params import deep_merge, read_params
-from support import ROOT, copy_project, run, tiny_params, without_replicas
+from support import ROOT, clone_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 
@@ -34,10 +34,11 @@ def write_tickets(path, block: dict) -> None:
                     + "\n")
 
 
-def project(tmp_path, tiny_model_dir, block: dict):
-    """The tiny project with its runs replaced by the block's (the block merged as the README says, over
-    params.yaml), the project's own pre-registered rule, and the block's data file written at its path."""
-    dest = copy_project(tmp_path)
+def project(src, tmp_path, tiny_model_dir, block: dict):
+    """A copy of the reproduced tiny project (``src``) with its runs replaced by the block's (the block merged as the
+    README says, over params.yaml), the project's own pre-registered rule, and the block's data file written at its
+    path."""
+    dest = clone_project(src, tmp_path / "project")
     p = without_replicas(tiny_params(tiny_model_dir))
     p["runs"], p["attack"]["runs"] = {}, {}
     p["audit"]["primary"] = read_params(ROOT / "params.yaml")["audit"]["primary"]
@@ -53,9 +54,9 @@ def project(tmp_path, tiny_model_dir, block: dict):
     return dest
 
 
-def test_the_readmes_own_text_block_reaches_the_report(tiny_model_dir, tmp_path):
+def test_the_readmes_own_text_block_reaches_the_report(reproduced_template, tiny_model_dir, tmp_path):
     block = readme_block()
-    dest = project(tmp_path, tiny_model_dir, block)
+    dest = project(reproduced_template.path, tmp_path, tiny_model_dir, block)
     out = run(["dvc", "repro"], dest).stdout
     ran = set(re.findall(r"Running stage '([^']+)'", out))
     assert {"preprocess@tickets", "secrets@tickets", "finetune@tickets_dp", "finetune@tickets_nondp",
@@ -70,11 +71,12 @@ def test_the_readmes_own_text_block_reaches_the_report(tiny_model_dir, tmp_path)
     assert "tickets_nondp" in (dest / "reports/report.md").read_text()
 
 
-def test_the_block_without_the_pre_registered_attack_stops_before_anything_trains(tiny_model_dir, tmp_path):
+def test_the_block_without_the_pre_registered_attack_stops_before_anything_trains(reproduced_template, tiny_model_dir,
+                                                                                  tmp_path):
     block = readme_block()
     primary = read_params(ROOT / "params.yaml")["audit"]["primary"]["attack"]
     block["attack"]["runs"]["tickets_nondp"] = [a for a in block["attack"]["runs"]["tickets_nondp"] if a != primary]
-    dest = project(tmp_path, tiny_model_dir, block)
+    dest = project(reproduced_template.path, tmp_path, tiny_model_dir, block)
     proc = run(["dvc", "repro"], dest, check=False)
     assert proc.returncode != 0 and "Running stage 'finetune@" not in proc.stdout
     line = f"attack.runs.tickets_nondp: lacks '{primary}', the attack audit.primary.attack names"

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import yaml
 
-from support import PYTHON, ROOT, clone_project, copy_project, run, tiny_params, without_replicas
+from support import PYTHON, ROOT, clone_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 
@@ -17,10 +17,12 @@ CLAIM = {"epsilon": 8.0, "delta": 1.0e-5, "sample_rate": 0.5, "steps": 10, "nois
 
 
 @pytest.fixture(scope="module")
-def trained_elsewhere(tmp_path_factory, tiny_model_dir):
+def trained_elsewhere(tmp_path_factory, reproduced_template, tiny_model_dir):
     """A project with an external run: its canaries exported (`leakaudit export-canaries`) and a model trained on
-    the export with plain transformers; not yet audited. Never changed: each test takes its own copy."""
-    dest = copy_project(tmp_path_factory.mktemp("external"))
+    the export with plain transformers; not yet audited. Never changed: each test takes its own copy. It starts
+    from the reproduced tiny project (the same params but the runs), so the base model, the processed data, the
+    secrets and the canaries are its, up to date."""
+    dest = clone_project(reproduced_template.path, tmp_path_factory.mktemp("external") / "project")
     p = tiny_params(tiny_model_dir)
     ext = {"model": "external/model", "membership": "external/membership.json", "claim": CLAIM}
     p["runs"] = {"ext": {"dataset": "personachat", "external": ext, "max_text_rows": 24}}
@@ -119,16 +121,16 @@ def _readme_steps() -> tuple[dict, list[list[str]]]:
     return block, commands
 
 
-def test_the_readmes_trained_elsewhere_steps_run_as_written(tiny_model_dir, tmp_path):
-    """The README's three steps on a fresh project, with nothing added but its params block (the tiny model and
-    data aside): the export, the example trainer, `dvc repro`. The default attack list holds whitebox, which a run
-    trained elsewhere cannot have (left out with the reason); with no DP claim, the run takes the no_dp rule."""
+def test_the_readmes_trained_elsewhere_steps_run_as_written(reproduced_template, tiny_model_dir, tmp_path):
+    """The README's three steps on a reproduced project, with nothing added but its params block (the tiny model
+    and data aside): the export, the example trainer, `dvc repro`. The default attack list holds whitebox, which a
+    run trained elsewhere cannot have (left out with the reason); with no DP claim, the run takes the no_dp rule."""
     block, commands = _readme_steps()
     (run_name,) = block["runs"]
     export_cmd, train_cmd = commands
     assert export_cmd[:2] == ["leakaudit", "export-canaries"]
     assert train_cmd[:2] == ["python", "docs/examples/train_exported.py"]
-    dest = copy_project(tmp_path / "fresh")
+    dest = clone_project(reproduced_template.path, tmp_path / "project")
     p = tiny_params(tiny_model_dir)
     p["runs"] = block["runs"]  # the README's block: the only run
     p["attack"]["runs"] = {run_name: None}

@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from support import copy_project, run, tiny_params, without_replicas
+from support import clone_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 
@@ -66,8 +66,9 @@ def text_params(model_dir) -> dict:
     return p
 
 
-def test_a_jsonl_and_a_csv_declared_in_params_run_dp_and_non_dp_to_the_report(tiny_model_dir, tmp_path):
-    dest = copy_project(tmp_path)
+def test_a_jsonl_and_a_csv_declared_in_params_run_dp_and_non_dp_to_the_report(reproduced_template, tiny_model_dir,
+                                                                             tmp_path):
+    dest = clone_project(reproduced_template.path, tmp_path / "project")  # its base model and corpus up to date
     write_data(dest)
     (dest / "params.yaml").write_text(yaml.safe_dump(text_params(tiny_model_dir), sort_keys=False))
     run(["git", "add", "-A"], dest)
