@@ -110,7 +110,7 @@ class Reproduced:
 
 # the stages of the tiny project (tiny_params' runs)
 ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
-              "secrets@enron", "secrets@tofu", "canaries", "audit", "variance", "report"} | {
+              "secrets@enron", "secrets@tofu", "canaries", "audit", "variance", "data_docs", "report"} | {
     f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")} | {
     f"replica_{stage}@dp_r2" for stage in ("canaries", "finetune", "attack")}
 

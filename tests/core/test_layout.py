@@ -192,8 +192,8 @@ def test_stage_packages_import_only_shared_code_and_upstream_schemas(tmp_path):
 
     packages = {p.name for p in (ROOT / "stages").iterdir() if (p / "__init__.py").is_file()}
     stages = sorted(p for p in packages if (ROOT / "stages" / p / "__main__.py").is_file())
-    assert stages == ["attack", "audit", "base_model", "canaries", "finetune", "preprocess", "reference", "report",
-                      "secrets", "variance"]
+    assert stages == ["attack", "audit", "base_model", "canaries", "data_docs", "finetune", "preprocess", "reference",
+                      "report", "secrets", "variance"]
     assert packages - set(stages) == set(SHARED) | TOOL_PACKAGES
 
     def problems(root: Path) -> list[str]:

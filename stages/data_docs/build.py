@@ -57,6 +57,12 @@ def scrub(page: str) -> str:
     return _UUID.sub(lambda m: ids.setdefault(m.group(0), f"n{len(ids)}"), page)
 
 
+def results_of(processed: Path) -> dict[str, Path]:
+    """dataset -> its gx_results.json, for every processed dataset folder under ``processed`` that has one, by name."""
+    folders = sorted(p for p in processed.iterdir() if (p / "gx_results.json").is_file()) if processed.is_dir() else []
+    return {p.name: p / "gx_results.json" for p in folders}
+
+
 def build_data_docs(results: dict[str, Path], out: Path) -> list[dict]:
     """dataset -> its gx_results.json; writes ``out``/<dataset>__<suite>.html and ``out``/index.html atomically.
     Returns one row per suite (dataset, suite, success, rows, page)."""

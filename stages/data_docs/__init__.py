@@ -1,0 +1,1 @@
+"""DVC stage ``data_docs``: Great Expectations Data Docs of the data contracts (``build.py``)."""
