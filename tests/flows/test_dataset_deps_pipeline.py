@@ -1,7 +1,8 @@
 """Your own dataset reruns only your stages: on the reproduced tiny project, a text dataset and a run on it are added
 to params.yaml (README, "Audit your own private text"), the new preprocess stage runs, and DVC's own `dvc status`
-then finds stale only the new run's fine-tune and attack, the audit and the report: every existing canaries,
-fine-tune, attack and replica stage still matches dvc.lock (each depends on the datasets it reads, not the folder)."""
+then finds stale only the new run's fine-tune and attack, the audit, the Data Docs (a page for the new dataset's
+contracts) and the report: every existing canaries, fine-tune, attack and replica stage still matches dvc.lock (each
+depends on the datasets it reads, not the folder)."""
 import json
 
 import pytest
@@ -31,6 +32,6 @@ def test_a_new_dataset_and_run_leave_every_existing_stage_up_to_date(reproduced_
     run(["dvc", "repro", "preprocess@mine"], dest)
     assert (dest / "data/processed/mine/train.parquet").is_file()
     stale = set(json.loads(run(["dvc", "status", "--json"], dest).stdout))
-    assert stale == {"finetune@mine_nondp", "attack@mine_nondp", "audit", "report"}
+    assert stale == {"finetune@mine_nondp", "attack@mine_nondp", "audit", "data_docs", "report"}
     assert {s for s in ALL_STAGES if s.split("@")[0] in {"canaries", "finetune", "attack"}
             or s.startswith("replica_")} & stale == set()
