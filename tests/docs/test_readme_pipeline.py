@@ -35,9 +35,9 @@ def write_tickets(path, block: dict) -> None:
 
 
 def project(src, tmp_path, tiny_model_dir, block: dict):
-    """A copy of the reproduced tiny project (``src``) with its runs replaced by the block's (the block merged as the
-    README says, over params.yaml), the project's own pre-registered rule, and the block's data file written at its
-    path."""
+    """A copy of the tiny project ``src`` (reproduced or not) with its runs replaced by the block's (the block merged as
+    the README says, over params.yaml), the project's own pre-registered rule, and the block's data file written at
+    its path."""
     dest = clone_project(src, tmp_path / "project")
     p = without_replicas(tiny_params(tiny_model_dir))
     p["runs"], p["attack"]["runs"] = {}, {}
@@ -71,12 +71,12 @@ def test_the_readmes_own_text_block_reaches_the_report(reproduced_template, tiny
     assert "tickets_nondp" in (dest / "reports/report.md").read_text()
 
 
-def test_the_block_without_the_pre_registered_attack_stops_before_anything_trains(reproduced_template, tiny_model_dir,
+def test_the_block_without_the_pre_registered_attack_stops_before_anything_trains(tiny_template, tiny_model_dir,
                                                                                   tmp_path):
     block = readme_block()
     primary = read_params(ROOT / "params.yaml")["audit"]["primary"]["attack"]
     block["attack"]["runs"]["tickets_nondp"] = [a for a in block["attack"]["runs"]["tickets_nondp"] if a != primary]
-    dest = project(reproduced_template.path, tmp_path, tiny_model_dir, block)
+    dest = project(tiny_template, tmp_path, tiny_model_dir, block)  # not reproduced: nothing may be written
     proc = run(["dvc", "repro"], dest, check=False)
     assert proc.returncode != 0 and "Running stage 'finetune@" not in proc.stdout
     line = f"attack.runs.tickets_nondp: lacks '{primary}', the attack audit.primary.attack names"
