@@ -40,8 +40,8 @@ def roc_plot(panels: dict[str, dict[str, tuple[np.ndarray, np.ndarray, float]]],
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     fig.suptitle(title)
-    # fixed margins in inches (tick labels, axis labels and titles have fixed font sizes): the same layout
-    # tight_layout finds, without its measuring pass over every label (about half of each figure's time)
+    # fixed margins in inches (tick labels, axis labels and titles have fixed font sizes), without tight_layout's
+    # measuring pass over every label of every panel
     width, height = fig.get_size_inches()
     fig.subplots_adjust(left=0.65 / width, right=1 - 0.15 / width, bottom=0.5 / height, top=1 - 0.62 / height,
                         wspace=0.32, hspace=0.42)
