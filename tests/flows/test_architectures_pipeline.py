@@ -3,7 +3,8 @@ Conv1D layers) LoRA without DP, LoRA under DP (bk), full fine-tuning under DP (g
 embeddings under DP (hooks); on Qwen2 and GPT-NeoX the two DP runs that cover both clipping passes (bk: the norms
 and the clipped sum from one pass; hooks: per-example gradients), ghost's norms being bk's (ghost and bk against
 hooks on every architecture and paradigm: tests/finetune/test_architectures.py). The LoRA targets left to
-``auto``; only the loss attack, one dataset, no secrets."""
+``auto``; only the loss attack, one dataset, no secrets. GPT-2's pipeline goes to the report; the other two stop at
+the audit (the report reads the metrics, whatever the architecture)."""
 import json
 import math
 import re
@@ -61,12 +62,13 @@ def test_every_paradigm_and_clipping_mode_runs_end_to_end(arch, tiny_model_dir_o
     for folder in ("data/secrets", "data/reference/secrets"):  # the fine-tune's and the report's dependencies on
         (dest / folder).mkdir(parents=True)  # secrets (and their base-model check), with none extracted
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", f"tiny {arch}"], dest)
-    out = run(["dvc", "repro"], dest).stdout
+    last = "report" if arch == "gpt2" else "audit"
+    out = run(["dvc", "repro", last], dest).stdout
     ran = set(re.findall(r"Running stage '([^']+)'", out))
-    assert {f"{stage}@{r}" for stage in ("finetune", "attack") for r in runs} | {"audit", "report"} <= ran
+    assert {f"{stage}@{r}" for stage in ("finetune", "attack") for r in runs} | {"audit", last} <= ran
     metrics = json.loads((dest / "reports/metrics.json").read_text())
     assert set(metrics["runs"]) == set(runs)
-    report = (dest / "reports/report.md").read_text()
+    report = (dest / "reports/report.md").read_text() if last == "report" else None
     for name, over in runs.items():
         r = metrics["runs"][name]
         assert non_finite(r) == (["privacy.epsilon_spent=inf"] if name == "lora_nondp" else []), name
@@ -83,4 +85,4 @@ def test_every_paradigm_and_clipping_mode_runs_end_to_end(arch, tiny_model_dir_o
         assert record["privacy"].get("grad_sample_mode") == mode, name
         if mode:
             assert r["privacy"]["epsilon_spent"] == pytest.approx(8.0, rel=0.02)
-            assert re.search(rf"^\| {name} \|.*\| {mode} \|$", report, re.M), name
+            assert report is None or re.search(rf"^\| {name} \|.*\| {mode} \|$", report, re.M), name

@@ -21,7 +21,7 @@ import yaml
 
 from support import PYTHON, ROOT, run
 
-STEPS = 1500  # long enough to be mid-run when the first checkpoint appears (finetune.checkpoint_every: 25)
+STEPS = 400  # long enough to be mid-run when the first checkpoint appears (finetune.checkpoint_every: 25)
 
 
 def _start(project, log, env):

@@ -12,18 +12,17 @@ from support import PYTHON, run
 pytestmark = pytest.mark.slow
 
 
-def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(tiny_project, tmp_path):
+def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(reproduced_project, tmp_path):
     from stages.variance.schema import read_points
 
-    project = tiny_project
-    run(["dvc", "repro", "canaries", "secrets@tofu", "secrets@enron"], project)  # the shared upstream, pushed once
+    project = reproduced_project  # the shared upstream (canaries, secrets) reproduced, pushed once
     p = yaml.safe_load((project / "params.yaml").read_text())
     studies = yaml.safe_load((project / "studies.yaml").read_text())
     studies["variance"]["sweep"].update(
         name="t", epsilons=[8.0], grid={"batch_size": [4, 100000], "steps": [2], "lr": [0.01]}, seeds=[0],
         run={"dataset": "tofu", "objective": "sft", "canaries": True, "max_length": 32, "max_text_rows": 16,
              "eval_rows": 8},
-        attacks=["loss", "air"], retries=1, work_dir=str(tmp_path / "remotes"), worker_dir=str(tmp_path / "clones"))
+        attacks=["loss", "air"], retries=0, work_dir=str(tmp_path / "remotes"), worker_dir=str(tmp_path / "clones"))
     p["audit"]["primary"].update(attack="loss", kind="new_token")  # a test before may have left another primary
     (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     (project / "studies.yaml").write_text(yaml.safe_dump(studies, sort_keys=False))
