@@ -7,8 +7,9 @@ package's ``__init__`` before its modules, and every module of a package whose `
 modules where every one of them is in the closure, so editing a module reruns exactly the stages that import it.
 
 ``python -m flows.deps`` (no flag) exits 1 naming each stage whose listed code deps differ from its closure, or
-whose replicated runs' datasets (``REPLICA_STAGES``) differ from params.yaml's; ``--write`` rewrites the ``stages/``
-lines of each stage's ``deps:`` in dvc.yaml and those datasets (comments and other data deps kept);
+whose replicated runs' datasets (``REPLICA_STAGES``) differ from params.yaml's; ``--write`` rewrites the code part
+of each stage's ``deps: [...]`` in dvc.yaml (the lines after ``CODE_MARK``, wrapped) and those datasets (comments and
+other data deps kept);
 ``--lock`` exits 1 naming each stage whose code, params or raw-data deps no longer match dvc.lock (outputs absent
 from a clean clone's cache are fine): CI runs it, so main's dvc.lock is main's code's.
 tests/core/test_layout.py checks the equality."""
@@ -23,14 +24,16 @@ from pathlib import Path
 from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-#: a code dep line of dvc.yaml (inside a stage's deps:)
-CODE_DEP = re.compile(r"^(\s+)- (stages(?:/[\w./]*)?)\s*(#.*)?$")
+#: dvc.yaml's line that opens the code part of a stage's ``deps: [...]`` (data deps above it, one per line)
+CODE_MARK = "# code: the command's import closure (python -m flows.deps --write)"
+#: the width the code deps are wrapped to
+WIDTH = 118
 #: stages whose foreach items (``replicas.sets.<name>: {run, seed}``) cannot name their run's dataset in DVC's own
 #: templating (no nested ``${runs.${item.run}.dataset}``): dvc.yaml lists the replicated runs' datasets, one line
-#: each before ``${secrets.out_dir}``, written by ``--write`` from params.yaml and checked here
+#: each before ``"${secrets.out_dir}"``, written by ``--write`` from params.yaml and checked here
 REPLICA_STAGES = ("replica_finetune", "replica_attack")
 REPLICA_NOTE = "# replicated runs' datasets (python -m flows.deps --write)"
-REPLICA_DEP = re.compile(r"^\s+- \$\{preprocess\.out_dir\}/(\S+)\s+" + re.escape(REPLICA_NOTE) + "$")
+REPLICA_DEP = re.compile(r'^\s+"\$\{preprocess\.out_dir\}/(\S+)",\s+' + re.escape(REPLICA_NOTE) + "$")
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -147,29 +150,38 @@ def stages_of(root: Path = ROOT) -> dict[str, str]:
 
 
 def listed(root: Path = ROOT) -> dict[str, list[str]]:
-    """Stage name -> the code deps (``stages/...`` lines) dvc.yaml lists in its deps."""
-    out: dict[str, list[str]] = {}
-    for stage, lines in _blocks((root / "dvc.yaml").read_text().splitlines()):
-        out[stage] = [m.group(2) for line in lines if (m := CODE_DEP.match(line))]
-    return out
+    """Stage name -> the code deps (``stages/...`` entries) dvc.yaml lists in its deps."""
+    import yaml
+
+    spec = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    return {name: [d for d in (s.get("do", s)).get("deps") or [] if d == "stages" or d.startswith("stages/")]
+            for name, s in spec.items()}
 
 
-def _blocks(lines: list[str]):
-    """(stage name, the lines of its deps: block) of dvc.yaml's stages."""
-    stage, in_deps, block = None, False, []
-    for line in lines + ["end:"]:
+def deps_blocks(lines: list[str]):
+    """(stage name, (first, end) line indices of its ``deps: [...]``) of dvc.yaml's stages."""
+    stage, first = None, None
+    for k, line in enumerate(lines):
         top = re.match(r"^  (\w+):\s*$", line)
-        if top or not line.startswith("  "):
-            if stage is not None:
-                yield stage, block
-            stage, in_deps, block = (top.group(1) if top else None), False, []
-            continue
-        key = re.match(r"^\s+(\w+):", line)
-        if key and not line.lstrip().startswith("-"):
-            in_deps = key.group(1) == "deps"
-            continue
-        if in_deps:
-            block.append(line)
+        if top or (line.strip() and not line.startswith(" ")):
+            stage, first = (top.group(1) if top else None), None
+        elif stage and re.match(r"^\s+deps: \[\s*$", line):
+            first = k
+        elif stage and first is not None and line.split("#")[0].rstrip().endswith("]"):
+            yield stage, (first, k + 1)
+            first = None
+
+
+def wrapped(items: list[str], indent: str, width: int = WIDTH) -> list[str]:
+    """``items`` as the lines of a YAML flow sequence's tail: comma-separated, wrapped at ``width``, closed by ``]``."""
+    lines, cur = [], indent
+    for k, item in enumerate(items):
+        token = item + ("]" if k == len(items) - 1 else ",")
+        if cur != indent and len(cur) + 1 + len(token) > width:
+            lines.append(cur)
+            cur = indent
+        cur += ("" if cur == indent else " ") + token
+    return lines + [cur]
 
 
 def differences(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
@@ -185,32 +197,31 @@ def differences(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
 
 
 def write(root: Path = ROOT) -> list[str]:
-    """Rewrite each stage's code deps in dvc.yaml to its closure; returns the stages changed."""
-    cmds = stages_of(root)
+    """Rewrite each stage's code deps in dvc.yaml (the lines after ``CODE_MARK`` in its ``deps: [...]``) to its
+    closure, and the replica stages' datasets; returns the stages changed."""
+    cmds, have = stages_of(root), listed(root)
+    replicas = replica_differences(root)
     lines = (root / "dvc.yaml").read_text().splitlines()
-    out, changed, stage, in_deps, done = [], [], None, False, False
-    for line in lines:
-        top = re.match(r"^  (\w+):\s*$", line)
-        if top or not line.startswith("  "):
-            stage, in_deps, done = (top.group(1) if top else None), False, False
-        elif (key := re.match(r"^\s+(\w+):", line)) and not line.lstrip().startswith("-"):
-            in_deps = key.group(1) == "deps"
-        elif in_deps and stage in REPLICA_STAGES and REPLICA_DEP.match(line):
-            continue
-        elif in_deps and stage in REPLICA_STAGES and line.strip() == "- ${secrets.out_dir}":
-            indent = line[: len(line) - len(line.lstrip())]
-            if stage in replica_differences(root):
+    out, changed, at = [], [], 0
+    for stage, (first, end) in deps_blocks(lines):
+        out += lines[at:first]
+        block = lines[first:end]
+        mark = next(k for k, line in enumerate(block) if line.strip() == CODE_MARK)
+        indent = block[mark][: len(block[mark]) - len(block[mark].lstrip())]
+        data = block[:mark + 1]
+        if stage in REPLICA_STAGES:
+            if stage in replicas:
                 changed.append(stage)
-            out += [f"{indent}- ${{preprocess.out_dir}}/{d}  {REPLICA_NOTE}" for d in replica_datasets(root)]
-        elif in_deps and stage in cmds and (m := CODE_DEP.match(line)):
-            if not done:
-                new = compact(closure_files(cmds[stage], root), root)
-                if new != listed(root).get(stage):
-                    changed.append(stage)
-                out += [f"{m.group(1)}- {d}" for d in new]
-                done = True
-            continue
-        out.append(line)
+            data = [line for line in data if not REPLICA_DEP.match(line)]
+            k = next(k for k, line in enumerate(data) if line.strip().startswith('"${secrets.out_dir}"'))
+            data[k:k] = [indent + f'"${{preprocess.out_dir}}/{d}",'.ljust(40) + f"  {REPLICA_NOTE}"
+                         for d in replica_datasets(root)]
+        new = compact(closure_files(cmds[stage], root), root)
+        if new != have.get(stage) and stage not in changed:
+            changed.append(stage)
+        out += data + wrapped(new, indent)
+        at = end
+    out += lines[at:]
     (root / "dvc.yaml").write_text("\n".join(out) + "\n")
     return changed
 
@@ -228,10 +239,11 @@ def replica_datasets(root: Path = ROOT) -> list[str]:
 def replica_differences(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
     """Replica stage -> {"listed": datasets its deps name, "read": those its runs read}; empty when they agree."""
     want = replica_datasets(root)
+    lines = (root / "dvc.yaml").read_text().splitlines()
     out = {}
-    for stage, lines in _blocks((root / "dvc.yaml").read_text().splitlines()):
+    for stage, (first, end) in deps_blocks(lines):
         if stage in REPLICA_STAGES:
-            got = sorted(m.group(1) for line in lines if (m := REPLICA_DEP.match(line)))
+            got = sorted(m.group(1) for line in lines[first:end] if (m := REPLICA_DEP.match(line)))
             if got != want:
                 out[stage] = {"listed": got, "read": want}
     return out

@@ -20,11 +20,14 @@ from pathlib import Path
 import pytest
 
 from flows.deps import (
+    CODE_MARK,
     closure_files,
+    deps_blocks,
     differences,
     discovered,
     import_statements,
     imported_modules,
+    listed,
     module_file,
     sources,
     write,
@@ -151,6 +154,21 @@ def test_dvc_code_deps_are_exactly_each_stage_import_closure():
     assert differences() == {}
 
 
+def test_dvc_yaml_reads_data_before_code_in_under_450_lines():
+    """A person can scan dvc.yaml: each stage's outs, then its data deps (one per line), come before its code deps
+    (after the ``# code:`` line, wrapped), and the whole file stays under 450 lines."""
+    lines = (ROOT / "dvc.yaml").read_text().splitlines()
+    assert len(lines) < 450
+    blocks = dict(deps_blocks(lines))
+    assert set(blocks) == set(listed()) and all(listed().values())
+    for stage, (first, end) in blocks.items():
+        start = max(k for k in range(first) if lines[k] == f"  {stage}:")
+        assert any(line.strip() == "outs:" for line in lines[start:first]), stage
+        (mark,) = [k for k in range(first, end) if lines[k].strip() == CODE_MARK]
+        code = [d.strip().rstrip("]") for line in lines[mark + 1:end] for d in line.split(",") if d.strip()]
+        assert code == listed()[stage], stage  # nothing but the code deps after the mark
+
+
 def test_a_missing_or_extra_dep_is_caught(tmp_path):
     """The check above can fail both ways: drop one code dep from a copy of dvc.yaml, or add one the stage does not
     import, and it names the stage and file; --write restores the equality."""
@@ -164,10 +182,10 @@ def test_a_missing_or_extra_dep_is_caught(tmp_path):
     subprocess.run(["dvc", "init", "-q"], cwd=tmp_path, check=True)
     dvc_yaml = tmp_path / "dvc.yaml"
     text = dvc_yaml.read_text()
-    dropped = "      - stages/attack/schema.py\n"  # the audit stage reads the attack's schema module
+    dropped = " stages/attack/schema.py,"  # the audit stage reads the attack's schema module
     at = text.index("\n  audit:\n")
     assert dropped in text[at:]
-    dvc_yaml.write_text(text[:at] + text[at:].replace(dropped, "      - stages/report/render.py\n", 1))
+    dvc_yaml.write_text(text[:at] + text[at:].replace(dropped, " stages/report/render.py,", 1))
     got = code_deps(tmp_path)["audit"]
     assert got[0] - got[1] == {"stages/attack/schema.py"} and got[1] - got[0] == {"stages/report/render.py"}
     assert differences(tmp_path) == {"audit": {"missing": ["stages/attack/schema.py"],
