@@ -3,7 +3,7 @@
 
 Each configuration of ``variance.study``: sigma calibrated by the PRV accountant to (epsilon, delta) at its q = b / n
 (n: the recipe's candidate pool, ``--pool``) and T; ``trials`` one-run audits of the last-iterate linear model
-(``stages.audit.ceiling.ideal_counts``: m canaries, the primary rule) give the ideal epsilon-hat95 draws; then the
+(``stages.bounds.ceiling.ideal_counts``: m canaries, the primary rule) give the ideal epsilon-hat95 draws; then the
 Kruskal-Wallis test of ``--seeds`` draws per configuration rejects at each level this often (a heuristic: real models
 are not the linear model).
 
@@ -29,9 +29,9 @@ def main() -> None:
     args = ap.parse_args()
     import numpy as np
 
-    from stages.audit.ceiling import ideal_counts, trial_bounds
     from stages.audit.params import AuditParams
-    from stages.audit.schema import clip_guesses
+    from stages.bounds.ceiling import ideal_counts, trial_bounds
+    from stages.bounds.keys import clip_guesses
     from stages.core.params import load, read_params
     from stages.core.privacy import calibrate_sigma
     from stages.variance.params import VarianceParams

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from stages.audit.schema import BoundKeys, mc_interval_key
+from stages.bounds.keys import BoundKeys, mc_interval_key
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params
 from stages.core.vcs import VcsError, git, git_dirty

@@ -25,13 +25,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
+from ..bounds.ceiling import ideal_counts, percentile_mc, summarise_trials, trial_bounds
+from ..bounds.curve import ASSUMPTION as CURVE_ASSUMPTION
+from ..bounds.keys import BoundKeys, clip_guesses
+from ..bounds.one_run import guesses
 from ..core.seeds import DERIVATION, stream
 from ..finetune.schema import PrivacyRecord
-from .ceiling import ideal_counts, percentile_mc, summarise_trials, trial_bounds
-from .curve import ASSUMPTION as CURVE_ASSUMPTION
-from .one_run import guesses
 from .primary import bounds, curve_bounds
-from .schema import BoundKeys, clip_guesses
 
 
 def median_interval(values, confidence: float = 0.95) -> dict:
@@ -123,7 +123,7 @@ def design_look(per_run: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ks: li
     never a claim."""
     from itertools import combinations
 
-    from .one_run import epsilon_lower_bound
+    from ..bounds.one_run import epsilon_lower_bound
 
     counts: list[dict[int, tuple[int, int, int]]] = []
     for scores, labels, ids in per_run:

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..bounds.ceiling import ideal_counts, percentile_mc, quantile_mc, trial_bounds
+from ..bounds.keys import IDEAL_SUMMARIES, BoundKeys, clip_guesses, mc_interval_key
+from ..bounds.one_run import epsilon_lower_bound, guesses
 from ..core.params import check
-from .ceiling import ideal_counts, percentile_mc, quantile_mc, trial_bounds
-from .one_run import epsilon_lower_bound, guesses
 from .primary import bounds
 from .roc import roc_metrics
-from .schema import IDEAL_SUMMARIES, BoundKeys, clip_guesses, mc_interval_key
 
 #: the assumption printed next to the ideal
 USER_IDEAL_ASSUMPTION = ("linear last-iterate model over users: a canary user's rows add clipped gradients along one "

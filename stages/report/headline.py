@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from ..audit.schema import IDEAL_SUMMARIES, BoundKeys, SeedStatus, mc_interval_key, mcse_key
+from ..audit.schema import SeedStatus
+from ..bounds.keys import IDEAL_SUMMARIES, BoundKeys, mc_interval_key, mcse_key
 from ..core.formatting import ci, fmt
 from ..finetune.schema import PrivacyRecord
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..audit.schema import BoundKeys, Metrics, bound_keys, fpr_keys
+from ..audit.schema import Metrics, bound_keys, fpr_keys
+from ..bounds.keys import BoundKeys
 from ..core.artifacts import Locations
 from ..core.io import write_json
 from .headline import headlines

@@ -22,7 +22,7 @@ post-processing of those gradients, nothing more). ``verdict.py`` judges the tri
 
 Beside the specification tests, the one-run f-DP test (Mahloujifar et al.) reads the final model: each canary's
 movement along its initial gradient direction, guesses fixed in params, against the accountant's own trade-off
-curve (q = 1: mu-GDP, exactly the claim; q < 1: the Poisson-subsampled Gaussian's, stages/audit/curve.py).
+curve (q = 1: mu-GDP, exactly the claim; q < 1: the Poisson-subsampled Gaussian's, stages/bounds/curve.py).
 """
 from __future__ import annotations
 

@@ -32,10 +32,10 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
-from ..audit.ceiling import ideal_counts
-from ..audit.curve import curve_rejects
-from ..audit.gdp import gdp_epsilon_lower_bound, gdp_mu_lower_bound, rejects
-from ..audit.one_run import epsilon_lower_bound, guesses
+from ..bounds.ceiling import ideal_counts
+from ..bounds.curve import curve_rejects
+from ..bounds.gdp import gdp_epsilon_lower_bound, gdp_mu_lower_bound, rejects
+from ..bounds.one_run import epsilon_lower_bound, guesses
 from ..core.seeds import stream
 
 SELFCHECK_VERSION = 2

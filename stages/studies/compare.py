@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from ..audit.schema import NON_CANARY_GROUPS, confidence_key, confidence_of, confidence_tag
+from ..audit.schema import NON_CANARY_GROUPS
+from ..bounds.keys import confidence_key, confidence_of, confidence_tag
 from ..core.formatting import Table, ci, fmt, md_table
 
 #: where the flattened metrics record the confidences the audit ran with

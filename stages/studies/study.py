@@ -15,9 +15,9 @@ import functools
 
 import numpy as np
 
-from ..audit.ceiling import ideal_counts, percentile_mc, trial_bounds
-from ..audit.gdp import gdp_epsilon_lower_bound
-from ..audit.one_run import epsilon_lower_bound
+from ..bounds.ceiling import ideal_counts, percentile_mc, trial_bounds
+from ..bounds.gdp import gdp_epsilon_lower_bound
+from ..bounds.one_run import epsilon_lower_bound
 
 #: study.json row fields, in order
 FIELDS = ("design", "score", "threat_model", "k_pos", "k_neg", "seed", "phase", "profile", "experiment", "rev",

@@ -1,7 +1,7 @@
 """The ideal one-run audit over canary users, under example-level and user-level DP-SGD at one (epsilon, delta):
 what a user-level audit could show at best, computed before any user-level run (the plan's first step).
 
-The linear last-iterate model (``stages.audit.ceiling``), applied to users: a canary user holds k rows that share one
+The linear last-iterate model (``stages.bounds.ceiling``), applied to users: a canary user holds k rows that share one
 secret, so their clipped gradients add along one direction. Under **example-level** DP-SGD each row is sampled on its
 own at rate q, so a member user's statistic is Bin(k T, q) + N(0, T sigma^2): k times the inclusions against the
 same noise (the guarantee a user with k rows gets is group privacy, about k epsilon). Under **user-level** DP-SGD the
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..audit.ceiling import ideal_counts
 from ..audit.user_level import ideal_summaries
+from ..bounds.ceiling import ideal_counts
 from ..core.params import Accountant, check
 from ..core.privacy import calibrate_sigma
 from ..core.seeds import stream
@@ -93,7 +93,7 @@ def plan_ideals(*, epsilon: float, delta: float, sample_rate: float, steps: int,
     """At one (epsilon, delta, q, T): sigma from the accountant, then for each number of rows per canary user the
     ideal user-level audit under example-level and under user-level DP-SGD (``user_ideal``), and what r guesses, all
     right, could show at most (the test's cap)."""
-    from ..audit.one_run import epsilon_lower_bound
+    from ..bounds.one_run import epsilon_lower_bound
 
     sigma = calibrate_sigma(epsilon, delta, sample_rate, steps, accountant)
     out = {"epsilon": epsilon, "delta": delta, "sample_rate": sample_rate, "steps": steps, "noise_multiplier": sigma,

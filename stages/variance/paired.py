@@ -92,7 +92,8 @@ def plan(study, population: int, m: int, rule: tuple[int, int], accountant: str)
     """The study's design as the accountant and the ideal audit see it, before any model: q = b / population, the
     calibrated sigma, the ideal per-model count of correct guesses (mean, SD, over ``study.power_trials`` audits) and
     the power of each setting's test at ``study.effect`` (``power``; for the primary measure v only)."""
-    from ..audit.api import clip_guesses, ideal_counts
+    from ..bounds.ceiling import ideal_counts
+    from ..bounds.keys import clip_guesses
     from ..core.privacy import calibrate_sigma
     from ..core.seeds import stream
 

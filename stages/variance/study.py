@@ -13,7 +13,7 @@ Fixed in params (``variance.study``) and committed with this code before the fir
 * **Q1: does the audited epsilon-hat vary with the configuration?** Registered: Kruskal-Wallis of the primary
   one-run bound ``eps_lb_95`` across the configurations at ``alpha``, with its effect size
   eta^2_H = (H - k + 1) / (n - k) and its power under the ideal (the last-iterate model's prediction for each
-  configuration's q, T, sigma: ``stages.audit.ceiling``, a heuristic). Kruskal-Wallis assumes independent groups,
+  configuration's q, T, sigma: ``stages.bounds.ceiling``, a heuristic). Kruskal-Wallis assumes independent groups,
   which a blocked design does not give; the verdict is Friedman's test across configurations within the seed blocks
   (complete blocks only; effect size Kendall's W = chi^2 / (n (k - 1))), added after the models ran; the registered
   test stays reported beside it. The same tests of the other measures (the standardised member shift) are
@@ -37,7 +37,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..audit.schema import ideal_median_key
+from ..bounds.keys import ideal_median_key
 from .analysis import spearman_of
 
 INDEPENDENT = "independent groups (the registered test; this study's groups share their seeds)"
@@ -270,7 +270,8 @@ def config_summaries(rows: Sequence[Mapping], configs: Mapping, delta: float) ->
     the medians of each measure, and the pooled one-run test over its models (parallel composition: each of a
     configuration's models has its own seed, so its own canaries, membership coins and noise, and the union of
     their canaries is one valid audit of the configuration at (epsilon, delta); m, r and v add up)."""
-    from ..audit.api import epsilon_lower_bound, gdp_epsilon_lower_bound
+    from ..bounds.gdp import gdp_epsilon_lower_bound
+    from ..bounds.one_run import epsilon_lower_bound
 
     out = []
     for name, c in configs.items():
@@ -295,8 +296,9 @@ def config_summaries(rows: Sequence[Mapping], configs: Mapping, delta: float) ->
 def ideal_draws(summaries: Sequence[Mapping], m: int, rule: tuple[int, int], delta: float, trials: int,
                 seed: int) -> dict[str, np.ndarray]:
     """Each configuration's ideal one-run bounds at 95%: ``trials`` audits of the last-iterate linear model
-    (``stages.audit.ceiling``) at the q, T, sigma its models ran with, m canaries and the primary rule."""
-    from ..audit.api import clip_guesses, ideal_counts, trial_bounds
+    (``stages.bounds.ceiling``) at the q, T, sigma its models ran with, m canaries and the primary rule."""
+    from ..bounds.ceiling import ideal_counts, trial_bounds
+    from ..bounds.keys import clip_guesses
 
     k_pos, k_neg = clip_guesses(*rule, m)
     out = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping, Sequence
 
-from ..audit.schema import confidence_key, confidence_tag
+from ..bounds.keys import confidence_key, confidence_tag
 from ..core.formatting import Table, fmt, md_table
 from ..core.params import section_of
 from .grid import diverged

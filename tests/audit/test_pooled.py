@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from stages.audit.one_run import epsilon_lower_bound, guesses
 from stages.audit.params import AuditParams
 from stages.audit.pooled import design_look, median_interval, pooled_test
+from stages.bounds.one_run import epsilon_lower_bound, guesses
 from support import params
 
 PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,

@@ -5,10 +5,10 @@ import pyarrow as pa
 import pytest
 
 from stages.attack.schema import SCORES, AttackRecord, write_record
-from stages.audit.ceiling import last_iterate_epsilon
-from stages.audit.one_run import epsilon_lower_bound, guesses
 from stages.audit.params import AuditParams
 from stages.audit.summary import audit_run, by_length
+from stages.bounds.ceiling import last_iterate_epsilon
+from stages.bounds.one_run import epsilon_lower_bound, guesses
 from stages.core.errors import ConfigError, DataError
 from stages.core.io import write_json, write_table
 from stages.finetune.schema import RUN_VERSION, write_manifest

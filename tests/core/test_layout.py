@@ -37,7 +37,7 @@ from support import ROOT
 #: the project's packages: the stages, the flows over them and the ``leakaudit`` command line over both
 PACKAGES = ("stages", "flows", "leakaudit")
 #: what each shared package may import (besides itself); stage packages may import all of them
-SHARED = {"core": set(), "lm": {"core"}, "datasets": {"core"}}
+SHARED = {"core": set(), "lm": {"core"}, "datasets": {"core"}, "bounds": {"core"}}
 MAX_LINES = 60
 #: modules at the package root: stages/params.py is the root of params.yaml and imports every stage's params
 #: module; no stage imports it (a stage loading it would have every params module in its DVC deps)
@@ -169,6 +169,14 @@ def test_dvc_yaml_reads_data_before_code_in_under_450_lines():
         assert code == listed()[stage], stage  # nothing but the code deps after the mark
 
 
+def test_the_variance_stage_runs_no_module_of_the_audit_stage():
+    """The audit maths is shared code (stages/bounds/): the variance stage's closure holds none of the audit stage's
+    modules, so editing the audit stage reruns the audit, not the variance analysis."""
+    closure = closure_files("python -m stages.variance", ROOT)
+    assert any(f.startswith("stages/bounds/") for f in closure)
+    assert [f for f in closure if f.startswith("stages/audit/")] == []
+
+
 def test_a_missing_or_extra_dep_is_caught(tmp_path):
     """The check above can fail both ways: drop one code dep from a copy of dvc.yaml, or add one the stage does not
     import, and it names the stage and file; --write restores the equality."""
@@ -246,7 +254,7 @@ def test_stage_packages_import_only_shared_code_and_upstream_schemas(tmp_path):
 #: the public surface of the stages for the flows: the shared packages, the root params and the tools (any module of
 #: them), a stage's package itself, and its ``schema`` (contract), ``params`` (its section) and ``api`` (the
 #: functions flows call) modules; every other module of a stage is internal to it
-PUBLIC_PACKAGES = {"core", "lm", "datasets", "params", *TOOL_PACKAGES}
+PUBLIC_PACKAGES = {"core", "lm", "datasets", "bounds", "params", *TOOL_PACKAGES}
 PUBLIC_MODULES = {"schema", "params", "api"}
 
 

@@ -9,7 +9,8 @@ from flows.audit_study import plan
 from flows.sweep import check_points, collect
 from stages.audit.params import AuditParams, StudyParams
 from stages.audit.primary import primary_test
-from stages.audit.schema import METRICS_VERSION, confidence_key
+from stages.audit.schema import METRICS_VERSION
+from stages.bounds.keys import confidence_key
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params
 from stages.studies.compare import canary_table, sweep_markdown

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from stages.audit.schema import BoundKeys
+from stages.bounds.keys import BoundKeys
 from stages.core.formatting import flatten
 from stages.report.headline import (
     anchor,

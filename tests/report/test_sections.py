@@ -1,7 +1,7 @@
 """Report sections that turn checks into words: the blind-baseline verdicts and the canary-kind comparison."""
 from pathlib import Path
 
-from stages.audit.schema import BoundKeys
+from stages.bounds.keys import BoundKeys
 from stages.report.inputs import Inputs
 from stages.report.render import to_markdown
 from stages.report.sections.blind import blind_section

@@ -2,7 +2,7 @@
 (reports/user_level.json) with its prediction and what is not run yet."""
 import json
 
-from stages.audit.schema import BoundKeys
+from stages.bounds.keys import BoundKeys
 from stages.report.sections.user_level import user_audit_section, user_comparison_section
 from support import ROOT
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.audit.schema import BoundKeys
+from stages.bounds.keys import BoundKeys
 from stages.core.params import section_of
 from stages.report.build import SECTIONS
 from stages.report.headline import headline_markdown, headlines
@@ -176,8 +176,8 @@ def test_the_gaussian_and_composed_figures_are_the_audit_codes():
     """At the dp_eps8 recipe (reports/metrics.json: q = 0.2297, T = 10, sigma = 0.8154, accountant epsilon 8 at 1e-5):
     the Gaussian curve matched to (8, 1e-5) gives 2.80 at delta 0.1, the run's composed curve 1.52, not the other way
     round; the report and docs/method.md print those."""
-    from stages.audit.curve import accountant_epsilon
-    from stages.audit.gdp import gdp_epsilon, gdp_mu
+    from stages.bounds.curve import accountant_epsilon
+    from stages.bounds.gdp import gdp_epsilon, gdp_mu
 
     metrics = json.loads((ROOT / "reports/metrics.json").read_text())
     p = metrics["pooled"]["dp_eps8"]

@@ -3,9 +3,9 @@ same rule at the run's own (q, T, sigma), and the flow's plan (seeds, profiles, 
 import numpy as np
 import pytest
 
-from stages.audit.ceiling import ideal_audit
-from stages.audit.one_run import epsilon_lower_bound
 from stages.audit.params import StudyParams
+from stages.bounds.ceiling import ideal_audit
+from stages.bounds.one_run import epsilon_lower_bound
 from stages.studies.study import study_rows, summarise
 from support import params
 

@@ -3,7 +3,7 @@ times the inclusions against the same noise, under user-level DP one unit's; the
 T 10, 1000 canary users, 100 "in" guesses: about 2.49 at k = 4, the 3.47 cap at k = 8, about 0.4 user-level)."""
 import pytest
 
-from stages.audit.ceiling import ideal_counts
+from stages.bounds.ceiling import ideal_counts
 from stages.core.errors import ConfigError
 from stages.core.params import build
 from stages.studies.user_level import UserLevelPlanParams, plan_ideals, user_ideal

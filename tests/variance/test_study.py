@@ -106,7 +106,7 @@ def test_the_study_is_tested_only_once_every_registered_model_has_run(tmp_path):
     assert part["analysis"] is None and part["pending"] == 17 and "17 of 20" in part["withheld"]
     a = part["configs"][0]
     assert a["config"] == "A" and a["models"] == 3 and a["pooled"]["m"] == 3000 and a["pooled"]["r"] == 300
-    from stages.audit.one_run import epsilon_lower_bound
+    from stages.bounds.one_run import epsilon_lower_bound
 
     v = sum(r["v"] for r in synthetic_models(study, 3))
     assert a["pooled"]["v"] == v and a["pooled"]["eps_lb_95"] == epsilon_lower_bound(3000, 300, v, 1e-5, 0.95) > 0

@@ -1,7 +1,8 @@
 """Canary designs compared: each kind's loss-attack TPR, AUROC and corrected bound, and what the comparison rests on."""
 from __future__ import annotations
 
-from ...audit.schema import NON_CANARY_GROUPS, BoundKeys, clip_guesses
+from ...audit.schema import NON_CANARY_GROUPS
+from ...bounds.keys import BoundKeys, clip_guesses
 from ...core.formatting import Table, ci
 from ..inputs import Inputs, pct
 from ..render import Section

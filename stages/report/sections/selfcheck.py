@@ -63,7 +63,7 @@ def selfcheck_section(path: Path | None, mutants_path: Path | None = None) -> Se
         "scale (an exact χ² test on the never-drawn canaries), the clipped sensitivity (the members' movement per "
         "recorded draw), the inclusion law (draws against Bin(T, q)), the noise's independence across steps, and "
         "the one-run f-DP test of the final model against the accountant's own trade-off curve (q = 1: μ-GDP, the "
-        "claim itself; q < 1: the Poisson-subsampled Gaussian's, an assumption stated with stages/audit/curve.py); "
+        "claim itself; q < 1: the Poisson-subsampled Gaussian's, an assumption stated with stages/bounds/curve.py); "
         "plus an exact check that the optimizer's update is its update on the privatized gradient (DP-Adam(W) as "
         "post-processing). ε̂ columns are the one-run bounds beside the tests; the ideal is DP-SGD's last iterate "
         "(Adam's differs). " + verdict,

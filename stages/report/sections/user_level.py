@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...audit.schema import BoundKeys, mc_interval_key
+from ...bounds.keys import BoundKeys, mc_interval_key
 from ...core.formatting import Table, ci, fmt
 from ..headline import mc, status_words
 from ..render import Section

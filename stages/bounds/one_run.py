@@ -21,7 +21,7 @@ import math
 import numpy as np
 from scipy.special import bdtrc
 
-from .schema import clip_guesses
+from .keys import clip_guesses
 
 
 def _check(m: int, r: int, v: int) -> None:

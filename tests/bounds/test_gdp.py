@@ -9,8 +9,8 @@ from scipy.integrate import quad
 from scipy.optimize import brentq, linprog
 from scipy.stats import norm
 
-from stages.audit.gdp import gdp_delta, gdp_epsilon, gdp_epsilon_lower_bound, gdp_mu, gdp_mu_lower_bound, rejects
-from stages.audit.one_run import epsilon_lower_bound
+from stages.bounds.gdp import gdp_delta, gdp_epsilon, gdp_epsilon_lower_bound, gdp_mu, gdp_mu_lower_bound, rejects
+from stages.bounds.one_run import epsilon_lower_bound
 
 
 def _b(x, mu):

@@ -1,11 +1,11 @@
-"""The audit's bound record: every metrics key of a bound is built by ``BoundKeys`` (and nowhere else), and a test's
-bounds round-trip through the flat metrics keys."""
+"""The bounds' keys (stages/bounds/keys.py): every metrics key of a bound is built by ``BoundKeys`` (and nowhere
+else), and a test's bounds round-trip through the flat metrics keys."""
 import ast
 from pathlib import Path
 
 import pytest
 
-from stages.audit.schema import BOUND_STATS, BoundKeys, Bounds, confidence_key, mc_interval_key, mcse_key
+from stages.bounds.keys import BOUND_STATS, BoundKeys, Bounds, confidence_key, mc_interval_key, mcse_key
 from support import ROOT
 
 
@@ -47,7 +47,7 @@ def _key_fstrings(path: Path) -> list[str]:
 
 
 def test_no_fstring_builds_a_metric_key_outside_the_record_module():
-    record = ROOT / "stages" / "audit" / "schema.py"
+    record = ROOT / "stages" / "bounds" / "keys.py"
     files = [p for d in ("stages", "flows", "leakaudit") for p in (ROOT / d).rglob("*.py") if p != record]
     assert [hit for p in files for hit in _key_fstrings(p)] == []
     assert _key_fstrings(record)  # the check sees the record module's own key builders

@@ -1,15 +1,15 @@
-"""The f-DP one-run test against a run's own trade-off curve (stages/audit/curve.py)."""
+"""The f-DP one-run test against a run's own trade-off curve (stages/bounds/curve.py)."""
 import numpy as np
 import pytest
 
-from stages.audit.curve import (
+from stages.bounds.curve import (
     curve_epsilon_lower_bound,
     gaussian_b_inv,
     profile_b_inv,
     rejects_with,
     subsampled_gaussian_profile,
 )
-from stages.audit.gdp import gdp_delta, gdp_epsilon_lower_bound, gdp_mu_lower_bound
+from stages.bounds.gdp import gdp_delta, gdp_epsilon_lower_bound, gdp_mu_lower_bound
 
 
 def _gaussian_profile(mu):

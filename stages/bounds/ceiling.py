@@ -34,8 +34,8 @@ from scipy.stats import binom
 
 from ..core.privacy import calibrate_sigma
 from .gdp import gdp_epsilon_lower_bound
+from .keys import BoundKeys, clip_guesses, mc_interval_key, mcse_key
 from .one_run import epsilon_lower_bound, guesses
-from .schema import BoundKeys, clip_guesses, mc_interval_key, mcse_key
 
 
 def _mixture(sample_rate: float, steps: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,14 +1,14 @@
-"""The ideal audit's Monte Carlo error (stages/audit/ceiling.py): every simulated median and percentile carries one,
+"""The ideal audit's Monte Carlo error (stages/bounds/ceiling.py): every simulated median and percentile carries one,
 and the per-count bound cache computes each distinct (m, r, v) once without changing any value."""
 import math
 
 import numpy as np
 import pytest
 
-from stages.audit import one_run
-from stages.audit.ceiling import ideal_audit, ideal_counts, percentile_mc, quantile_mc, trial_bounds
 from stages.audit.params import AuditParams
 from stages.audit.pooled import pooled_test
+from stages.bounds import one_run
+from stages.bounds.ceiling import ideal_audit, ideal_counts, percentile_mc, quantile_mc, trial_bounds
 from support import params
 
 PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
@@ -49,7 +49,7 @@ def test_trial_bounds_compute_each_distinct_count_once(monkeypatch):
         calls.append(a)
         return real(*a)
 
-    monkeypatch.setattr("stages.audit.ceiling.epsilon_lower_bound", counting)
+    monkeypatch.setattr("stages.bounds.ceiling.epsilon_lower_bound", counting)
     got = trial_bounds(counts, 1e-5, 0.95)
     assert len(calls) == len(set(counts)) < len(counts)
     assert got.tolist() == [real(*c, 1e-5, 0.95) for c in counts]

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from stages.audit.one_run import epsilon_lower_bound, guesses, p_value
 from stages.audit.roc import auroc, bootstrap_ci, roc_curve, tpr_at_fpr
+from stages.bounds.one_run import epsilon_lower_bound, guesses, p_value
 
 
 def _pmf(k: int, r: int, p: float) -> float:

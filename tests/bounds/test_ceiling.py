@@ -7,9 +7,9 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import binom, norm
 
-from stages.audit.ceiling import ideal_audit, last_iterate_delta, last_iterate_epsilon
-from stages.audit.gdp import gdp_epsilon_lower_bound
-from stages.audit.one_run import epsilon_lower_bound
+from stages.bounds.ceiling import ideal_audit, last_iterate_delta, last_iterate_epsilon
+from stages.bounds.gdp import gdp_epsilon_lower_bound
+from stages.bounds.one_run import epsilon_lower_bound
 
 
 def integrated_delta(q, T, sigma, eps, points=60_001):
@@ -42,7 +42,7 @@ def test_matches_numerical_integration(q, T, sigma, delta):
 def test_public_point_and_the_gaussian_case():
     assert last_iterate_epsilon(0.028591851322373123, 80, 0.5706787109375, 1e-5) == pytest.approx(2.65, abs=5e-3)
     # q = 1, T = 1: N(1, sigma^2) vs N(0, sigma^2), the Gaussian mechanism with mu = 1 / sigma
-    from stages.audit.gdp import gdp_epsilon
+    from stages.bounds.gdp import gdp_epsilon
     assert last_iterate_epsilon(1.0, 1, 0.5, 1e-5) == pytest.approx(gdp_epsilon(2.0, 1e-5), rel=1e-6)
     assert last_iterate_delta(0.1, 50, 1.0, 100.0) == pytest.approx(0.0, abs=1e-12)
 
