@@ -120,7 +120,7 @@ def pools(ctx) -> dict[str, tuple[list[str], list[str], list[bool]]]:
                  "model-free: cross-validated classifier on the text alone (length, format, character n-grams)",
                  threat_model="none: never queries the model", baseline=True)
 def blind(ctx, params) -> tuple[pa.Table, dict]:
-    from .membership import _table
+    from .scores import table
 
     ids, groups, members, scores, about = [], [], [], [], {}
     for group, (item_ids, texts, member) in pools(ctx).items():
@@ -133,4 +133,4 @@ def blind(ctx, params) -> tuple[pa.Table, dict]:
             groups += [group] * len(item_ids)
             members += list(member)
             scores += s.tolist()
-    return _table(ids, groups, members, scores), about
+    return table(ids, groups, members, scores), about

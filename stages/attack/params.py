@@ -123,7 +123,7 @@ class ReferenceParams:
         return out
 
 
-#: the per-example membership scores (``membership.PER_EXAMPLE``), the choices of ``attack.user_score``
+#: the per-example membership scores (``scores.PER_EXAMPLE``), the choices of ``attack.user_score``
 PER_EXAMPLE_SCORES = ("loss", "ref_ratio", "zlib", "min_k", "min_k_pp", "ez_mia")
 
 

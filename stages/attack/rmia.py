@@ -19,8 +19,8 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .membership import _table
 from .registry import register_attack
+from .scores import table
 
 
 def rmia_scores(target: Sequence[np.ndarray], references: Sequence[Sequence[np.ndarray]], a: float) -> np.ndarray:
@@ -42,4 +42,4 @@ def rmia(ctx, params) -> pa.Table:
     items = ctx.items("text")
     refs = [ctx.scores_of(name, items) for name in ctx.reference_sets]
     scores = rmia_scores(ctx.target(items), refs, params.references.a)
-    return _table([it.item_id for it in items], [it.group for it in items], [it.member for it in items], scores)
+    return table([it.item_id for it in items], [it.group for it in items], [it.member for it in items], scores)

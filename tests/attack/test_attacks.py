@@ -10,9 +10,10 @@ from stages.attack.catalog import ATTACKS
 from stages.attack.context import AttackContext
 from stages.attack.exposure import exposures
 from stages.attack.inversion import invert, prf
-from stages.attack.membership import loss_scores, min_k_scores, ratio_scores, user_scores, zlib_scores
 from stages.attack.memorization import attribute_hit, draw_arms, sampled_rates, verbatim_share
 from stages.attack.params import AttackParams, GenerationParams
+from stages.attack.scores import loss_scores, min_k_scores, ratio_scores, zlib_scores
+from stages.attack.user_inference import user_scores
 from stages.audit.roc import auroc
 from stages.canaries.formatted import candidates
 from stages.core.artifacts import locations

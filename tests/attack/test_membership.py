@@ -8,9 +8,10 @@ import torch
 
 from stages.attack.catalog import ATTACKS
 from stages.attack.context import AttackContext, Item
-from stages.attack.membership import PER_EXAMPLE, ratio_scores, user_scores
 from stages.attack.params import PER_EXAMPLE_SCORES, AttackParams
 from stages.attack.rmia import rmia_scores
+from stages.attack.scores import PER_EXAMPLE, ratio_scores
+from stages.attack.user_inference import user_scores
 from stages.audit.roc import auroc
 from stages.core.artifacts import locations
 from stages.core.errors import ConfigError

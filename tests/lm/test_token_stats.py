@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from stages.attack.membership import ez_score, ez_scores, min_k_pp_scores
+from stages.attack.scores import ez_score, ez_scores, min_k_pp_scores
 from stages.lm.examples import make_example
 from stages.lm.scoring import token_logprobs
 from stages.lm.token_stats import score_tokens
