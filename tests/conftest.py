@@ -29,9 +29,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 def template_first(items) -> None:
-    """Sort ``items`` (stably) by file: the first file that needs the reproduced tiny project, then every file that
-    does not, then the others. pytest-xdist's loadfile hands out files in this order, so one worker reproduces the
-    project (minutes) while the other runs what needs no project, instead of waiting on the build's lock."""
+    """Sort ``items`` (stably) by file: the first file that needs the reproduced tiny project (one marked ``longest``
+    if any), then every file that does not, then the others. pytest-xdist's loadfile hands out files in this order, so
+    one worker reproduces the project (minutes) and runs the longest test while the other runs what needs no project,
+    instead of waiting on the build's lock or idling at the end while the longest test runs alone."""
     def needs(item) -> bool:
         return bool({"reproduced_template", "reproduced_project"} & set(getattr(item, "fixturenames", ())))
 
@@ -40,7 +41,8 @@ def template_first(items) -> None:
 
     files = list(dict.fromkeys(file(item) for item in items))
     need = {file(item) for item in items if needs(item)}
-    dependent = [f for f in files if f in need]
+    longest = {file(item) for item in items if item.get_closest_marker("longest")}
+    dependent = sorted((f for f in files if f in need), key=lambda f: f not in longest)
     order = dependent[:1] + [f for f in files if f not in need] + dependent[1:]
     rank = {f: k for k, f in enumerate(order)}
     items.sort(key=lambda item: rank[file(item)])

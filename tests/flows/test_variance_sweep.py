@@ -9,7 +9,7 @@ import yaml
 
 from support import PYTHON, run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.longest]  # about 13 min: scheduled first (tests/conftest.py)
 
 
 def test_two_point_sweep_on_a_local_cluster_through_git_and_dvc_remotes(reproduced_project, tmp_path):
