@@ -32,7 +32,8 @@ def template_first(items) -> None:
     """Sort ``items`` (stably) by file: the first file that needs the reproduced tiny project (one marked ``longest``
     if any), then every file that does not, then the others. pytest-xdist's loadfile hands out files in this order, so
     one worker reproduces the project (minutes) and runs the longest test while the other runs what needs no project,
-    instead of waiting on the build's lock or idling at the end while the longest test runs alone."""
+    instead of waiting on the build's lock or idling at the end while the longest test runs alone. Only with
+    ``--no-loadscope-reorder`` (.ci/run, README): by default pytest-xdist reorders files by their number of tests."""
     def needs(item) -> bool:
         return bool({"reproduced_template", "reproduced_project"} & set(getattr(item, "fixturenames", ())))
 
