@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Iterable
 
 from stages.core import vcs
+from stages.core.errors import ConfigError
 
 
 def preset_lines(repo: Path, preset: str) -> list[str]:
@@ -37,6 +39,28 @@ def keep_records(repo: Path, rev: str, name: str, records: Path) -> tuple[str, d
     (repo / kept["params"]).write_text(params_text)
     (repo / kept["lock"]).write_text(vcs.git(repo, "show", f"{rev}:dvc.lock"))
     return params_text, {k: str(v) for k, v in kept.items()}
+
+
+def carried(table: Path, repo: Path, found: Iterable[str], design: Any) -> list[dict]:
+    """The experiments the table at ``table`` already shows whose commits this checkout lacks, as it recorded them.
+
+    An experiment's commit lives in the checkout that ran it (a fresh clone holds no ``refs/exps``), so a table
+    rebuilt elsewhere would otherwise drop the experiments run before; their params.yaml and dvc.lock are kept beside
+    the table (git-tracked). Refused, naming the table: a carried experiment whose kept files are missing, or a table
+    written under another design than ``design`` (today's) while it holds experiments to carry."""
+    if not table.is_file():
+        return []
+    data = json.loads(table.read_text())
+    found = set(found)
+    out = [e for e in data.get("experiments", []) if e["experiment"] not in found]
+    if out and data.get("design") != design:
+        raise ConfigError(f"{table}: its experiments ran under another design than today's (restore that design, or "
+                          f"remove them from the table)")
+    for e in out:
+        missing = [e[k] for k in ("params", "lock") if not (repo / e[k]).is_file()]
+        if missing:
+            raise ConfigError(f"{table}: experiment {e['experiment']}: its kept record {missing[0]} is missing")
+    return out
 
 
 def write_table(path: Path, data: dict) -> None:

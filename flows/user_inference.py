@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from flows.experiments import experiment_commits, keep_records, preset_lines, write_table
+from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
 from stages.core import vcs
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
@@ -59,11 +59,14 @@ def design_commit(repo: Path) -> str | None:
 
 def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
     """reports/user_inference.json: the design and its commit, and per experiment its rows, with its params.yaml and
-    dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the checkout that ran it)."""
+    dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the checkout that ran it); the
+    table's experiments run in another checkout are kept as it recorded them (``flows.experiments.carried``)."""
     commit = design_commit(repo)
     raw_design = read_params(repo / "params.yaml")["user_inference"]
     out = {"design": raw_design, "design_commit": commit, "recipe": PRESET, "experiments": []}
-    for name, rev in sorted(experiment_commits(repo, PREFIX).items()):
+    commits = experiment_commits(repo, PREFIX)
+    out["experiments"] += carried(repo / records.with_suffix(".json"), repo, commits, raw_design)
+    for name, rev in sorted(commits.items()):
         ran_under = yaml.safe_load(vcs.git(repo, "show", f"{rev}:studies.yaml")).get("user_inference")
         if ran_under != raw_design:  # the table states the design it shows was fixed before its runs
             raise ConfigError(f"experiment {name}: ran under another studies.yaml user_inference design than today's "
@@ -75,6 +78,7 @@ def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
         seed = section_of(raw, "canaries.users.seed")
         out["experiments"].append({"experiment": name, "commit": rev, "length": length, "seed": seed,
                                    **kept, "rows": inference_rows(metrics, design.attack, length, seed, commit)})
+    out["experiments"].sort(key=lambda e: e["experiment"])
     return out
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from flows.experiments import experiment_commits, keep_records, preset_lines, write_table
+from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
 from stages.core import vcs
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
@@ -74,9 +74,12 @@ def run_experiment(repo: Path, design: UserLevelPlanParams, k: int, seed: int) -
 def table(repo: Path, plan: dict, records: Path) -> dict:
     """reports/user_level.json: the design (its prediction included) and its plan's commit, and per experiment its
     rows, with its params.yaml and dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the
-    checkout that ran it, its lock travels with the table)."""
+    checkout that ran it, its lock travels with the table); the table's experiments run in another checkout are kept
+    as it recorded them (``flows.experiments.carried``)."""
     out = {"design": plan["design"], "design_commit": plan["design_commit"], "recipe": PRESET, "experiments": []}
-    for name, rev in sorted(experiment_commits(repo, "user-level-k").items()):
+    commits = experiment_commits(repo, "user-level-k")
+    out["experiments"] += carried(repo / records.with_suffix(".json"), repo, commits, plan["design"])
+    for name, rev in sorted(commits.items()):
         params_text, kept = keep_records(repo, rev, name, records)
         raw = yaml.safe_load(params_text)
         metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
@@ -84,6 +87,7 @@ def table(repo: Path, plan: dict, records: Path) -> dict:
                                    "seed": section_of(raw, "canaries.seed"),
                                    **kept,
                                    "rows": comparison_rows(metrics, plan["design_commit"])})
+    out["experiments"].sort(key=lambda e: e["experiment"])
     return out
 
 
