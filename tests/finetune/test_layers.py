@@ -67,6 +67,7 @@ print(strategy.name, "|", why)
 '''
 
 
+@pytest.mark.slow  # two fresh interpreters importing torch and opacus (7 s of the fast tier's 130 CPU-seconds)
 def test_a_new_layer_type_is_one_new_module(tmp_path):
     """In a copy of the tree, a model with an unknown layer falls back to hooks; adding one module to layers/ (no
     other file touched) makes auto pick book-keeping: opacus gets its samplers, ghost its norm, bk its clipped sum."""
