@@ -1,6 +1,6 @@
 """The DP engine on a CUDA device (bf16 autocast in training, fp32 scoring) against itself and the CPU.
 
-A tiny random Llama (tests/support.make_tiny_lm) with a BPE tokenizer trained on the vendored PersonaChat, converted
+A tiny random Llama (testkit.models.make_tiny_lm) with a BPE tokenizer trained on the vendored PersonaChat, converted
 by the real base_model code. Per paradigm (LoRA; full fine-tuning with the embeddings) and clipping (1e-2: every
 example clipped; 1e3: none): one DP-SGD step's update (noise off, lr 1, 8 canaries in chunks of 3) in hooks, ghost
 and bk on the device, against device hooks and against CPU hooks (relative L2 difference: bf16 rounding is about
@@ -14,23 +14,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
 def tiny_base(tmp: Path) -> Path:
     """A tiny random Llama and a 400-token BPE tokenizer, converted as the base_model stage does."""
+    from testkit.models import make_tiny_lm
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     from stages.base_model.convert import convert
     from stages.base_model.params import ModelParams
-    from support import make_tiny_lm
 
     tk = Tokenizer(models.BPE(unk_token=None))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -50,8 +48,8 @@ def tiny_base(tmp: Path) -> Path:
 
 def one_step(base: Path, device, mode: str, clip: float, paradigm: str, emb: bool) -> dict:
     """The parameter change of one noise-free DP-SGD step (lr 1) through the engine's dp_step on ``device``
-    (tests/support.one_dp_step, the CPU tests' own step), moved to the CPU."""
-    from support import one_dp_step
+    (testkit.models.one_dp_step, the CPU tests' own step), moved to the CPU."""
+    from testkit.models import one_dp_step
 
     delta, *_ = one_dp_step(base, mode, clip, False, paradigm, emb, device=device)
     return {n: d.float().cpu() for n, d in delta.items()}
@@ -69,11 +67,11 @@ def main() -> None:
     args = ap.parse_args()
     import numpy as np
     import torch
+    from testkit.models import canary_rows, dp_params, tiny_canary_lm
 
     from stages.finetune.loop import TrainConfig, train
     from stages.lm.examples import canary_examples
     from stages.lm.scoring import token_logprobs
-    from support import canary_rows, dp_params, tiny_canary_lm
 
     cpu = torch.device("cpu")
     dev = cpu if args.cpu else torch.device("cuda")

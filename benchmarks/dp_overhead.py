@@ -27,8 +27,6 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 def rss_mb() -> float:
     with open("/proc/self/status") as fh:

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 import time
 import warnings
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None) -> int:

@@ -16,11 +16,7 @@ Prints tokens/s of each and the ratios ours/bare (goal >= 0.9) and ours/loop (go
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def args_of():

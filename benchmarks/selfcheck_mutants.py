@@ -1,4 +1,4 @@
-"""Flag rates of the DP engine self-check over fresh seeds: each broken mechanism of tests/mutants.py, and the
+"""Flag rates of the DP engine self-check over fresh seeds: each broken mechanism of tests/testkit/mutants.py, and the
 correct engine (false flags), each on a configuration of the default set, judged at the default family's level
 (alpha / (configurations x tests)), as ``leakaudit selfcheck`` judges it. Most run on the transformer probe: its
 m is the default set's smallest (the weakest noise test) and it is the fastest.
@@ -18,12 +18,10 @@ import collections
 import contextlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from leakaudit import selfcheck as flow  # noqa: E402
 from stages.core.params import load  # noqa: E402
@@ -52,7 +50,7 @@ SETUPS = [
     # sharded (added after reports/selfcheck_mutants.json was written; run alone with --only 13 14: docs/results.md)
     (None, dict(mode="ghost_fsdp", paradigm="lora")),
     ("rank_noise", dict(mode="ghost_fsdp", paradigm="lora")),
-    # bugs DP libraries shipped in 2026 (tests/mutants.py), where each can occur; --only 15 .. 25 --merge
+    # bugs DP libraries shipped in 2026 (tests/testkit/mutants.py), where each can occur; --only 15 .. 25 --merge
     (None, dict(mode="ghost", probe="transformer")),
     (None, dict(mode="ghost", paradigm="rows", probe="linear")),
     (None, dict(mode="hooks", probe="transformer")),
@@ -80,7 +78,7 @@ def pick(sc: SelfcheckParams, match: dict) -> S.Config:
 
 
 def main() -> None:
-    import mutants
+    from testkit import mutants
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
@@ -93,7 +91,7 @@ def main() -> None:
     sc = load(SelfcheckParams, "selfcheck", ROOT / "params.yaml")
     family = len(sc.configs)
     os.chdir(ROOT)
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), str(ROOT)])
+    os.environ["PYTHONPATH"] = str(ROOT)
     rows, at = [], commit()  # the code the rows run (read before they run: a checkout may move meanwhile)
     for i, (name, match) in enumerate(SETUPS):
         if args.only is not None and str(i) not in args.only:
@@ -102,7 +100,7 @@ def main() -> None:
         t0, flags, named = time.time(), 0, collections.Counter()
         for s in range(args.first_seed, args.first_seed + args.seeds):
             os.environ["SELFCHECK_MUTANT"] = name or ""
-            module = "mutants" if name and config.processes > 1 else "stages.selfcheck.trials"
+            module = "testkit.mutants" if name and config.processes > 1 else "stages.selfcheck.trials"
             ctx = mutants.mutant(name) if name and config.processes == 1 else contextlib.nullcontext()
             with ctx:
                 (row,) = flow.check(sc, [config], seed=s, module=module, mutant=name, log=lambda _: None,

@@ -25,8 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 CONFIGS = {"one process": (1, "ddp"), "DDP": (2, "ddp"), "FSDP": (2, "fsdp")}
 
 #: (name, hidden, intermediate, layers, attention heads, kv heads, vocab, tied embeddings) of the modelled models

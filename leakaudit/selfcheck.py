@@ -18,7 +18,7 @@ def check(sc: SelfcheckParams, configs: Sequence[trials.Config] | None = None, s
     """Train and judge every configuration; rows as reports/selfcheck.json holds them. ``family``: the number of
     configurations the tests are corrected for (default: those checked here; a test checking one configuration at
     the default set's level passes the default set's size). ``module``/``mutant``: a test's broken engine
-    (tests/mutants.py) for the torchrun workers, and its name."""
+    (tests/testkit/mutants.py) for the torchrun workers, and its name."""
     configs = list(configs or trials.configs_of(sc))
     base = sc.seed if seed is None else seed
     rows = []

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from testkit.models import make_tiny_lm
+from testkit.project import ROOT, Reproduced, clone_project, copy_project, run, tiny_params
 
 from stages.core.env import apply_offline_env
-from support import ROOT, Reproduced, clone_project, copy_project, make_tiny_lm, run, tiny_params
 
 # what the stage CLIs set in their entry point (stages.core.cli), for the library code the tests call directly
 apply_offline_env()
@@ -141,7 +142,7 @@ def reproduced_project(reproduced_template, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir_of(tmp_path_factory, tiny_tokenizer, tiny_model_dir):
-    """arch -> a tiny random model of that architecture (support.make_tiny_lm) + the tiny tokenizer, saved once
+    """arch -> a tiny random model of that architecture (testkit.models.make_tiny_lm) + the tiny tokenizer, saved once
     per session as a local HF model directory; "llama" is ``tiny_model_dir``."""
     made = {"llama": tiny_model_dir}
 

@@ -4,6 +4,9 @@ import copy
 import numpy as np
 import pytest
 import torch
+from testkit.data import users_dataset
+from testkit.models import make_tiny_lm
+from testkit.project import params, project_raw
 
 from stages.attack.acr import gcg_shortest_prompt
 from stages.attack.catalog import ATTACKS
@@ -24,7 +27,6 @@ from stages.lm.canary_lm import CanaryLM
 from stages.lm.examples import make_example
 from stages.lm.generate import generate
 from stages.lm.scoring import output_rows, token_logprobs
-from support import make_tiny_lm, params, project_raw, users_dataset
 
 V = 200
 

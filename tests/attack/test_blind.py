@@ -2,12 +2,12 @@
 an exchangeable one (the flag, its Bonferroni family and what the report says differs)."""
 import numpy as np
 import pytest
+from testkit.project import params
 
 from stages.attack.blind import FEATURES, blind_scores, feature_differences, numeric_features, pool_fingerprint
 from stages.audit.params import AuditParams
 from stages.audit.roc import auroc
 from stages.audit.shift import blind_pool, shift_check
-from support import params
 
 WORDS = [f"w{i}" for i in range(300)]
 

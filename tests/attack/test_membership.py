@@ -5,6 +5,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from testkit.models import tiny_canary_lm
+from testkit.project import params, project_raw
 
 from stages.attack.catalog import ATTACKS
 from stages.attack.context import AttackContext, Item
@@ -18,7 +20,6 @@ from stages.core.errors import ConfigError
 from stages.datasets import get_dataset
 from stages.lm.batching import chunks
 from stages.lm.examples import make_example
-from support import params, project_raw, tiny_canary_lm
 
 
 @pytest.fixture()

@@ -4,13 +4,13 @@ sets the project has run, and the audit reads a bound's status from it."""
 import json
 
 import pytest
+from testkit.project import ROOT, project_raw
 
 from stages.audit.ledger import Ledger, LedgerEntry, design_key, read_ledger, write_ledger
 from stages.audit.params import SeedRegistry
 from stages.core.errors import DataError
 from stages.core.params import load
 from stages.core.seeds import DERIVATION
-from support import ROOT, project_raw
 
 REGISTRY = SeedRegistry(development=(1, 2, 3), preregistered=(4, 5, 6, 7, 8, 9), ledger="l.json")
 
@@ -104,8 +104,9 @@ def test_the_audit_users_keys_leave_an_example_level_recipes_design_as_it_was():
     design key (and its seed set's status) is the one it had before they existed; a run with them has another."""
     import copy
 
+    from testkit.project import project_raw
+
     from stages.audit.ledger import design_key
-    from support import project_raw
 
     raw = project_raw()
     before = copy.deepcopy(raw)
@@ -124,8 +125,9 @@ def test_canary_users_documents_at_all_leave_a_recipes_design_as_it_was():
     a cap on the documents is another design."""
     import copy
 
+    from testkit.project import project_raw
+
     from stages.audit.ledger import design_key
-    from support import project_raw
 
     raw = project_raw()
     assert raw["canaries"]["users"]["documents"] == [None]

@@ -3,6 +3,7 @@ Bonferroni-corrected over its distinct tests (identical rankings counted once)."
 import numpy as np
 import pyarrow as pa
 import pytest
+from testkit.project import params
 
 from stages.attack.schema import SCORES, AttackRecord, write_record
 from stages.audit.params import AuditParams
@@ -12,7 +13,6 @@ from stages.bounds.one_run import epsilon_lower_bound, guesses
 from stages.core.errors import ConfigError, DataError
 from stages.core.io import write_json, write_table
 from stages.finetune.schema import RUN_VERSION, write_manifest
-from support import params
 
 M = 1000
 

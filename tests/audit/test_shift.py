@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from testkit.project import params
 
 from stages.attack.blind import blind_scores, feature_differences, pool_fingerprint
 from stages.audit.params import AuditParams
@@ -14,7 +15,6 @@ from stages.report.inputs import Inputs
 from stages.report.render import to_markdown
 from stages.report.sections.blind import blind_section
 from stages.report.sections.membership import canary_users_table, mia_section
-from support import params
 
 AUDIT = params(AuditParams, "audit", bootstrap=300, shift_check={"power_trials": 1000})
 WORDS = [f"w{i}" for i in range(400)]

@@ -2,11 +2,11 @@
 Steinke test over users, and the ideal of the same test under example-level and user-level DP."""
 import numpy as np
 import pytest
+from testkit.project import params
 
 from stages.audit.params import AuditParams
 from stages.audit.user_level import per_user, user_test, with_user_ideal
 from stages.core.privacy import calibrate_sigma
-from support import params
 
 
 def _audit(**kw) -> AuditParams:

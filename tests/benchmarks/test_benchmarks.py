@@ -3,8 +3,7 @@ docs cite can always be reproduced by the command next to it."""
 import json
 
 import pytest
-
-from support import PYTHON, ROOT, run
+from testkit.project import PYTHON, ROOT, run
 
 pytestmark = pytest.mark.slow
 

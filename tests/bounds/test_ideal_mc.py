@@ -4,12 +4,12 @@ import math
 
 import numpy as np
 import pytest
+from testkit.project import params
 
 from stages.audit.params import AuditParams
 from stages.audit.pooled import pooled_test
 from stages.bounds import one_run
 from stages.bounds.ceiling import ideal_audit, ideal_counts, percentile_mc, quantile_mc, trial_bounds
-from support import params
 
 PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
            "delta": 1e-5, "optimizer": "DP-sgd", "accountant": "prv", "secure_rng": False}

@@ -4,9 +4,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from testkit.project import ROOT
 
 from stages.bounds.keys import BOUND_STATS, BoundKeys, Bounds, confidence_key, mc_interval_key, mcse_key
-from support import ROOT
 
 
 @pytest.mark.parametrize("bounds", [Bounds(0.95, 1.853, 1.31, 2.02), Bounds(0.99, 0.0, 0.0, None),

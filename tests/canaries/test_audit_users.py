@@ -2,12 +2,12 @@
 one seeded coin per user, drawn from a named stream, checked by their GX suite."""
 import numpy as np
 import pytest
+from testkit.project import params
 
 from stages.canaries.audit_users import AuditUsersParams, audit_users_suite, build_audit_users
 from stages.canaries.kinds import Vocab
 from stages.core.errors import ConfigError, DataError
 from stages.core.gx import check_suites
-from support import params
 
 VOCAB = Vocab(base_size=500, allowed=np.arange(10, 400))
 

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from testkit.project import params
 
 from stages.canaries.build import base_next_token, build_canaries
 from stages.canaries.checks import member_share_band
@@ -11,7 +12,6 @@ from stages.canaries.formatted import build_formatted
 from stages.canaries.kinds import CANARY_KINDS, Corpus, KindContext, Vocab, build_kind
 from stages.canaries.params import CanaryParams, FormattedParams
 from stages.core.errors import ConfigError, DataError
-from support import params
 
 
 def canary_params(**overrides) -> CanaryParams:

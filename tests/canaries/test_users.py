@@ -4,13 +4,14 @@ accordingly, at most ``documents`` of a held-in user's documents."""
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from testkit.data import SPLITS, users_dataset
+from testkit.project import params
 
 from stages.canaries.params import CanaryUsersParams
 from stages.canaries.users import build_canary_users
 from stages.core.errors import ConfigError
 from stages.datasets import get_dataset
 from stages.datasets.users import apply_canary_users, canary_user_split
-from support import SPLITS, params, users_dataset
 
 ENRON_COLUMNS = ("message_id", "body")  # enron_users' user_columns
 USERS = get_dataset("enron_users")

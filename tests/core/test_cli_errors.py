@@ -4,6 +4,7 @@ import sys
 
 import pytest
 import yaml
+from testkit.project import ROOT, tiny_params
 
 from stages.attack import __main__ as attack
 from stages.audit import __main__ as audit
@@ -13,7 +14,6 @@ from stages.finetune import __main__ as finetune
 from stages.preprocess import __main__ as preprocess
 from stages.report import __main__ as report
 from stages.secrets import __main__ as secrets
-from support import ROOT, tiny_params
 
 
 def _params(tmp_path, tiny_model_dir, **edits):

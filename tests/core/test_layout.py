@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from testkit.project import ROOT
 
 from flows.deps import (
     CODE_MARK,
@@ -32,7 +34,6 @@ from flows.deps import (
     sources,
     write,
 )
-from support import ROOT
 
 #: the project's packages: the stages, the flows over them and the ``leakaudit`` command line over both
 PACKAGES = ("stages", "flows", "leakaudit")
@@ -424,3 +425,14 @@ def test_no_code_reads_a_role_or_optimizer_out_of_a_string():
             for path in sorted((ROOT / top).rglob("*.py"))
             for i, line in enumerate(path.read_text().splitlines(), 1) if SENTENCE_TESTS.search(line)]
     assert hits == []
+
+
+def test_benchmarks_reach_the_testkit_and_the_stages_without_sys_path(tmp_path):
+    """The test-support package is installed with the project (tests/testkit): a benchmark imports it, and the stages,
+    from any directory without touching sys.path or PYTHONPATH."""
+    touching = [p.name for p in sorted((ROOT / "benchmarks").glob("*.py")) if "sys.path" in p.read_text()]
+    assert touching == []
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = "import testkit.project, testkit.mutants, stages; print(testkit.project.ROOT)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and Path(out.stdout.strip()) == ROOT, out.stderr[-2000:]

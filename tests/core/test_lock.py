@@ -12,9 +12,9 @@ import shutil
 import subprocess
 
 import pytest
+from testkit.project import ROOT
 
 from flows.deps import closure_files, stale
-from support import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -3,6 +3,7 @@ import dataclasses
 import typing
 
 import pytest
+from testkit.project import ROOT
 
 from stages.audit.params import AuditParams
 from stages.canaries.params import CanaryParams
@@ -13,7 +14,6 @@ from stages.datasets import DATASETS
 from stages.finetune.params import FinetuneParams, load_finetune
 from stages.params import SECTIONS as ROOT_SECTIONS
 from stages.params import TOP_LEVEL, load_params, validate_params
-from support import ROOT
 
 #: every params section and the dataclass that reads it: the root's sections (which refuse a top-level key without
 #: one) and each dataset spec's own class
@@ -280,9 +280,9 @@ def test_read_params_keeps_no_state_between_calls(tmp_path, order):
     """What a params file declares (a text dataset) resolves against that file's params only: loading another file
     before or after it changes nothing, in either order."""
     import yaml
+    from testkit.data import text_project
 
     from stages.datasets import dataset_names, get_dataset
-    from support import text_project
 
     (tmp_path / "a").mkdir()
     declaring, _ = text_project(tmp_path / "a", {"path": "data/raw/tickets.jsonl", "text_field": "body"})
@@ -315,8 +315,7 @@ def test_an_audit_rule_naming_an_attack_a_run_does_not_run_fails_at_load(tmp_pat
     import subprocess
 
     import yaml
-
-    from support import PYTHON
+    from testkit.project import PYTHON
 
     raw = read_params(ROOT / "params.yaml")
     raw["runs"]["nondp"] = {**(raw["runs"]["nondp"] or {}), "canaries": True}

@@ -2,10 +2,10 @@
 import copy
 
 import pytest
+from testkit.project import project_raw
 
 from stages.core.errors import ConfigError
 from stages.core.replicas import load_replicas, replica_raw, replicas_of
-from support import project_raw
 
 
 def _raw(sets):

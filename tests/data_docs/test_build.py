@@ -30,9 +30,9 @@ def test_the_stage_renders_every_processed_dataset_with_results(tmp_path):
     """`python -m stages.data_docs`: one page per suite of each processed folder holding gx_results.json (a folder
     without one is not a dataset with contracts), and the index, under report.out_dir/data_docs."""
     import yaml
+    from testkit.project import ROOT
 
     from stages.data_docs.__main__ import main
-    from support import ROOT
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["preprocess"]["out_dir"], p["report"]["out_dir"] = str(tmp_path / "processed"), str(tmp_path / "reports")

@@ -2,11 +2,11 @@
 import copy
 
 import pytest
+from testkit.project import params
 
 from stages.core.errors import DataError
 from stages.core.gx import check_suites
 from stages.datasets import CANDIDATES, Processed, get_dataset
-from support import params
 
 
 def check_processed(dataset: str, processed: Processed, ds_params, where: str) -> dict:

@@ -3,13 +3,13 @@ import json
 from pathlib import Path
 
 import pytest
+from testkit.project import params, project_raw
 
 from stages.core.errors import ConfigError, DataError
 from stages.datasets import get_dataset
 from stages.datasets.enron import frequent_correspondents, machine_filters
 from stages.datasets.enron_users import mailbox_users
 from stages.datasets.personachat import read_parlai
-from support import params, project_raw
 
 
 def build(name: str, **overrides):

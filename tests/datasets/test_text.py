@@ -9,12 +9,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from testkit.data import TICKETS, text_spec, write_jsonl
+from testkit.data import preprocess_text as preprocess
+from testkit.data import text_project as project
+from testkit.project import PYTHON, ROOT
 
 from stages.core.errors import ConfigError, DataError
 from stages.core.params import read_params
-from support import PYTHON, ROOT, TICKETS, text_spec, write_jsonl
-from support import preprocess_text as preprocess
-from support import text_project as project
 
 
 def test_a_jsonl_with_a_user_field_is_split_by_user_and_checked(tmp_path):

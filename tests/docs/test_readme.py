@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 import yaml
+from testkit.project import ROOT
 
 from stages.core.params import read_params
-from support import ROOT
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

@@ -8,9 +8,9 @@ import re
 
 import pytest
 import yaml
+from testkit.project import ROOT, clone_project, run, tiny_params, without_replicas
 
 from stages.core.params import deep_merge, read_params
-from support import ROOT, clone_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 

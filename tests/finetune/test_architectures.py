@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
+from testkit.models import dp_params, one_dp_step
+from testkit.models import tiny_canary_lm as tiny_model
 from transformers.pytorch_utils import Conv1D
 
 from stages.core.errors import ConfigError
@@ -24,8 +26,6 @@ from stages.lm.batching import collate
 from stages.lm.examples import canary_examples
 from stages.lm.scoring import token_logprobs
 from stages.lm.trainable import Trainable, load_model, lora_targets, save_model
-from support import dp_params, one_dp_step
-from support import tiny_canary_lm as tiny_model
 
 CPU = torch.device("cpu")
 ARCHS = ["gpt2", "qwen2", "gpt_neox"]

@@ -1,14 +1,14 @@
 """The model reaches its device before any DP wrapping, and its LoRA weights change under DP steps on the device used
 (CUDA where there is one, else the CPU). Hooks registered on a PEFT model before its parameters reach the device
 (opacus#820, peft#3409) left LoRA weights unchanged on CUDA while the loss fell and epsilon accrued: not a privacy
-failure, so the DP self-check does not judge it; this check does (tests/mutants.py: ``lora_device_late``)."""
+failure, so the DP self-check does not judge it; this check does (tests/testkit/mutants.py: ``lora_device_late``)."""
 import pytest
 import torch
+from testkit import mutants
+from testkit.models import canary_rows, dp_params, tiny_canary_lm
 
-import mutants
 from stages.finetune.loop import TrainConfig, train
 from stages.lm.examples import canary_examples
-from support import canary_rows, dp_params, tiny_canary_lm
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 STEPS = 3

@@ -3,14 +3,14 @@ paradigm: one DP step with noise off gives the same clipped, summed gradient; wi
 is the same."""
 import pytest
 import torch
+from testkit.models import canary_rows, dp_params, one_dp_step
+from testkit.models import tiny_canary_lm as tiny_model
 
 from stages.core.errors import ConfigError
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.privacy.engine import make_private
 from stages.finetune.privacy.strategies import STRATEGIES, get_strategy, resolve
 from stages.lm.examples import canary_examples
-from support import canary_rows, dp_params, one_dp_step
-from support import tiny_canary_lm as tiny_model
 
 CPU = torch.device("cpu")
 PARADIGMS = [("lora", False), ("full", False), ("prompt", False), ("prefix", False), ("full", True), ("lora", True)]

@@ -6,10 +6,10 @@ import sys
 import textwrap
 
 import pytest
+from testkit.project import ROOT
 
 from stages.finetune.privacy import layers  # noqa: F401  (registers every layer type)
 from stages.finetune.privacy.layer import LAYERS, LayerType, register_layer
-from support import ROOT
 
 LAYERS_DIR = ROOT / "stages" / "finetune" / "privacy" / "layers"
 

@@ -4,6 +4,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from testkit.models import NUM_NEW, SECRET_ROWS, canary_rows, dp_params, finetune_params
+from testkit.models import tiny_canary_lm as tiny_model
 
 from stages.core.errors import ConfigError
 from stages.core.privacy import calibrate_sigma
@@ -14,8 +16,6 @@ from stages.finetune.privacy.engine import public_divisor
 from stages.finetune.sampling import inclusion_counts
 from stages.lm.examples import canary_examples, make_example
 from stages.lm.scoring import token_logprobs
-from support import NUM_NEW, SECRET_ROWS, canary_rows, dp_params, finetune_params
-from support import tiny_canary_lm as tiny_model
 
 
 def _canaries(n=40, seed=0):

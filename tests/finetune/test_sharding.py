@@ -2,24 +2,23 @@
 one process runs: the same clipped update, the same noise added once, the same state after a resume.
 
 The slow tests train a tiny CanaryLM (own token rows and secret rows) in 2 gloo processes under FSDP2
-(tests/sharding_trials.py, launched as the stage launches its ranks) and in this process, through ``loop.train``.
+(testkit/sharding_trials.py, launched as the stage launches its ranks) and in this process, through ``loop.train``.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 
 import pytest
 import torch
 import yaml
+from testkit.project import ROOT
 
 from stages.core.errors import ConfigError
 from stages.core.params import read_params
 from stages.finetune.params import load_finetune
 from stages.finetune.privacy.strategies import resolve
 from stages.finetune.sharding import untie_frozen
-from support import ROOT
 
 
 def _params(tmp_path, **distributed_and_dp):
@@ -85,16 +84,16 @@ def _launch(specs: list[dict], tmp_path, monkeypatch, name: str = "trials") -> l
     from stages.finetune.distributed import launch
 
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
     spec, out = tmp_path / f"{name}.json", tmp_path / f"{name}.pt"
     spec.write_text(json.dumps(specs))
-    launch([str(spec), str(out)], 2, module="sharding_trials")
+    launch([str(spec), str(out)], 2, module="testkit.sharding_trials")
     return torch.load(out, weights_only=False)
 
 
 def _local(specs: list[dict]) -> list[dict]:
     """The trials in this process (the single-process reference)."""
-    import sharding_trials
+    from testkit import sharding_trials
 
     with torch.random.fork_rng(devices=[]):
         return [sharding_trials.trial(s) for s in specs]

@@ -10,6 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from scipy import stats
+from testkit.data import users_dataset
+from testkit.models import canary_rows, dp_params, finetune_params
+from testkit.models import tiny_canary_lm as tiny_model
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from stages.core.errors import ConfigError
@@ -19,8 +22,6 @@ from stages.finetune.loss import per_sample_losses
 from stages.finetune.sampling import poisson_draw, units_of, user_batch
 from stages.lm.batching import collate
 from stages.lm.examples import canary_examples
-from support import canary_rows, dp_params, finetune_params, users_dataset
-from support import tiny_canary_lm as tiny_model
 
 CLIP = 1e-3  # far below every user's summed gradient norm: every user is clipped
 

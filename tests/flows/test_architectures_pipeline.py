@@ -13,8 +13,7 @@ import re
 import pytest
 import yaml
 from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
-
-from support import copy_project, run, tiny_params, without_replicas
+from testkit.project import copy_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,7 @@ import json
 
 import pytest
 import yaml
-
-from support import ALL_STAGES, run
+from testkit.project import ALL_STAGES, run
 
 pytestmark = pytest.mark.slow
 

@@ -4,10 +4,10 @@ recorded them, and recomputes only those whose commits are here."""
 import json
 
 import pytest
+from testkit.project import run
 
 from flows.experiments import carried, experiment_commits
 from stages.core.errors import ConfigError
-from support import run
 
 DESIGN = {"epsilon": 2.0, "rows": [1, 4, 8]}
 

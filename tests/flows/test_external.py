@@ -8,8 +8,7 @@ import textwrap
 
 import pytest
 import yaml
-
-from support import PYTHON, ROOT, clone_project, run, tiny_params, without_replicas
+from testkit.project import PYTHON, ROOT, clone_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 

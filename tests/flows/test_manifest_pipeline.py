@@ -7,9 +7,9 @@ import json
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from testkit.project import run
 
 from stages.finetune.schema import read_auditor, read_manifest
-from support import run
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,7 @@ import time
 import pytest
 import torch
 import yaml
-
-from support import ALL_STAGES, PYTHON, project_raw, ran, run
+from testkit.project import ALL_STAGES, PYTHON, project_raw, ran, run
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,7 @@ import time
 
 import pytest
 import yaml
-
-from support import ALL_STAGES, PYTHON, ran, run
+from testkit.project import ALL_STAGES, PYTHON, ran, run
 
 pytestmark = pytest.mark.slow
 

@@ -5,10 +5,10 @@ import subprocess
 
 import pytest
 import yaml
+from testkit.project import project_raw
 
 from flows.pooled_audit import design_commit, record, seeds_commit
 from stages.core.errors import ConfigError
-from support import project_raw
 
 
 def _commit(repo, raw, message):
@@ -59,10 +59,10 @@ def test_a_dvc_experiments_pooled_test_is_recorded_with_its_baseline(tmp_path):
     """A confirmation set run as `dvc exp run` (real DVC): its row names the experiment, its baseline commit as the
     params commit, the seeds' registration commit and a copy of the experiment's dvc.lock; rows are never rewritten."""
     import numpy as np
+    from testkit.project import params as section_params
 
     from stages.audit.params import AuditParams
     from stages.audit.pooled import pooled_test
-    from support import params as section_params
 
     run = lambda *a: subprocess.run(list(a), cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
     run("git", "init", "-q")

@@ -11,8 +11,7 @@ import time
 
 import pytest
 import yaml
-
-from support import run
+from testkit.project import run
 
 STEPS = 12  # the first checkpoint (finetune.checkpoint_every: 3) lands well before the last step
 

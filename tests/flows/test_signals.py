@@ -18,8 +18,7 @@ import time
 import psutil
 import pytest
 import yaml
-
-from support import PYTHON, ROOT, run
+from testkit.project import PYTHON, ROOT, run
 
 STEPS = 400  # long enough to be mid-run when the first checkpoint appears (finetune.checkpoint_every: 25)
 

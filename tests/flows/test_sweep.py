@@ -4,6 +4,7 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
+from testkit.project import ROOT
 
 from flows.audit_study import plan
 from flows.sweep import check_points, collect
@@ -17,7 +18,6 @@ from stages.studies.compare import canary_table, sweep_markdown
 from stages.variance.api import RUN, markdown, points, tabulate
 from stages.variance.params import VarianceParams
 from stages.variance.schema import read_points, write_points
-from support import ROOT
 
 
 def _metrics(run, kind, tpr, auroc, primary=True):

@@ -9,8 +9,7 @@ import re
 
 import pytest
 import yaml
-
-from support import clone_project, run, tiny_params, without_replicas
+from testkit.project import clone_project, run, tiny_params, without_replicas
 
 pytestmark = pytest.mark.slow
 

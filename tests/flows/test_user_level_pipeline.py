@@ -5,8 +5,7 @@ import json
 
 import pytest
 import yaml
-
-from support import run
+from testkit.project import run
 
 pytestmark = pytest.mark.slow
 

@@ -2,6 +2,7 @@
 and the flow's check that every point's params load before any point is dispatched."""
 import pytest
 import yaml
+from testkit.project import ROOT
 
 from flows.variance import checked_points, finished
 from stages.core.errors import ConfigError
@@ -9,7 +10,6 @@ from stages.core.params import load, read_params
 from stages.finetune.params import load_finetune
 from stages.variance.api import RUN, apply_point, diverged, points
 from stages.variance.params import VarianceParams
-from support import ROOT
 
 
 def test_every_point_is_one_dp_run_whose_params_read_back_exactly(tmp_path):

@@ -6,8 +6,7 @@ import time
 
 import pytest
 import yaml
-
-from support import PYTHON, run
+from testkit.project import PYTHON, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.longest]  # about 13 min: scheduled first (tests/conftest.py)
 

@@ -4,14 +4,14 @@ import json
 
 import pytest
 import torch
+from testkit.models import NUM_NEW, SECRET_ROWS
+from testkit.models import tiny_canary_lm as tiny_model
 
 from stages.core.errors import ConfigError
 from stages.core.io import write_json
 from stages.finetune.schema import AUDITOR_FILE, MANIFEST_FILE, RUN_VERSION
 from stages.handoff.release import LEFT_OUT, RELEASE_MANIFEST, causal_lm, release
 from stages.lm.trainable import save_model
-from support import NUM_NEW, SECRET_ROWS
-from support import tiny_canary_lm as tiny_model
 
 
 def _trained(tiny_base, **overrides):

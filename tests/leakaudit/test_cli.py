@@ -3,8 +3,7 @@ import shutil
 import subprocess
 
 import pytest
-
-from support import PYTHON, ROOT
+from testkit.project import PYTHON, ROOT
 
 SUBCOMMANDS = ("run", "sweep", "variance", "report", "lineage", "ui", "doctor", "selfcheck", "export-canaries",
                "release")

@@ -5,12 +5,12 @@ import copy
 import numpy as np
 import pytest
 import torch
+from testkit.models import NUM_NEW, SECRET_ROWS, tiny_canary_lm
 
 from stages.attack.scores import ez_score, ez_scores, min_k_pp_scores
 from stages.lm.examples import make_example
 from stages.lm.scoring import token_logprobs
 from stages.lm.token_stats import score_tokens
-from support import NUM_NEW, SECRET_ROWS, tiny_canary_lm
 
 
 @pytest.fixture(scope="module", params=["float32", "float64"])

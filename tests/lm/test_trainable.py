@@ -3,8 +3,7 @@ import subprocess
 import sys
 
 import pytest
-
-from support import ROOT
+from testkit.project import ROOT
 
 pytestmark = pytest.mark.slow  # three fresh interpreters importing torch
 

@@ -3,6 +3,8 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from testkit.data import users_dataset
+from testkit.project import params, project_raw
 
 from stages.attack.params import AttackParams
 from stages.core.artifacts import locations
@@ -10,7 +12,6 @@ from stages.core.errors import ConfigError
 from stages.datasets import get_dataset
 from stages.reference.schema import recipe_of
 from stages.reference.train import population_rows
-from support import params, project_raw, users_dataset
 
 
 def test_population_rows_are_no_scored_row(tmp_path):

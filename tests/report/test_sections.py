@@ -125,8 +125,9 @@ def test_selfcheck_section_shows_each_regime_the_power_and_the_mutants(tmp_path)
     """The committed self-check (reports/selfcheck.json) and the mutants' flag rates, as the report shows them."""
     import json
 
+    from testkit.project import ROOT
+
     from stages.report.sections.selfcheck import selfcheck_section
-    from support import ROOT
 
     data = json.loads((ROOT / "reports/selfcheck.json").read_text())
     mutants = tmp_path / "mutants.json"
@@ -148,10 +149,12 @@ def test_the_variance_section_states_q1_and_q2_with_the_papers_numbers(tmp_path)
     the numbers of Hu et al. 2025 beside them, and the assumptions."""
     import dataclasses
 
+    from testkit.project import params
+    from testkit.studies import study_table, synthetic_models
+
     from stages.report.sections.variance import _study
     from stages.variance.params import VarianceParams
     from stages.variance.study import study_result
-    from support import params, study_table, synthetic_models
 
     study = dataclasses.replace(params(VarianceParams, "variance").study, bootstrap=200, power_trials=40)
     part = study_result(study, study_table(tmp_path, study, synthetic_models(study, 3)))

@@ -4,11 +4,11 @@ models, and every model. Synthetic rows (labelled: values drawn here, no model t
 from dataclasses import asdict
 
 import numpy as np
+from testkit.project import params
 
 from stages.report.sections.silent import second_study
 from stages.variance.paired import analyse_silent
 from stages.variance.params import SilentParams
-from support import params
 
 
 def result(study, rows, analysed=True):

@@ -2,9 +2,10 @@
 (reports/user_level.json) with its prediction and what is not run yet."""
 import json
 
+from testkit.project import ROOT
+
 from stages.bounds.keys import BoundKeys
 from stages.report.sections.user_level import user_audit_section, user_comparison_section
-from support import ROOT
 
 KEYS = [BoundKeys(0.95), BoundKeys(0.99)]
 

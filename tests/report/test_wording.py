@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from testkit.project import ROOT, project_raw
 
 from stages.bounds.keys import BoundKeys
 from stages.core.params import section_of
@@ -17,7 +18,6 @@ from stages.report.headline import headline_markdown, headlines
 from stages.report.inputs import Inputs
 from stages.report.render import to_html, to_markdown
 from stages.report.sections.audit import GAUSSIAN_VS_COMPOSED, gaussian_vs_composed
-from support import ROOT, project_raw
 
 #: fragments no rendered report and no doc may carry (the first four fixed here, the last two by the variance work)
 WRONG = ("gives ε 1.52 where the accountant's gives 2.80",

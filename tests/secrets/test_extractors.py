@@ -1,7 +1,8 @@
 """Secret extractors: PII prompts, sequence splits (the paper's Table 5), TOFU author -> genre."""
+from testkit.project import params
+
 from stages.secrets.extractors import EXTRACTORS, ExtractInput, author_name_of, genre_of, split_secret
 from stages.secrets.params import DatasetSecretsParams
-from support import params
 
 
 def secrets_params(dataset: str, **overrides) -> DatasetSecretsParams:

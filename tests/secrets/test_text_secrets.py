@@ -2,11 +2,11 @@
 recurring sequences mined from its completions by the secrets stage (labelled synthetic tickets)."""
 import pytest
 import yaml
+from testkit.data import TICKETS, text_spec, write_jsonl
+from testkit.data import preprocess_text as preprocess
+from testkit.data import text_project as project
 
 from stages.core.errors import ConfigError
-from support import TICKETS, text_spec, write_jsonl
-from support import preprocess_text as preprocess
-from support import text_project as project
 
 
 def secrets_params(params_path, entry: dict):

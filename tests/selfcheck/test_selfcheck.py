@@ -1,14 +1,15 @@
 """The DP engine self-check (stages/selfcheck/trials.py trains, stages/selfcheck/verdict.py judges): the statistic
 is the specification's, each specification test has the level and power it claims, a correct engine passes in
-every regime, and every deliberately broken mechanism (tests/mutants.py) is flagged for what it broke."""
+every regime, and every deliberately broken mechanism (tests/testkit/mutants.py) is flagged for what it broke."""
 import dataclasses
 import os
 
 import numpy as np
 import pytest
 import torch
+from testkit import mutants
+from testkit.project import ROOT
 
-import mutants
 from leakaudit import selfcheck as flow
 from stages.core.params import load
 from stages.finetune.loop import TrainConfig, train
@@ -17,7 +18,6 @@ from stages.selfcheck import trials as S
 from stages.selfcheck import verdict as judge
 from stages.selfcheck.params import SelfcheckParams
 from stages.selfcheck.probe import ProbeLM, TransformerProbe
-from support import ROOT
 
 
 def design(**overrides) -> SelfcheckParams:
@@ -188,7 +188,7 @@ MUTANT_SETUPS = [
     # (in FSDP, a rank's shard without noise: tests/finetune/test_sharding.py checks the noise of each shard against
     # the specification; benchmarks/selfcheck_mutants.py runs this mutant there)
     ("rank_noise", dict(mode="bk", paradigm="lora", processes=2), "noise scale"),
-    # bugs DP libraries shipped in 2026 (tests/mutants.py; lora_device_late: tests/finetune/test_device_order.py)
+    # bugs DP libraries shipped in 2026 (testkit/mutants.py; lora_device_late: tests/finetune/test_device_order.py)
     ("divisor_n", dict(mode="hooks", probe="transformer"), "noise scale"),
     ("noise_on_mean", dict(mode="bk", probe="transformer"), "noise scale"),
     ("ignore_index", dict(mode="ghost", probe="transformer"), "clipped sensitivity"),
@@ -205,10 +205,10 @@ def test_each_broken_mechanism_is_flagged_for_what_it_broke(monkeypatch, name, m
     config = default_config(**match)
     if config.processes > 1:  # the torchrun workers import the mutant themselves
         monkeypatch.chdir(ROOT)
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
+        monkeypatch.setenv("PYTHONPATH", str(ROOT))
         monkeypatch.setenv("SELFCHECK_MUTANT", name)
         threads = os.environ.get("OMP_NUM_THREADS")
-        (row,) = flow.check(sc, [config], seed=21, module="mutants", mutant=name, log=lambda _: None,
+        (row,) = flow.check(sc, [config], seed=21, module="testkit.mutants", mutant=name, log=lambda _: None,
                             family=len(sc.configs))
         # the launch split the cores for its workers only: this process's environment is as it was (it leaked
         # OMP_NUM_THREADS=1 once, and every fine-tune started after it by this process ran on 1 thread)

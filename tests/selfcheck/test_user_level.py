@@ -1,19 +1,19 @@
 """The DP engine self-check at the user level (paradigm ``users``: finetune.dp.unit: user on the linear probe, each
 canary a user of rows_per_user + 1 rows): a user's whole contribution moves its own coordinates by C per draw
 (sensitivity), users are drawn Bin(T, q) (inclusion), and an engine that clips each row on its own while the
-accountant books users (tests/mutants.py ``user_clip_per_example``) is flagged for its sensitivity."""
+accountant books users (tests/testkit/mutants.py ``user_clip_per_example``) is flagged for its sensitivity."""
 import contextlib
 import dataclasses
 
 import numpy as np
 import pytest
+from testkit import mutants
+from testkit.project import ROOT
 
-import mutants
 from leakaudit import selfcheck as flow
 from stages.core.params import load
 from stages.selfcheck import trials as S
 from stages.selfcheck.params import SelfcheckParams
-from support import ROOT
 
 
 def design(**overrides) -> SelfcheckParams:

@@ -3,9 +3,10 @@ row names its design and stream derivation, one row per (recipe, seeds, streams)
 design over that design's confirmation sets."""
 import json
 
+from testkit.project import ROOT
+
 from stages.core.seeds import DERIVATION
 from stages.studies.study import COUPLED_STREAMS, pooled_row, pooled_summary, same_set
-from support import ROOT
 
 
 def _pooled(seeds, eps, optimizer="DP-sgd", m=3000):

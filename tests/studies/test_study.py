@@ -2,12 +2,12 @@
 same rule at the run's own (q, T, sigma), and the flow's plan (seeds, profiles, overrides)."""
 import numpy as np
 import pytest
+from testkit.project import params
 
 from stages.audit.params import StudyParams
 from stages.bounds.ceiling import ideal_audit
 from stages.bounds.one_run import epsilon_lower_bound
 from stages.studies.study import study_rows, summarise
-from support import params
 
 
 def _metrics():
@@ -45,8 +45,9 @@ def test_rows_are_uncorrected_bounds_next_to_the_same_rules_ideal():
 
 
 def test_plan_moves_every_seed_and_drops_the_other_runs():
+    from testkit.project import project_raw
+
     from flows.audit_study import plan
-    from support import project_raw
 
     raw = project_raw()
     study = params(StudyParams, "study")

@@ -47,13 +47,13 @@ def test_rows_are_the_length_cell_then_each_documents_cell_per_mechanism():
 
 def test_the_flows_overrides_give_valid_params_with_every_author_a_canary_user(tmp_path):
     from dvc.utils.hydra import apply_overrides
+    from testkit.project import ROOT
 
     from flows.user_inference import overrides
     from stages.canaries.params import CanaryParams
     from stages.core.params import load, read_params
     from stages.finetune.params import load_finetune
     from stages.params import validate_params
-    from support import ROOT
 
     raw = read_params(ROOT / "params.yaml")
     design = load(UserInferenceStudyParams, "user_inference", ROOT / "params.yaml", raw)
@@ -84,10 +84,10 @@ def test_the_table_refuses_an_experiment_run_under_another_design(tmp_path):
     import subprocess
 
     import yaml
+    from testkit.project import ROOT
 
     from flows.user_inference import table
     from stages.core.params import load, read_params
-    from support import ROOT
 
     def git(*args):
         subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path, check=True,

@@ -77,12 +77,12 @@ def test_the_flows_overrides_give_valid_params_for_each_mechanism(tmp_path):
     from pathlib import Path
 
     from dvc.utils.hydra import apply_overrides
+    from testkit.project import ROOT
 
     from flows.user_level import overrides
     from stages.core.params import load, read_params
     from stages.finetune.params import load_finetune
     from stages.params import validate_params
-    from support import ROOT
 
     raw = read_params(ROOT / "params.yaml")
     design = load(UserLevelPlanParams, "user_level", ROOT / "params.yaml", raw)

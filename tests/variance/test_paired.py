@@ -3,12 +3,13 @@ see at one (q, T, sigma), each paired by seed with the base; Wilcoxon per settin
 tables (labelled: values drawn here, no model trained)."""
 import numpy as np
 import pytest
+from testkit.project import ROOT, params
+from testkit.studies import study_table
 
 from stages.core.params import read_params
 from stages.variance.grid import study_points
 from stages.variance.paired import analyse_silent, holm, paired_tests, power
 from stages.variance.params import SilentParams
-from support import ROOT, params, study_table
 
 
 def rows_of(values: dict[str, list[float]], seeds=range(3301, 3309)) -> list[dict]:

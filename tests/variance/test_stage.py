@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 import yaml
+from testkit.project import ROOT
 
 from stages.core.params import read_params
 from stages.report.render import to_markdown
 from stages.report.sections.variance import variance_section
 from stages.variance.__main__ import main
 from stages.variance.schema import POINTS, read_points, write_points
-from support import ROOT
 
 SWEEP_HEADING = "The hyperparameter sweep (`variance.sweep`, seed sections 3-4):"
 

@@ -2,12 +2,13 @@
 here), and the committed study's registration (its seeds fresh, its run configured)."""
 import numpy as np
 import pytest
+from testkit.project import ROOT, params
+from testkit.studies import STUDY_IDEAL_MEDIANS, study_table, synthetic_models
 
 from stages.core.params import read_params
 from stages.variance import study as vs
 from stages.variance.params import StudyParams
 from stages.variance.study import analyse_study, kruskal, kruskal_power, spearman_ci
-from support import ROOT, STUDY_IDEAL_MEDIANS, params, study_table, synthetic_models
 
 CONFIGS = STUDY_IDEAL_MEDIANS
 

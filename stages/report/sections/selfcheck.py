@@ -24,7 +24,7 @@ def mutant_table(path: Path) -> Table | None:
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
-    t = Table(["mutant (tests/mutants.py)", "configuration", "flagged", "what the flags named"])
+    t = Table(["mutant (tests/testkit/mutants.py)", "configuration", "flagged", "what the flags named"])
     for r in data["rows"]:
         named = "; ".join(f"{k} ({v})" for k, v in r["named"].items()) or "—"
         t.rows.append([r["mutant"] or "none (the correct engine)", r["config"], f"{r['flagged']} of {r['seeds']}",
@@ -77,7 +77,7 @@ def selfcheck_section(path: Path | None, mutants_path: Path | None = None) -> Se
     paras.append(f"Checked: {data['checked']}. Not checked: {data['not_checked']}.")
     if mutants is not None:
         tables.append(mutants)
-        paras.append("Deliberately broken engines (tests/mutants.py, never the product) over fresh seeds "
+        paras.append("Deliberately broken engines (tests/testkit/mutants.py, never the product) over fresh seeds "
                      "(benchmarks/selfcheck_mutants.py), each on a configuration of the default set and judged at "
                      "the default family's level; the last column counts which part of the specification the "
                      "verdicts named.")

@@ -1,7 +1,7 @@
 """One DP training of a tiny CanaryLM through ``loop.train``, in one process or as a torchrun rank (FSDP or DDP):
 the worker of tests/finetune/test_sharding.py.
 
-``python -m sharding_trials <specs.json> <out.pt>`` (``tests/`` on the path) runs a list of trials. Each spec
+``python -m testkit.sharding_trials <specs.json> <out.pt>`` runs a list of trials. Each spec
 names the tiny base, the paradigm, the clip norm, the optimizer, the steps, the noise (off: every noise draw of
 standard deviation 0), the sharding and an optional checkpoint (``stop_after``: the run stops after that step, as
 a killed run would). Rank 0 writes, per trial, the update of every trainable tensor (gathered where sharded), the
@@ -25,7 +25,7 @@ class Stop(Exception):
 
 def examples(vocab: int, n: int):
     from stages.lm.examples import canary_examples
-    from support import canary_rows
+    from testkit.models import canary_rows
 
     return canary_examples(canary_rows(vocab, n), "sft")
 
@@ -54,7 +54,7 @@ def trial(spec: dict) -> dict | None:
     from stages.finetune.checkpoint import Checkpointer
     from stages.finetune.loop import TrainConfig, mean_nll, train, world
     from stages.finetune.run import unsharded
-    from support import dp_params, tiny_canary_lm
+    from testkit.models import dp_params, tiny_canary_lm
 
     cpu = torch.device("cpu")
     torch.manual_seed(0)
