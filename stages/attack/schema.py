@@ -18,11 +18,7 @@ import pyarrow as pa
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json
 
-ATTACK_VERSION = 5  # 2: the fine-tuned run's record is no longer copied in (read it from the run: finetune.schema);
-#                    3: each attack's declared metadata (AttackMeta) in place of its family
-#                    4: ``skipped``: the default list's attacks the run cannot have, with the reason
-#                    5: logprobs.parquet holds each token's top-1 hit and vocabulary moments (EZ-MIA, Min-K%++);
-#                       ``user_score``: user inference's per-example score
+ATTACK_VERSION = 5  # what a reader refuses when it differs (the history of the versions: git log -L of this line)
 
 #: one membership score per item (a canary, a text sample, a user); higher = more likely a member
 SCORES = pa.schema([

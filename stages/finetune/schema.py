@@ -28,14 +28,7 @@ import pyarrow.parquet as pq
 from ..core.errors import DataError
 from ..core.io import read_json, read_table, write_json, write_table
 
-RUN_VERSION = 9  # 2: n_population (q and the default delta come from it); 3: trainable.secret_rows;
-#                 4: trainable.train_embeddings, privacy.grad_sample_mode, distributed;
-#                 5: canary_inclusions, canary_gradients, privacy.divisor; 6: external;
-#                 7: canary_inclusions, train_seconds and resumed_from_step gone (manifest.parquet, the timing file);
-#                 (7 also: member counts, canary shares, q n and canary_gradients moved to auditor.json)
-#                 8: privacy is a PrivacyRecord: secure_rng (bool) for the rng sentence, public_divisor for divisor
-#                    and expected_batch_size (both q x n_population); auditor.json's q x n is expected_drawn_batch
-#                 9: privacy.unit (example | user: what the guarantee protects) and privacy.rows_per_user
+RUN_VERSION = 9  # what a reader refuses when it differs (the history of the versions: git log -L of this line)
 RUN_FILE = "run.json"
 #: the run's auditor-only record (member counts and member-only statistics): never part of a released model
 AUDITOR_FILE = "auditor.json"
