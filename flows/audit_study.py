@@ -28,11 +28,12 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.sweep import check_points, committed_metrics, queue_status
 from stages.attack.api import threat_model
-from stages.audit.params import AuditParams, StudyParams
+from stages.audit.params import AuditParams
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
 from stages.core.vcs import dvc, git_dirty, head
 from stages.finetune.params import load_finetune
+from stages.studies.params import StudyParams
 from stages.studies.study import FIELDS, study_rows, summarise
 
 STUDY_FILE = "study.json"

@@ -24,10 +24,11 @@ from pathlib import Path
 import yaml
 
 from stages.audit.api import Ledger, LedgerEntry, design_key, design_of, read_ledger, user_test_name, write_ledger
-from stages.audit.params import SeedRegistry, StudyParams
+from stages.audit.params import SeedRegistry
 from stages.core.errors import ConfigError
 from stages.core.params import load, read_params, section_of
 from stages.core.vcs import VcsError, dvc, git, git_dirty, head
+from stages.studies.params import StudyParams
 from stages.studies.study import COUPLED_STREAMS, pooled_row, pooled_summary, same_set
 
 POOLED_FILE = "pooled.json"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.attack.params import AttackParams
-from stages.audit.params import AuditParams, StudyParams
+from stages.audit.params import AuditParams
 from stages.base_model.params import ModelParams
 from stages.canaries.params import CanaryParams
 from stages.core.artifacts import Locations, locations
@@ -31,9 +31,11 @@ from stages.core.requirements import run_requirements
 from stages.datasets import DatasetSpec, get_dataset
 from stages.finetune.params import FinetuneParams, load_finetune
 from stages.preprocess.params import PreprocessSection
+from stages.reference.params import ReferenceParams
 from stages.report.params import ReportParams
 from stages.secrets.params import SecretsParams
 from stages.selfcheck.params import SelfcheckParams
+from stages.studies.params import StudyParams
 from stages.studies.user_inference import UserInferenceStudyParams
 from stages.studies.user_level import UserLevelPlanParams
 from stages.variance.params import VarianceParams
@@ -46,6 +48,7 @@ SECTIONS: dict[str, type] = {
     "canaries": CanaryParams,
     "finetune": FinetuneParams,
     "replicas": ReplicaParams,
+    "reference": ReferenceParams,
     "attack": AttackParams,
     "audit": AuditParams,
     "study": StudyParams,
@@ -67,6 +70,7 @@ class Params:
     canaries: CanaryParams
     finetune: FinetuneParams
     replicas: ReplicaParams
+    reference: ReferenceParams
     attack: AttackParams
     audit: AuditParams
     study: StudyParams

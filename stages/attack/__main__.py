@@ -15,6 +15,7 @@ from stages.core.io import atomic_dir
 from stages.core.params import load, require_run
 from stages.datasets import get_dataset
 from stages.finetune.schema import read_run
+from stages.reference.params import ReferenceParams
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -25,7 +26,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     resolve_attacks(args.run, params, key_prefix=f"{args.params}: ")  # unknown names fail before any work
     record = read_run(where.run_dir(args.run), args.run)
     with atomic_dir(Path(params.out_dir) / args.run) as tmp:
-        run_attacks(args.run, params, where, record, get_dataset(record["params"]["dataset"], raw), tmp)
+        # RMIA's reference fine-tunes (the reference section); a replica scores replicas.attacks, never RMIA
+        refs = None if args.replica else load(ReferenceParams, "reference", args.params, raw)
+        run_attacks(args.run, params, where, record, get_dataset(record["params"]["dataset"], raw), tmp, refs)
 
 
 if __name__ == "__main__":

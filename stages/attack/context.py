@@ -41,6 +41,7 @@ from ..lm.external import load_external
 from ..lm.loading import load_base
 from ..lm.token_stats import TokenScores, score_tokens
 from ..lm.trainable import TRAINABLE, Trainable, load_model
+from ..reference.params import ReferenceParams
 from ..reference.schema import REFERENCE_RECORD, recipe_of
 from ..secrets.schema import secrets_path
 
@@ -69,8 +70,10 @@ class AttackContext:
     """Everything the attacks of one run read: the run's record, its models (loaded lazily), its items,
     and the log-probability cache."""
 
-    def __init__(self, run: str, params, where: Locations, record: RunRecord, dataset: DatasetSpec, device):
+    def __init__(self, run: str, params, where: Locations, record: RunRecord, dataset: DatasetSpec, device,
+                 references: ReferenceParams | None = None):
         self.run, self.params, self.where, self.info, self.device = run, params, where, record, device
+        self.references = references or ReferenceParams(out_dir="", sets={})  # RMIA's (the reference section)
         self.run_dir = where.run_dir(run)
         self.setup = TextSetup.of(record["params"])
         self.dataset = dataset  # the run's dataset's spec (the caller resolves it from the params it read)
@@ -115,18 +118,18 @@ class AttackContext:
 
     @functools.cached_property
     def reference_sets(self) -> list[str]:
-        """RMIA's reference fine-tunes of this run's recipe and dataset (``attack.references.sets``, trained by
+        """RMIA's reference fine-tunes of this run's recipe and dataset (``reference.sets``, trained by
         ``stages.reference``), in params order: a set is shared by every run whose recipe it was trained on."""
         out = []
-        for name in self.params.references.sets:
-            f = Path(self.params.references.out_dir) / name / REFERENCE_RECORD
+        for name in self.references.sets:
+            f = Path(self.references.out_dir) / name / REFERENCE_RECORD
             if f.is_file() and read_json(f, f"reference@{name}")["recipe"] == recipe_of(self.info["params"]):
                 out.append(name)
         return out
 
     def _refset_model(self, name: str):
         if name not in self._refsets:
-            d = Path(self.params.references.out_dir) / name
+            d = Path(self.references.out_dir) / name
             spec = Trainable.from_json(read_json(d / REFERENCE_RECORD, f"reference@{name}")["trainable"])
             self._refsets[name], _ = load_model(self.where.base_model, d, spec, self.device)
             self.fingerprints[f"reference_set:{name}"] = file_digest(d / TRAINABLE, "sha1")
@@ -164,8 +167,8 @@ class AttackContext:
                 "started from are not in the model")
         if need == "references":
             return None if self.reference_sets else (
-                f"no reference fine-tune of run {self.run}'s recipe in {self.params.references.out_dir} "
-                "(attack.references.sets: the RMIA profile, presets/rmia.args, trains them)")
+                f"no reference fine-tune of run {self.run}'s recipe in {self.references.out_dir or 'none'} "
+                "(reference.sets: the RMIA profile, presets/rmia.args, trains them)")
         if need.startswith("secrets:"):
             return self._has_secrets(need.split(":", 1)[1])
         return f"unknown requirement {need!r}"

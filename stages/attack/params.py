@@ -79,50 +79,6 @@ class BlindParams:
         return check(self.folds >= 2, "folds", "must be >= 2", self.folds)
 
 
-@dataclass(frozen=True)
-class ReferenceSet:
-    """One reference fine-tune for RMIA: the recipe of run ``run`` trained on population rows at ``seed``."""
-
-    run: str
-    seed: int
-
-    def problems(self):
-        return check(self.seed >= 0, "seed", "must be >= 0", self.seed)
-
-
-@dataclass(frozen=True)
-class ReferenceParams:
-    """RMIA's reference fine-tunes (``stages.reference``; one DVC stage each) and its offline correction."""
-
-    #: data/references/<set>/ (a trained model and reference.json)
-    out_dir: str
-    #: offline RMIA's a: Pr(x_t) = (1 + a)/2 * mean_k p_k(x_t) + (1 - a)/2 (Zarifzadeh et al. 2024, offline)
-    a: float
-    #: set name -> {run, seed}; a run's RMIA uses every set trained on its recipe and dataset
-    sets: dict[str, ReferenceSet]
-
-    def problems(self):
-        return check(0 <= self.a <= 1, "a", "must be in [0, 1]", self.a)
-
-    def relations(self, raw: dict) -> list[tuple[str, str]]:
-        """Each set names a configured run and a seed of its own: not the run's (its references would draw the
-        run's own random streams) and not another set's of that run (the two would be one model)."""
-        names, out, used = run_names(raw), [], {}
-        if names and set(names) <= set(((raw.get("replicas") or {}).get("sets") or {})):
-            return []  # a replica's own point (core.replicas.replica_raw): one run, which no set names
-        for k, ref in self.sets.items():
-            if ref.run not in names:
-                out.append((f"attack.references.sets.{k}.run", f"no such run (known: {', '.join(names)})"))
-                continue
-            own = ((raw.get("runs") or {}).get(ref.run) or {}).get("seed", (raw.get("finetune") or {}).get("seed"))
-            if ref.seed == own or (ref.run, ref.seed) in used:
-                other = used.get((ref.run, ref.seed), ref.run)
-                out.append((f"attack.references.sets.{k}.seed",
-                            f"seed {ref.seed} is run {ref.run}'s own or set {other}'s"))
-            used.setdefault((ref.run, ref.seed), k)
-        return out
-
-
 #: the per-example membership scores (``scores.PER_EXAMPLE``), the choices of ``attack.user_score``
 PER_EXAMPLE_SCORES = ("loss", "ref_ratio", "zlib", "min_k", "min_k_pp", "ez_mia")
 
@@ -150,7 +106,9 @@ class AttackParams:
     eia: EIAParams
     acr: ACRParams
     blind: BlindParams
-    references: ReferenceParams
+    #: offline RMIA's a: Pr(x_t) = (1 + a)/2 * mean_k p_k(x_t) + (1 - a)/2 (Zarifzadeh et al. 2024, offline); its
+    #: reference fine-tunes are the ``reference`` section's (``stages.reference.params``)
+    rmia_a: float
 
     def problems(self):
         return (check(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
@@ -161,13 +119,14 @@ class AttackParams:
                 + check(self.user_score in PER_EXAMPLE_SCORES, "user_score",
                         f"must be one of {', '.join(PER_EXAMPLE_SCORES)}", self.user_score)
                 + check(self.text_items is None or self.text_items > 0, "text_items", "must be > 0",
-                        self.text_items))
+                        self.text_items)
+                + check(0 <= self.rmia_a <= 1, "rmia_a", "must be in [0, 1]", self.rmia_a))
 
     def relations(self, raw: dict) -> list[tuple[str, str]]:
         """Each per-run attack list names a configured run (a misspelt one would silently run the defaults), and
         every run has its entry (attack@<run> depends on attack.runs.<run>: DVC needs the key)."""
         names = run_names(raw)
-        return self.references.relations(raw) + missing_keys(self.runs, names, "attack.runs", "run in runs") + [
+        return missing_keys(self.runs, names, "attack.runs", "run in runs") + [
             (f"attack.runs.{r}", "missing: every run names its attacks here (null: the default list attack.attacks)")
             for r in names if r not in self.runs]
 

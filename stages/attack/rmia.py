@@ -3,7 +3,7 @@ population rows that are never members (``stages.reference``), no model trained 
 
 Pr(x | theta) is the sequence likelihood, taken token by token: per labelled token t,
 Pr(x_t) = (1 + a) / 2 * mean_k p_k(x_t | x_<t) + (1 - a) / 2 (the paper's offline approximation of the mean over IN and
-OUT models from OUT models only, ``attack.references.a``), and the score is
+OUT models from OUT models only, ``attack.rmia_a``), and the score is
 log Pr(x | theta) - sum_t log Pr(x_t). RMIA's own score compares this ratio with the ratios of population samples z,
 Pr_z[LR(x) / LR(z) > gamma]: for a fixed set of z that is a non-decreasing function of LR(x), so every threshold metric
 we report (AUROC, TPR at a fixed FPR) is the same for both; we report LR(x) and draw no z.
@@ -41,5 +41,5 @@ def rmia_scores(target: Sequence[np.ndarray], references: Sequence[Sequence[np.n
 def rmia(ctx, params) -> pa.Table:
     items = ctx.items("text")
     refs = [ctx.scores_of(name, items) for name in ctx.reference_sets]
-    scores = rmia_scores(ctx.target(items), refs, params.references.a)
+    scores = rmia_scores(ctx.target(items), refs, params.rmia_a)
     return table([it.item_id for it in items], [it.group for it in items], [it.member for it in items], scores)

@@ -13,6 +13,7 @@ from ..core.io import write_json, write_table
 from ..datasets import DatasetSpec
 from ..finetune.schema import RunRecord
 from ..lm.loading import pick_device
+from ..reference.params import ReferenceParams
 from .catalog import ATTACKS, Attack
 from .context import AttackContext
 from .schema import FAMILY_SCHEMAS, LOGPROBS, AttackRecord, write_record
@@ -49,10 +50,13 @@ def plan_attacks(run: str, params, has: Callable[[str], str | None]) -> tuple[li
     return keep, skipped
 
 
-def run_attacks(run: str, params, where: Locations, record: RunRecord, dataset: DatasetSpec, out_dir: Path) -> None:
+def run_attacks(run: str, params, where: Locations, record: RunRecord, dataset: DatasetSpec, out_dir: Path,
+                references: ReferenceParams | None = None) -> None:
     """Check every attack's requirements, score every item once per model, run the attacks, write it all
-    (``dataset``: the run's dataset's spec, resolved by the caller from the params it read)."""
-    ctx = AttackContext(run, params, where, record, dataset, device=pick_device(record["params"]["device"]))
+    (``dataset``: the run's dataset's spec, resolved by the caller from the params it read; ``references``: RMIA's
+    reference fine-tunes, the reference section)."""
+    ctx = AttackContext(run, params, where, record, dataset, device=pick_device(record["params"]["device"]),
+                        references=references)
     attacks, skipped = plan_attacks(run, params, ctx.has)
     for name, why in skipped.items():
         log.info("attack %s left out on %s: %s", name, run, why)

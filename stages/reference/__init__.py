@@ -1,1 +1,1 @@
-"""DVC stage ``reference@<set>``: RMIA's reference fine-tunes (``attack.references.sets``)."""
+"""DVC stage ``reference@<set>``: RMIA's reference fine-tunes (``reference.sets``)."""

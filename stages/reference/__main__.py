@@ -1,12 +1,11 @@
-"""DVC stage ``reference@<set>``: RMIA's reference fine-tune ``attack.references.sets.<set>`` (the recipe of its run on
-population rows, ``stages.reference.train``) -> <attack.references.out_dir>/<set>/ (trainable weights and
+"""DVC stage ``reference@<set>``: RMIA's reference fine-tune ``reference.sets.<set>`` (the recipe of its run on
+population rows, ``stages.reference.train``) -> <reference.out_dir>/<set>/ (trainable weights and
 reference.json)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
 
-from stages.attack.params import AttackParams
 from stages.core.artifacts import locations
 from stages.core.cli import run_cli, stage_args
 from stages.core.errors import ConfigError
@@ -15,14 +14,15 @@ from stages.core.params import load
 from stages.datasets import get_dataset
 from stages.finetune.params import load_finetune
 from stages.lm.loading import pick_device
+from stages.reference.params import ReferenceParams
 from stages.reference.train import init_seed, train_reference
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, "set")
-    refs = load(AttackParams, "attack", args.params, raw).references
+    refs = load(ReferenceParams, "reference", args.params, raw)
     if args.set not in refs.sets:
-        raise ConfigError(f"{args.params}: attack.references.sets.{args.set}: no such set "
+        raise ConfigError(f"{args.params}: reference.sets.{args.set}: no such set "
                           f"(known: {', '.join(refs.sets) or 'none'})")
     ref = refs.sets[args.set]
     ft = load_finetune(ref.run, args.params, raw)

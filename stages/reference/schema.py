@@ -1,4 +1,4 @@
-"""What a reference fine-tune writes (``<attack.references.out_dir>/<set>/``), read by the attack stage's RMIA.
+"""What a reference fine-tune writes (``<reference.out_dir>/<set>/``), read by the attack stage's RMIA.
 
 ``reference.json`` names the recipe the set was trained with (``recipe_of``: the run's fine-tune params without its
 seed and where things run), so a set is used by every run of that recipe and dataset, and by no other.

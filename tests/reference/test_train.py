@@ -1,15 +1,16 @@
 """RMIA's reference fine-tunes train on rows no membership game scores, and a set is used by the runs of its recipe."""
+import ast
 import json
 
 import pyarrow.parquet as pq
 import pytest
 from testkit.data import users_dataset
-from testkit.project import params, project_raw
+from testkit.project import ROOT, params, project_raw
 
-from stages.attack.params import AttackParams
 from stages.core.artifacts import locations
 from stages.core.errors import ConfigError
 from stages.datasets import get_dataset
+from stages.reference.params import ReferenceParams
 from stages.reference.schema import recipe_of
 from stages.reference.train import population_rows
 
@@ -37,14 +38,19 @@ def test_a_recipe_leaves_out_how_and_where_a_run_trains():
 
 
 def test_reference_sets_name_their_run_and_a_seed_of_their_own():
+    """The reference section is the reference stage's own (the attack stage reads it, never the reverse)."""
     raw = project_raw()
     own = raw["finetune"]["seed"]
-    raw["attack"]["references"]["sets"] = {"r1": {"run": "nondp", "seed": own}}
+    raw["reference"]["sets"] = {"r1": {"run": "nondp", "seed": own}}
     from stages.core.params import load
 
-    with pytest.raises(ConfigError, match=rf"attack\.references\.sets\.r1\.seed: seed {own} is run nondp's own"):
-        load(AttackParams, "attack", "params.yaml", raw)
-    raw["attack"]["references"]["sets"] = {"r1": {"run": "nodp", "seed": 1}}
-    with pytest.raises(ConfigError, match=r"attack\.references\.sets\.r1\.run: no such run"):
-        load(AttackParams, "attack", "params.yaml", raw)
-    assert params(AttackParams, "attack").references.sets == {}
+    with pytest.raises(ConfigError, match=rf"reference\.sets\.r1\.seed: seed {own} is run nondp's own"):
+        load(ReferenceParams, "reference", "params.yaml", raw)
+    raw["reference"]["sets"] = {"r1": {"run": "nodp", "seed": 1}}
+    with pytest.raises(ConfigError, match=r"reference\.sets\.r1\.run: no such run"):
+        load(ReferenceParams, "reference", "params.yaml", raw)
+    assert params(ReferenceParams, "reference").sets == {}
+    imports = [(m.name, node.module or "") for m in (ROOT / "stages/reference").glob("*.py")
+               for node in ast.walk(ast.parse(m.read_text())) if isinstance(node, ast.ImportFrom)]
+    assert imports and not [(f, mod) for f, mod in imports if mod.split(".")[-2:-1] == ["attack"] or mod == "attack"
+                            or mod.startswith(("stages.attack", "attack."))]

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from testkit.project import params
 
-from stages.audit.params import StudyParams
 from stages.bounds.ceiling import ideal_audit
 from stages.bounds.one_run import epsilon_lower_bound
+from stages.studies.params import StudyParams
 from stages.studies.study import study_rows, summarise
 
 
