@@ -34,7 +34,19 @@ def test_the_comparison_table_shows_each_experiments_rows_and_says_what_is_not_r
     assert "user-level-k4-s3401 (aaaaaaaaaa)" in cells and "90 of 100 (1000)" in cells and "0.30" in cells
     assert "3401 (confirmation)" in cells and "–" in cells  # the non-DP run: no accountant epsilon, no ideal
     assert plan["design"]["prediction"] in " ".join(s.paragraphs) and "not yet tested as a whole" in s.paragraphs[0]
+    assert "confirmed (each its seed's first run): k = 4 at seed 3401. Not yet confirmed: k = 1, 8," in s.paragraphs[0]
     assert user_comparison_section(tmp_path / "missing.json") is None
+    # every k confirmed on its own seed; a second k at a seed that already ran is a development look, not counted
+    look = [dict(r, seed_status="development") for r in data["experiments"][0]["rows"]]
+    data["experiments"] += [{"experiment": f"user-level-k{k}-s{seed}", "commit": "b" * 40, "k": k, "seed": seed,
+                             "rows": rows} for k, seed, rows in
+                            [(1, 3402, data["experiments"][0]["rows"]), (8, 3401, look),
+                             (8, 3403, data["experiments"][0]["rows"])]]
+    f.write_text(json.dumps(data))
+    words = user_comparison_section(f).paragraphs[0]
+    assert "k = 1 at seed 3402, k = 4 at seed 3401, k = 8 at seed 3403." in words
+    assert "Development looks, shown but not counted: user-level-k8-s3401." in words
+    assert "Every k of the design is confirmed" in words and "not yet tested" not in words
 
 
 def test_the_runs_user_level_tests_are_one_row_each_with_their_status():

@@ -69,8 +69,23 @@ def user_comparison_section(path: Path | None) -> Section | None:
         "holds its params, dvc.lock and metrics; the params.yaml and dvc.lock are kept beside the table "
         f"({path.with_suffix('').name}/<experiment>.params.yaml, .dvc.lock). Prediction, stated before the runs: "
         f"{data['design']['prediction']} "
-        + (f"{done} experiment(s) recorded; the design's other (k, seed) pairs are not run yet, so the prediction is "
-           "not yet tested as a whole." if done else "No experiment is recorded yet: nothing here is a measurement.")])
+        + (tested_words(data) if done else "No experiment is recorded yet: nothing here is a measurement.")])
+
+
+def tested_words(data: dict) -> str:
+    """Which of the design's k have a confirmation run (the seed's first run, under this design), which only a
+    development look, and which none: the prediction is tested as a whole only when every k is confirmed."""
+    confirmed = {e["k"]: e["seed"] for e in data["experiments"]
+                 if all(r["seed_status"] == "confirmation" for r in e["rows"])}
+    looks = [e["experiment"] for e in data["experiments"] if e["k"] not in confirmed or confirmed[e["k"]] != e["seed"]]
+    missing = [k for k in data["design"]["rows"] if k not in confirmed]
+    out = (f"{len(data['experiments'])} experiment(s) recorded; confirmed (each its seed's first run): "
+           + (", ".join(f"k = {k} at seed {confirmed[k]}" for k in sorted(confirmed)) or "none") + ". ")
+    if looks:
+        out += f"Development looks, shown but not counted: {', '.join(looks)}. "
+    return out + (f"Not yet confirmed: k = {', '.join(map(str, missing))}, so the prediction is not yet tested as a "
+                  "whole." if missing else "Every k of the design is confirmed, so the prediction is tested as a "
+                  "whole, one seed per k (not pooled over seeds).")
 
 
 def user_level_section(plan: Path | None) -> Section | None:
