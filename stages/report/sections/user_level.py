@@ -75,12 +75,14 @@ def user_comparison_section(path: Path | None) -> Section | None:
 def tested_words(data: dict) -> str:
     """Which of the design's k have a confirmation run (the seed's first run, under this design), which only a
     development look, and which none: the prediction is tested as a whole only when every k is confirmed."""
-    confirmed = {e["k"]: e["seed"] for e in data["experiments"]
-                 if all(r["seed_status"] == "confirmation" for r in e["rows"])}
-    looks = [e["experiment"] for e in data["experiments"] if e["k"] not in confirmed or confirmed[e["k"]] != e["seed"]]
-    missing = [k for k in data["design"]["rows"] if k not in confirmed]
+    def confirmation(e: dict) -> bool:
+        return all(r["seed_status"] == "confirmation" for r in e["rows"])
+
+    confirmed = sorted((e["k"], e["seed"]) for e in data["experiments"] if confirmation(e))
+    looks = [e["experiment"] for e in data["experiments"] if not confirmation(e)]
+    missing = [k for k in data["design"]["rows"] if k not in {k for k, _ in confirmed}]
     out = (f"{len(data['experiments'])} experiment(s) recorded; confirmed (each its seed's first run): "
-           + (", ".join(f"k = {k} at seed {confirmed[k]}" for k in sorted(confirmed)) or "none") + ". ")
+           + (", ".join(f"k = {k} at seed {seed}" for k, seed in confirmed) or "none") + ". ")
     if looks:
         out += f"Development looks, shown but not counted: {', '.join(looks)}. "
     return out + (f"Not yet confirmed: k = {', '.join(map(str, missing))}, so the prediction is not yet tested as a "
