@@ -36,6 +36,7 @@ from stages.report.params import ReportParams
 from stages.secrets.params import SecretsParams
 from stages.selfcheck.params import SelfcheckParams
 from stages.studies.params import StudyParams
+from stages.studies.positive_control import PositiveControlParams
 from stages.studies.user_inference import UserInferenceStudyParams
 from stages.studies.user_level import UserLevelPlanParams
 from stages.variance.params import VarianceParams
@@ -57,6 +58,7 @@ SECTIONS: dict[str, type] = {
     "selfcheck": SelfcheckParams,
     "user_level": UserLevelPlanParams,
     "user_inference": UserInferenceStudyParams,
+    "positive_control": PositiveControlParams,
 }
 #: the top-level keys of params.yaml
 TOP_LEVEL = (*SECTIONS, "runs")
@@ -79,6 +81,7 @@ class Params:
     selfcheck: SelfcheckParams
     user_level: UserLevelPlanParams
     user_inference: UserInferenceStudyParams
+    positive_control: PositiveControlParams
     #: run name -> its fine-tune params (``runs.<run>`` deep-merged over ``finetune``)
     runs: dict[str, FinetuneParams]
     #: dataset name -> its params (``preprocess.datasets.<name>``, the spec's own dataclass)
