@@ -48,7 +48,8 @@ register_attack("min_k_pp", "membership", ("canaries|text",),
                 threat_model=THREAT_BLACK_BOX + " over the whole vocabulary")(per_example("min_k_pp"))
 register_attack("ez_mia", "membership", ("canaries|text", "reference"),
                 "EZ-MIA: at the fine-tuned model's error positions (top-1 token wrong), upward over downward shifts "
-                "of log p against the base model (Ilić et al. 2026; at least attack.ez_min_errors positions)",
+                "of log p against the base model (Ilić et al. 2026); a row with fewer than attack.ez_min_errors error "
+                "positions over all its positions (on a one-token secret: ref_ratio's sign, downward shifts tied at 0)",
                 threat_model=THREAT_TWO_MODELS + ", top-1 token")(per_example("ez_mia"))
 
 

@@ -96,7 +96,8 @@ class AttackParams:
     min_k: float
     #: Min-K%++: the fraction of lowest standardised tokens averaged
     min_k_pp: float
-    #: EZ-MIA: an example with fewer error positions (the fine-tuned model's top-1 token wrong) scores 0
+    #: EZ-MIA: an example with fewer error positions (the fine-tuned model's top-1 token wrong) is scored over all its
+    #: positions
     ez_min_errors: int
     #: user inference: the per-example score averaged over each user's attacker samples (one of PER_EXAMPLE_SCORES)
     user_score: str

@@ -62,13 +62,19 @@ def min_k_pp_scores(target, k: float) -> np.ndarray:
 def ez_score(lp: np.ndarray, top1: np.ndarray, ref: np.ndarray, min_errors: int) -> float:
     """EZ-MIA's error-zone score: at the labelled positions where the fine-tuned model's top-1 token is not the label
     (its errors), d_t = log p_target(x_t) - log p_reference(x_t); the score is sum(d_t > 0) / |sum(d_t < 0)|, the
-    upward shifts against the downward ones (Ilić et al. 2026, eq. 2). Fewer than ``min_errors`` error positions: 0
-    (no evidence). Upward shifts only (no downward one): sum / 1e-12, above every finite ratio (the paper's code
-    returns 0 there, which would rank the most one-sided example as the least member-like)."""
-    d = (lp - ref)[~top1]
-    if len(d) < min_errors:
-        return 0.0
-    return float(d[d > 0].sum() / (-d[d < 0].sum() + 1e-12))
+    upward shifts against the downward ones (Ilić et al. 2026, eq. 2). Upward shifts only (no downward one):
+    sum / 1e-12, above every finite ratio (the paper's code returns 0 there, which would rank the most one-sided
+    example as the least member-like).
+
+    Fewer than ``min_errors`` error positions: the same ratio over every labelled position. A row the fine-tuned
+    model predicts top-1 throughout is the strongest memorisation; scoring it 0 (no evidence) ranked it lowest.
+    On a one-position row (a one-token canary's secret) the score is therefore a thresholded ``ref_ratio``: 0 for
+    every downward shift (all tied), d / 1e-12 for an upward one (ranked as ref_ratio ranks them)."""
+    d = lp - ref
+    zone = d[~top1]
+    if len(zone) < min_errors:
+        zone = d
+    return float(zone[zone > 0].sum() / (-zone[zone < 0].sum() + 1e-12))
 
 
 def ez_scores(target, reference: Sequence[np.ndarray], min_errors: int) -> np.ndarray:

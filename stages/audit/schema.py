@@ -168,3 +168,42 @@ def fpr_keys(metrics: Metrics) -> list[str]:
 def bound_keys(metrics: Metrics) -> list[BoundKeys]:
     """The keys of the bounds computed at each of audit.primary.confidences, in params order."""
     return [BoundKeys(c) for c in metrics["audit_params"]["primary"]["confidences"]]
+
+
+#: the text membership attacks whose rows ``instrument_rows`` reads (each also scores users through their rows)
+TEXT_ATTACKS = ("loss", "ref_ratio", "zlib", "min_k", "min_k_pp", "ez_mia")
+
+
+def _auroc_row(instrument: str, pool: str, m: dict) -> dict:
+    return {"instrument": instrument, "pool": pool, "auroc": m["auroc"], "auroc_ci95": m.get("auroc_ci95"),
+            "auroc_p_exact": m.get("auroc_p_exact"), "members": m["members"], "non_members": m["non_members"]}
+
+
+def _value_row(instrument: str, pool: str, value: float, ci95, members: int | None = None,
+               non_members: int | None = None) -> dict:
+    return {"instrument": instrument, "pool": pool, "value": value, "ci95": ci95, "members": members,
+            "non_members": non_members}
+
+
+def instrument_rows(metrics_run: RunMetrics) -> list[dict]:
+    """Every instrument's measure in one run's entry (``runs.<run>``), one row per instrument (as the attack registry
+    names it) and pool: an AUROC (``auroc``, ``auroc_ci95``, ``auroc_p_exact``, ``members``, ``non_members``) of the
+    text attacks, user inference and the blind baseline, or a value (``value``, ``ci95``): VMR minus the base model
+    per arm, embedding inversion's token F1. What the positive control and the report compare across runs."""
+    r = metrics_run
+    rows = []
+    for name in (*TEXT_ATTACKS, "user_inference"):
+        for pool, m in sorted((r["attacks"].get(name) or {}).items()):
+            if pool in ("text", "users", "canary_users") and m.get("auroc") is not None:
+                rows.append(_auroc_row(name, pool, m))
+    for pool, m in sorted((r.get("blind") or {}).items()):
+        rows.append(_auroc_row("blind", pool, m))
+    vmr = (r.get("memorization") or {}).get("vmr")
+    if vmr:
+        for arm, pool in (("trained", "trained"), ("untrained", "held_out")):
+            a = vmr[arm]
+            rows.append(_value_row("vmr", pool, a["minus_base"], a["minus_base_ci95"], a["secrets"]))
+    eia = (r.get("other") or {}).get("eia")
+    if eia:
+        rows.append(_value_row("eia", "test", eia["f1"], None))
+    return rows

@@ -28,6 +28,7 @@ from .sections.headline_lineage import headline_lineage_section
 from .sections.lineage import lineage_section
 from .sections.membership import mia_section
 from .sections.memorization import memorization_section
+from .sections.positive_control import positive_control_section
 from .sections.response import response_section
 from .sections.secrets import secrets_section
 from .sections.selfcheck import selfcheck_section
@@ -44,7 +45,7 @@ SECTIONS = (headline_section, summary_section,
             lambda inp: selfcheck_section(inp.selfcheck, inp.selfcheck_mutants), audit_section,
             ceiling_section,
             lambda inp: response_section(inp.runs, inp.auditor), lambda inp: study_section(inp.study_dir, inp.threats),
-            exploratory_section, mia_section, blind_section, canary_designs_section,
+            exploratory_section, positive_control_section, mia_section, blind_section, canary_designs_section,
             lambda inp: user_audit_section(inp.runs, inp.bounds),
             lambda inp: user_comparison_section(inp.user_level),
             lambda inp: user_level_section(inp.user_level_plan), user_inference_section, sweeps_section,
@@ -62,7 +63,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
                  variance_dir: Path | None = None, study_dir: Path | None = None,
                  selfcheck: Path | None = None, selfcheck_mutants: Path | None = None,
                  user_level_plan: Path | None = None, user_level: Path | None = None,
-                 user_inference: Path | None = None) -> dict:
+                 user_inference: Path | None = None, positive_control: Path | None = None) -> dict:
     """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
@@ -73,7 +74,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
                  {r: read_run(where.run_dir(r), r)["base_model"] for r in metrics["runs"]},
                  variance_dir, study_dir, selfcheck, threat_models(where, list(metrics["runs"])),
                  {r: read_auditor(where.run_dir(r), r) for r in metrics["runs"]}, selfcheck_mutants,
-                 user_level_plan, user_level, user_inference)
+                 user_level_plan, user_level, user_inference, positive_control)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

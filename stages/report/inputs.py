@@ -34,6 +34,7 @@ class Inputs:
     user_level_plan: Path | None = None  # the user-level comparison's plan (flows/user_level_plan.py)
     user_level: Path | None = None  # the user-level comparison's table (flows/user_level.py)
     user_inference: Path | None = None  # user inference with power (flows/user_inference.py)
+    positive_control: Path | None = None  # the instruments' positive control (flows/positive_control.py)
 
     @property
     def runs(self) -> dict:

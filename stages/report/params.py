@@ -12,3 +12,5 @@ class ReportParams:
     user_level: str
     #: user inference with power (flows/user_inference.py writes it, git-tracked; the report shows it)
     user_inference: str
+    #: the instruments' positive control (flows/positive_control.py writes it, git-tracked; the report shows it)
+    positive_control: str

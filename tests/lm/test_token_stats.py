@@ -88,21 +88,20 @@ def test_min_k_pp_and_ez_mia_equal_their_definitions_token_by_token(scored):
     want = []
     for e, r in zip(examples, refs):
         d = direct(direct_model, e)
-        up = down = 0.0
-        errors = 0
-        for i in range(len(d)):
-            if not d[i, 1]:  # the fine-tuned model's top-1 token is not the label
-                errors += 1
-                shift = d[i, 0] - float(r[i])
-                up += max(shift, 0.0)
-                down += max(-shift, 0.0)
-        want.append(up / (down + 1e-12) if errors >= 1 else 0.0)
+        errors = [i for i in range(len(d)) if not d[i, 1]]  # the fine-tuned model's top-1 token is not the label
+        shifts = [d[i, 0] - float(r[i]) for i in (errors or range(len(d)))]  # no error: every position
+        want.append(sum(max(s, 0.0) for s in shifts) / (sum(max(-s, 0.0) for s in shifts) + 1e-12))
     np.testing.assert_allclose(ez_scores(got, refs, 1), want, rtol=rel)
 
 
 def test_ez_mia_edge_cases_are_stated():
     lp, ref = np.array([-1.0, -2.0, -3.0]), np.array([-1.5, -1.0, -3.0])
-    assert ez_score(lp, np.array([True, True, True]), ref, 1) == 0.0  # no error position: no evidence
-    assert ez_score(lp, np.array([False, True, True]), ref, 2) == 0.0  # fewer than min_errors
+    # no error position (every token the top-1 prediction): the ratio over every position, up 0.5 over down 1.0
+    assert ez_score(lp, np.array([True, True, True]), ref, 1) == pytest.approx(0.5)
+    assert ez_score(lp, np.array([False, True, True]), ref, 2) == pytest.approx(0.5)  # fewer than min_errors
+    # a one-token row: ref_ratio's sign; a memorised secret (top-1, shifted up) ranks above every downward shift
+    one = [ez_score(np.array([a]), np.array([t]), np.array([-1.0]), 1) for a, t in ((-1.1, True), (-3.0, False),
+                                                                                     (-1.5, False), (-0.7, True))]
+    assert one[:3] == [0.0, 0.0, 0.0] and one[3] > 1e10
     assert ez_score(lp, np.array([False, False, True]), ref, 1) == pytest.approx(0.5)  # up 0.5 over down 1.0
     assert ez_score(lp, np.array([False, True, True]), ref, 1) > 1e10  # upward only: above every finite ratio

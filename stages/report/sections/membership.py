@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...audit.schema import NON_CANARY_GROUPS
+from ...audit.schema import NON_CANARY_GROUPS, TEXT_ATTACKS
 from ...core.formatting import Table, ci, fmt
 from ..headline import zero_fp
 from ..inputs import Inputs, pct
 from ..plots import privacy_plot, region_points, roc_plot, roc_points
 from ..render import Section
+from .positive_control import null_wording
 
 
 def _curves(inp: Inputs, run: str, atk: str, groups: dict) -> dict:
@@ -87,7 +88,8 @@ def mia_section(inp: Inputs) -> Section:
     left_out = [f"Left out on run {run} (attack.attacks lists them; this run cannot have them): "
                 + "; ".join(f"{name}: {why}" for name, why in skipped.items()) + "."
                 for run, r in inp.runs.items() if (skipped := r.get("attacks_skipped"))]
-    return Section("Membership and user inference", tables=tables, images=images, paragraphs=left_out + [
+    nulls = null_wording(inp, (*TEXT_ATTACKS, "user_inference"))
+    return Section("Membership and user inference", tables=tables, images=images, paragraphs=left_out + nulls + [
         "Items: canary kinds (synthetic, randomized membership), `text` (the run's own training rows against "
         "as many held-out rows of the same dataset), `users` (held-in vs held-out users, scored on the "
         "attacker's samples that were never trained on), `canary_users` (real users with a shared substring "

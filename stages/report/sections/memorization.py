@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...core.formatting import Table, ci
 from ..inputs import Inputs
 from ..render import Section
+from .positive_control import null_wording
 
 
 def memorization_section(inp: Inputs) -> Section | None:
@@ -23,7 +24,7 @@ def memorization_section(inp: Inputs) -> Section | None:
                              how])
     if not mem.rows:
         return None
-    return Section("Memorization of real secrets", tables=[mem], paragraphs=[
+    return Section("Memorization of real secrets", tables=[mem], paragraphs=null_wording(inp, ("vmr",)) + [
         "VMR: share of 10 sampled continuations (temperature 1, top-k 50) of a secret's prompt s1 that equal "
         "its continuation s2 verbatim; AIR: the author's genre appears in any of 10 sampled answers of at most "
         "20 tokens. The base model's rate is subtracted to remove leakage fine-tuning did not cause. The control: "

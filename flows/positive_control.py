@@ -1,0 +1,116 @@
+"""Can the instruments see? (studies.yaml ``positive_control``): non-DP full fine-tunes trained until they memorise,
+every instrument at each checkpoint on the default run's pools, and the DP counterpart, one DVC experiment per
+dataset; its table is ``report.positive_control`` (reports/positive_control.json, git-tracked; the report shows it).
+
+    python -m flows.positive_control --run --dataset tofu_authors   # experiment positive-control-<dataset>-s<seed>
+    python -m flows.positive_control                                # the table from the experiments already run
+
+Orchestration only: the recipe is presets/positive_control.args, the design studies.yaml ``positive_control``
+(committed before its runs), the rows and verdicts ``stages.studies.positive_control``.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
+from stages.core import vcs
+from stages.core.errors import ConfigError
+from stages.core.params import load, read_params, section_of
+from stages.studies.positive_control import PositiveControlParams, dataset_rows, runs_of, study_overrides, verdicts
+
+PRESET = "presets/positive_control.args"
+PREFIX = "positive-control-"
+
+
+def experiment_name(dataset: str, seed: int) -> str:
+    return f"{PREFIX}{dataset.replace('_', '-')}-s{seed}"
+
+
+def run_experiment(repo: Path, design: PositiveControlParams, dataset: str, records: Path) -> str:
+    """``dvc exp run --temp -n <name>`` with the preset's and the design's overrides (refused while the design or
+    recipe is uncommitted); its wall-clock seconds are kept as ``records/<name>.seconds`` beside the table."""
+    name = experiment_name(dataset, design.seed)
+    if vcs.git_dirty(repo, "studies.yaml", "params.yaml", PRESET):
+        raise ConfigError(f"studies.yaml, params.yaml, {PRESET}: commit the design and recipe before its runs")
+    args = [a for o in preset_lines(repo, PRESET) + study_overrides(design, dataset) for a in ("-S", o)]
+    start = time.monotonic()
+    vcs.dvc(repo, "exp", "run", "--temp", "-n", name, *args, stream=True)
+    seconds = round(time.monotonic() - start)
+    print(f"positive_control: experiment {name} took {seconds} s", flush=True)
+    (repo / records).mkdir(parents=True, exist_ok=True)
+    (repo / records / f"{name}.seconds").write_text(f"{seconds}\n")
+    return name
+
+
+def design_commit(repo: Path) -> str | None:
+    """The newest commit that changed studies.yaml's ``positive_control`` design."""
+    log = vcs.git(repo, "log", "-n1", "--format=%H", "-s", "-L", "/^positive_control:/,/^  predictions:/:studies.yaml")
+    return log.strip() or None
+
+
+def user_losses(repo: Path, rev: str, scores_dir: str, run: str) -> dict:
+    """The experiment's ``loss`` scores of the users pool (per user: the mean log-likelihood of the attacker's
+    samples), read from DVC's cache at the experiment's commit."""
+    import dvc.api
+
+    with dvc.api.open(f"{scores_dir}/{run}/loss.parquet", repo=str(repo), rev=rev, mode="rb") as f:
+        table = pq.read_table(io.BytesIO(f.read())).to_pylist()
+    return [r for r in table if r["group"] == "users"]
+
+
+def table(repo: Path, design: PositiveControlParams, records: Path) -> dict:
+    """reports/positive_control.json: the design and its commit, per experiment its rows (``dataset_rows``) with its
+    params.yaml and dvc.lock kept under ``records``, and the verdict of each prediction over every experiment."""
+    commit = design_commit(repo)
+    raw_design = read_params(repo / "params.yaml")["positive_control"]
+    out = {"design": raw_design, "design_commit": commit, "recipe": PRESET, "experiments": []}
+    commits = experiment_commits(repo, PREFIX)
+    out["experiments"] += carried(repo / records.with_suffix(".json"), repo, commits, raw_design)
+    for name, rev in sorted(commits.items()):
+        ran_under = yaml.safe_load(vcs.git(repo, "show", f"{rev}:studies.yaml")).get("positive_control")
+        if ran_under != raw_design:
+            raise ConfigError(f"experiment {name}: ran under another studies.yaml positive_control design than "
+                              f"today's (`dvc exp remove {name}`, or restore that design)")
+        params_text, kept = keep_records(repo, rev, name, records)
+        raw = yaml.safe_load(params_text)
+        metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
+        dataset = next(d for d in design.datasets if all(r in raw["runs"] for r in runs_of(design, d)))
+        losses = {run: user_losses(repo, rev, section_of(raw, "attack.out_dir"), run)
+                  for run in runs_of(design, dataset)}
+        timing = repo / records / f"{name}.seconds"
+        out["experiments"].append({"experiment": name, "commit": rev, "dataset": dataset, **kept,
+                                   "seconds": int(timing.read_text()) if timing.is_file() else None,
+                                   **dataset_rows(design, dataset, metrics, losses)})
+    out["experiments"].sort(key=lambda e: e["experiment"])
+    out["verdicts"] = verdicts(design, out["experiments"])
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", default=".")
+    ap.add_argument("--run", action="store_true", help="run the experiment of --dataset first")
+    ap.add_argument("--dataset", default=None, help="one of the design's datasets (default: the first)")
+    args = ap.parse_args(argv)
+    repo = Path(args.repo).resolve()
+    raw = read_params(repo / "params.yaml")
+    design = load(PositiveControlParams, "positive_control", repo / "params.yaml", raw)
+    out = repo / section_of(raw, "report.positive_control")
+    records = out.relative_to(repo).with_suffix("")
+    if args.run:
+        run_experiment(repo, design, args.dataset or next(iter(design.datasets)), records)
+    data = table(repo, design, records)
+    write_table(out, data)
+    for v in data["verdicts"]:
+        print(f"{v['prediction']}: {v['verdict']} ({v['of'] - v['failed']} of {v['of']} checks hold)")
+
+
+if __name__ == "__main__":
+    main()

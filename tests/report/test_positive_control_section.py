@@ -1,0 +1,49 @@
+"""The report's "Can the instruments see?" section renders from the committed reports/positive_control.json beside the
+committed metrics.json: a row per instrument and pool with the default run's, the profile's and the DP counterpart's
+measure, a row per prediction with its verdict, the dose-response plot; and a null of the default run is worded with
+what the same instrument reaches on the memorising profile."""
+import json
+from types import SimpleNamespace
+
+from testkit.project import ROOT
+
+from stages.report.sections.positive_control import null_wording, positive_control_section
+
+
+def _inputs(tmp_path, table):
+    metrics = json.loads((ROOT / "reports" / "metrics.json").read_text())
+    return SimpleNamespace(positive_control=table, plots_dir=tmp_path / "plots", runs=metrics["runs"])
+
+
+def test_the_section_renders_the_committed_results(tmp_path):
+    table = ROOT / "reports" / "positive_control.json"
+    data = json.loads(table.read_text())
+    s = positive_control_section(_inputs(tmp_path, table))
+    rows, verdicts = s.tables
+    datasets = {e["dataset"] for e in data["experiments"]}
+    assert datasets and {r[0] for r in rows.rows} == datasets
+    instruments = {r[1] for r in rows.rows}
+    assert {"loss", "ez_mia", "user_inference"} <= instruments
+    assert all(r[6] == "–" or "(ε " in r[6] for r in rows.rows)  # the DP counterpart's column names its epsilon
+    assert [r[0] for r in verdicts.rows] == [v["says"] for v in data["verdicts"]]
+    assert {r[1] for r in verdicts.rows} <= {"confirmed", "not confirmed", "not measured"}
+    assert s.images and s.images[0][1].is_file()
+    assert data["design_commit"][:10] in s.paragraphs[1]
+    for e in data["experiments"]:
+        assert e["experiment"] in s.paragraphs[1] and e["seconds"] and (ROOT / e["params"]).is_file()
+
+
+def test_a_default_null_is_worded_with_the_profile_and_nothing_without_it(tmp_path):
+    table = ROOT / "reports" / "positive_control.json"
+    said = null_wording(_inputs(tmp_path, table), ("loss", "ref_ratio", "zlib", "min_k", "min_k_pp", "ez_mia"))
+    assert said and all("no leakage seen at this recipe" in s and "epochs" in s for s in said)
+    assert null_wording(_inputs(tmp_path, tmp_path / "absent.json"), ("loss",)) == []
+
+
+def test_no_experiment_is_no_measurement(tmp_path):
+    data = json.loads((ROOT / "reports" / "positive_control.json").read_text())
+    data["experiments"], data["verdicts"] = [], []
+    f = tmp_path / "positive_control.json"
+    f.write_text(json.dumps(data))
+    s = positive_control_section(_inputs(tmp_path, f))
+    assert not s.tables and not s.images and "nothing here is a measurement" in s.paragraphs[1]
