@@ -41,7 +41,8 @@ def run_experiment(repo: Path, design: PositiveControlParams, dataset: str, reco
         raise ConfigError(f"studies.yaml, params.yaml, {PRESET}: commit the design and recipe before its runs")
     args = [a for o in preset_lines(repo, PRESET) + study_overrides(design, dataset) for a in ("-S", o)]
     start = time.monotonic()
-    vcs.dvc(repo, "exp", "run", "--temp", "-n", name, *args, stream=True)
+    # up to the audit: the report stage reads the table this flow writes from the experiments
+    vcs.dvc(repo, "exp", "run", "--temp", "-n", name, *args, "audit", stream=True)
     seconds = round(time.monotonic() - start)
     print(f"positive_control: experiment {name} took {seconds} s", flush=True)
     (repo / records).mkdir(parents=True, exist_ok=True)
