@@ -21,7 +21,7 @@ def simulate(q: float, steps: int, optimizer: str, *, d: int = 576, m: int = 100
              expected_batch: float = 40.0, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999):
     from opacus.accountants.utils import get_noise_multiplier
 
-    from stages.bounds.one_run import epsilon_lower_bound, guesses
+    from stages.shared.bounds.one_run import epsilon_lower_bound, guesses
 
     sigma = get_noise_multiplier(target_epsilon=8.0, target_delta=1e-5, sample_rate=q, steps=steps, accountant="prv",
                                  epsilon_tolerance=0.005)

@@ -70,8 +70,8 @@ def main() -> None:
     from testkit.models import canary_rows, dp_params, tiny_canary_lm
 
     from stages.finetune.loop import TrainConfig, train
-    from stages.lm.examples import canary_examples
-    from stages.lm.scoring import token_logprobs
+    from stages.shared.lm.examples import canary_examples
+    from stages.shared.lm.scoring import token_logprobs
 
     cpu = torch.device("cpu")
     dev = cpu if args.cpu else torch.device("cuda")

@@ -66,8 +66,8 @@ def step_tokens(examples, q: float, steps: int, seed: int) -> list[int]:
     the step index only, so the benchmark counts what it trained on itself; DP and non-DP draw the same batches)."""
     import numpy as np
 
-    from stages.core.seeds import stream
     from stages.finetune.sampling import poisson_draw
+    from stages.shared.core.seeds import stream
 
     rng = np.random.default_rng(stream("finetune.sampler").int_seed(seed))
     lengths = np.array([len(e) for e in examples])
@@ -78,7 +78,7 @@ def measure(args, name: str, mode: str | None, steps: int, chunk: int) -> dict:
     import torch
 
     from stages.finetune.loop import TrainConfig, train
-    from stages.lm.trainable import build_model
+    from stages.shared.lm.trainable import build_model
 
     ctx = args.ctx
     paradigm, embeddings = CONFIGS[name]
@@ -109,14 +109,14 @@ def measure(args, name: str, mode: str | None, steps: int, chunk: int) -> dict:
 
 def load_context(args) -> dict:
     from stages.canaries.schema import read_canaries
-    from stages.core.artifacts import locations
-    from stages.core.params import read_params
-    from stages.datasets import get_dataset
     from stages.finetune.params import load_finetune
     from stages.finetune.schema import TextSetup
     from stages.finetune.text import RunText
-    from stages.lm.examples import canary_examples
-    from stages.lm.loading import load_tokenizer
+    from stages.shared.core.artifacts import locations
+    from stages.shared.core.params import read_params
+    from stages.shared.datasets import get_dataset
+    from stages.shared.lm.examples import canary_examples
+    from stages.shared.lm.loading import load_tokenizer
 
     raw = read_params(args.params)
     ft = load_finetune(next(iter(raw["runs"])), args.params, raw)

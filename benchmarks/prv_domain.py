@@ -1,4 +1,4 @@
-"""The PRV accountant's discretisation domain from ``stages.core.privacy.PRV`` (its RDP bound summed as arrays)
+"""The PRV accountant's discretisation domain from ``stages.shared.core.privacy.PRV`` (its RDP bound summed as arrays)
 against opacus' own ``PRVAccountant._get_domain``, over a grid of (q, sigma, steps, delta error): how many domains are
 identical, and the time of each, as a ratio within one run.
 
@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     from opacus.accountants import PRVAccountant
     from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV
 
-    from stages.core.privacy import create_accountant
+    from stages.shared.core.privacy import create_accountant
 
     warnings.simplefilter("ignore", RuntimeWarning)
     ours, theirs = create_accountant("prv"), PRVAccountant()

@@ -3,7 +3,7 @@
 Workload: every canary (prefix + secret; the SFT score needs the secret position only) plus real
 text rows (persona + partner -> reply; loss on the reply). Three ways to get the same numbers:
 
-  ours      stages.lm.scoring.token_logprobs: length-bucketed batches, output layer only at
+  ours      stages.shared.lm.scoring.token_logprobs: length-bucketed batches, output layer only at
             the labelled positions
   bare      the transformer body alone (no output layer, no log-softmax) on the very same batches:
             the floor any scorer pays
@@ -31,15 +31,15 @@ def args_of():
 def workload(args):
     """(model, tokenizer, examples: every canary + text rows, canaries by kind)."""
     from stages.canaries.schema import read_canaries
-    from stages.core.artifacts import locations
-    from stages.core.params import read_params
-    from stages.datasets import get_dataset
     from stages.finetune.params import load_finetune
     from stages.finetune.schema import TextSetup
     from stages.finetune.text import RunText
-    from stages.lm.canary_lm import CanaryLM
-    from stages.lm.examples import canary_examples
-    from stages.lm.loading import load_base
+    from stages.shared.core.artifacts import locations
+    from stages.shared.core.params import read_params
+    from stages.shared.datasets import get_dataset
+    from stages.shared.lm.canary_lm import CanaryLM
+    from stages.shared.lm.examples import canary_examples
+    from stages.shared.lm.loading import load_base
 
     raw = read_params(args.params)
     ft = load_finetune(next(iter(raw["runs"])), args.params, raw)
@@ -57,8 +57,8 @@ def time_ours_and_bare(model, examples, pad, batch_size):
     """Best of two alternating timings of ``token_logprobs`` and of the transformer body on the same batches."""
     import torch
 
-    from stages.lm.batching import chunks, collate
-    from stages.lm.scoring import token_logprobs
+    from stages.shared.lm.batching import chunks, collate
+    from stages.shared.lm.scoring import token_logprobs
 
     parts = chunks(range(len(examples)), [len(e) for e in examples], batch_size)
 

@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from leakaudit import selfcheck as flow  # noqa: E402
-from stages.core.params import load  # noqa: E402
-from stages.selfcheck import trials as S  # noqa: E402
-from stages.selfcheck.params import SelfcheckParams  # noqa: E402
+from stages.shared.core.params import load  # noqa: E402
+from stages.tools.selfcheck import trials as S  # noqa: E402
+from stages.tools.selfcheck.params import SelfcheckParams  # noqa: E402
 
 FIRST_SEED = 2000
 #: fresh seeds for a setup whose mutant was changed after a run at FIRST_SEED.. (those seeds are then development seeds
@@ -100,7 +100,7 @@ def main() -> None:
         t0, flags, named = time.time(), 0, collections.Counter()
         for s in range(args.first_seed, args.first_seed + args.seeds):
             os.environ["SELFCHECK_MUTANT"] = name or ""
-            module = "testkit.mutants" if name and config.processes > 1 else "stages.selfcheck.trials"
+            module = "testkit.mutants" if name and config.processes > 1 else "stages.tools.selfcheck.trials"
             ctx = mutants.mutant(name) if name and config.processes == 1 else contextlib.nullcontext()
             with ctx:
                 (row,) = flow.check(sc, [config], seed=s, module=module, mutant=name, log=lambda _: None,

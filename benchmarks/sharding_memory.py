@@ -75,12 +75,12 @@ def worker(spec: dict, out: str) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     import stages.finetune.loop as loop
-    from stages.core.cli import configure_process
     from stages.finetune.distributed import finish, init
     from stages.finetune.loop import TrainConfig, train
     from stages.finetune.params import DPParams
-    from stages.lm.examples import Example
-    from stages.lm.trainable import Trainable, build_model
+    from stages.shared.core.cli import configure_process
+    from stages.shared.lm.examples import Example
+    from stages.shared.lm.trainable import Trainable, build_model
 
     configure_process()
     rank, world_size, device = init("cpu")

@@ -3,7 +3,8 @@
 
 Each configuration of ``variance.study``: sigma calibrated by the PRV accountant to (epsilon, delta) at its q = b / n
 (n: the recipe's candidate pool, ``--pool``) and T; ``trials`` one-run audits of the last-iterate linear model
-(``stages.bounds.ceiling.ideal_counts``: m canaries, the primary rule) give the ideal epsilon-hat95 draws; then the
+(``stages.shared.bounds.ceiling.ideal_counts``: m canaries, the primary rule) give the ideal epsilon-hat95 draws; then
+the
 Kruskal-Wallis test of ``--seeds`` draws per configuration rejects at each level this often (a heuristic: real models
 are not the linear model).
 
@@ -26,10 +27,10 @@ def main() -> None:
     import numpy as np
 
     from stages.audit.params import AuditParams
-    from stages.bounds.ceiling import ideal_counts, trial_bounds
-    from stages.bounds.keys import clip_guesses
-    from stages.core.params import load, read_params
-    from stages.core.privacy import calibrate_sigma
+    from stages.shared.bounds.ceiling import ideal_counts, trial_bounds
+    from stages.shared.bounds.keys import clip_guesses
+    from stages.shared.core.params import load, read_params
+    from stages.shared.core.privacy import calibrate_sigma
     from stages.variance.params import VarianceParams
     from stages.variance.study import kruskal_power
 

@@ -10,7 +10,7 @@ fine-tune of that recipe). ``--run tofu-users`` runs one of them. Writes reports
 reports/attack_strength.md (git-tracked), each row the audit's summary from the experiment's metrics; the newer
 attacks' strongest minus the 2023 family's strongest is a paired bootstrap on the experiment's scores (read from the
 DVC cache at the experiment's commit). The flow only orchestrates: rows and margins come from
-``stages.studies.attacks``.
+``stages.tools.studies.attacks``.
 """
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ import yaml
 
 from flows.experiments import experiment_commits, preset_lines
 from stages.audit.params import AuditParams
-from stages.core import vcs
-from stages.core.params import build, section_of
-from stages.studies.attacks import compared, margin, markdown, rows_of
+from stages.shared.core import vcs
+from stages.shared.core.params import build, section_of
+from stages.tools.studies.attacks import compared, margin, markdown, rows_of
 
 #: experiment -> the preset files of its overrides
 EXPERIMENTS = {"rmia": ["presets/rmia.args"],

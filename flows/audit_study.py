@@ -9,7 +9,7 @@ for every design (score x guessing rule, ``study``), rows appended to reports/au
 A seed s sets ``canaries.seed`` and ``finetune.seed`` (canary draw, membership coins, text sample, training noise).
 Each experiment drops the other runs, runs only the study's attacks and reproduces up to ``audit``; DVC's cache
 keeps what points share (upstream stages, and the canaries of a seed across profiles). The flow only orchestrates:
-the rows come from ``stages.studies.study``. Confirmation refuses to run while params.yaml differs from the commit
+the rows come from ``stages.tools.studies.study``. Confirmation refuses to run while params.yaml differs from the commit
 (the design must be committed first) and never rewrites an existing confirmation row.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
-    from stages.core.prefect_env import apply_offline_defaults
+    from stages.shared.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
 
@@ -29,12 +29,12 @@ from prefect.cache_policies import NO_CACHE
 from flows.sweep import check_points, committed_metrics, queue_status
 from stages.attack.api import threat_model
 from stages.audit.params import AuditParams
-from stages.core.errors import ConfigError
-from stages.core.params import load, read_params, section_of
-from stages.core.vcs import dvc, git_dirty, head
 from stages.finetune.params import load_finetune
-from stages.studies.params import StudyParams
-from stages.studies.study import FIELDS, study_rows, summarise
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import load, read_params, section_of
+from stages.shared.core.vcs import dvc, git_dirty, head
+from stages.tools.studies.params import StudyParams
+from stages.tools.studies.study import FIELDS, study_rows, summarise
 
 STUDY_FILE = "study.json"
 
@@ -116,7 +116,7 @@ def read_study(out: Path) -> list[dict]:
 
 def write_study(out: Path, rows: list[dict], primary: dict) -> None:
     """study.json (rows and per-design summaries) and study.md, atomically."""
-    from stages.core.formatting import Table, fmt, md_table
+    from stages.shared.core.formatting import Table, fmt, md_table
 
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise([r for r in rows if r["phase"] != "recipes"])

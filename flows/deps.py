@@ -12,7 +12,7 @@ of each stage's ``deps: [...]`` in dvc.yaml (the lines after ``CODE_MARK``, wrap
 other data deps kept);
 ``--lock`` exits 1 naming each stage whose code, params or raw-data deps no longer match dvc.lock (outputs absent
 from a clean clone's cache are fine): CI runs it, so main's dvc.lock is main's code's.
-tests/core/test_layout.py checks the equality."""
+tests/shared/core/test_layout.py checks the equality."""
 from __future__ import annotations
 
 import argparse
@@ -228,7 +228,7 @@ def write(root: Path = ROOT) -> list[str]:
 
 def replica_datasets(root: Path = ROOT) -> list[str]:
     """The datasets the replicated runs read (``runs.<run>.dataset`` over ``finetune.dataset``), sorted."""
-    from stages.core.params import deep_merge, read_params
+    from stages.shared.core.params import deep_merge, read_params
 
     raw = read_params(root / "params.yaml")
     runs, shared = raw.get("runs") or {}, raw.get("finetune") or {}
@@ -282,7 +282,7 @@ def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict
 
 def produced(root: Path = ROOT) -> set[str]:
     """Every output path dvc.lock records (what some stage writes)."""
-    from stages.core.lineage import load_lock
+    from stages.shared.core.lineage import load_lock
 
     return {o["path"] for st in load_lock(root / "dvc.lock").values() for o in st.get("outs") or []}
 
@@ -298,7 +298,7 @@ def orphans(root: Path = ROOT) -> list[str]:
     enter a lineage chain as producers of outputs nothing writes any more."""
     from dvc.repo import Repo
 
-    from stages.core.lineage import load_lock
+    from stages.shared.core.lineage import load_lock
 
     with Repo(str(root)) as repo:
         names = {s.name for s in repo.index.stages}

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from stages.audit.api import design_look, replica_primary
 from stages.audit.params import AuditParams
-from stages.core.params import load, read_params
-from stages.core.vcs import git_dirty, head
+from stages.shared.core.params import load, read_params
+from stages.shared.core.vcs import git_dirty, head
 
 
 def main(argv=None) -> None:

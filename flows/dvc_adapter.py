@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from stages.core import lineage
-from stages.core.vcs import VcsError
+from stages.shared.core import lineage
+from stages.shared.core.vcs import VcsError
 
 #: seconds a stopped stage gets after SIGINT (the stage exits 130, DVC releases its locks: ~4 s on 2 busy cores)
 #: before SIGKILL (then DVC's lock entries name a dead process, which the next DVC command drops)
@@ -143,7 +143,7 @@ def stop_group(proc: subprocess.Popen, grace: float = STAGE_STOP_S) -> None:
 def exit_on_signal(deadline: float = EXIT_DEADLINE_S) -> Iterator[None]:
     """In the block, SIGTERM or SIGINT ends this process within ``deadline`` seconds, exit 143 or 130 (``EXIT_CODES``).
 
-    SIGTERM raises SystemExit(143) (SIGINT stays KeyboardInterrupt, which ``stages.core.cli.run_cli`` turns into
+    SIGTERM raises SystemExit(143) (SIGINT stays KeyboardInterrupt, which ``stages.shared.core.cli.run_cli`` turns into
     130), so the stack unwinds: the running stage's group is stopped (``dvc_process``), Prefect records the run
     Crashed and stops its ephemeral server at exit. Alone that can take minutes: while a flow runs, Prefect's own
     SIGTERM handler is in place, and it passes the signal on to ours only after recording the crash, which it
@@ -237,7 +237,7 @@ REPORT_FILES = (("HTML report (self-contained)", "index.html"), ("markdown repor
 
 def headline_artifact(repo: str | Path) -> str | None:
     """The report's headline block plus a table of links to the report files (None before a report exists)."""
-    from stages.core.params import read_params
+    from stages.shared.core.params import read_params
 
     report_dir = read_params(Path(repo) / "params.yaml")["report"]["out_dir"]
     folder = Path(repo).resolve() / report_dir

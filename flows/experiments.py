@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from stages.core import vcs
-from stages.core.errors import ConfigError
+from stages.shared.core import vcs
+from stages.shared.core.errors import ConfigError
 
 
 def preset_lines(repo: Path, preset: str) -> list[str]:

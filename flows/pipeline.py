@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
-    from stages.core.prefect_env import apply_offline_defaults
+    from stages.shared.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
 

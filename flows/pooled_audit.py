@@ -11,8 +11,9 @@ Refuses while params.yaml or dvc.lock differ from the commit, or while `dvc stat
 runs of that commit are recorded already; never rewrites a recorded (recipe, seeds, streams) row. Each row's status
 is the ledger's (``ledger_status``, stages/audit/ledger.py: a set is a confirmation for the one design its first
 recorded run was under). Each row names the stream derivation its runs used (``streams``:
-``stages.core.seeds.DERIVATION``). The summary gives one bar per design. The flow only orchestrates: rows come from
-``stages.studies.study``, statuses from the ledger.
+``stages.shared.core.seeds.DERIVATION``). The summary gives one bar per design. The flow only orchestrates: rows come
+from
+``stages.tools.studies.study``, statuses from the ledger.
 """
 from __future__ import annotations
 
@@ -25,11 +26,11 @@ import yaml
 
 from stages.audit.api import Ledger, LedgerEntry, design_key, design_of, read_ledger, user_test_name, write_ledger
 from stages.audit.params import SeedRegistry
-from stages.core.errors import ConfigError
-from stages.core.params import load, read_params, section_of
-from stages.core.vcs import VcsError, dvc, git, git_dirty, head
-from stages.studies.params import StudyParams
-from stages.studies.study import COUPLED_STREAMS, pooled_row, pooled_summary, same_set
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import load, read_params, section_of
+from stages.shared.core.vcs import VcsError, dvc, git, git_dirty, head
+from stages.tools.studies.params import StudyParams
+from stages.tools.studies.study import COUPLED_STREAMS, pooled_row, pooled_summary, same_set
 
 POOLED_FILE = "pooled.json"
 

@@ -6,7 +6,7 @@ dataset; its table is ``report.positive_control`` (reports/positive_control.json
     python -m flows.positive_control                                # the table from the experiments already run
 
 Orchestration only: the recipe is presets/positive_control.args, the design studies.yaml ``positive_control``
-(committed before its runs), the rows and verdicts ``stages.studies.positive_control``.
+(committed before its runs), the rows and verdicts ``stages.tools.studies.positive_control``.
 """
 from __future__ import annotations
 
@@ -20,10 +20,16 @@ import pyarrow.parquet as pq
 import yaml
 
 from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
-from stages.core import vcs
-from stages.core.errors import ConfigError
-from stages.core.params import load, read_params, section_of
-from stages.studies.positive_control import PositiveControlParams, dataset_rows, runs_of, study_overrides, verdicts
+from stages.shared.core import vcs
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import load, read_params, section_of
+from stages.tools.studies.positive_control import (
+    PositiveControlParams,
+    dataset_rows,
+    runs_of,
+    study_overrides,
+    verdicts,
+)
 
 PRESET = "presets/positive_control.args"
 PREFIX = "positive-control-"

@@ -18,7 +18,7 @@ the chosen metrics (reports/sweeps/<name>.{json,md}) in which every row names it
 A point with several params separates them with ';' (--set 'finetune.lr=0.002;finetune.steps=50').
 ``--collect-only COMMIT`` re-tabulates a finished (or interrupted) sweep without running anything.
 Every point's params (params.yaml with its overrides, applied by DVC's own parser) are validated before any point is
-queued; the tables come from ``stages.studies.compare``.
+queued; the tables come from ``stages.tools.studies.compare``.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
-    from stages.core.prefect_env import apply_offline_defaults
+    from stages.shared.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
 
@@ -38,12 +38,12 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from stages.core.errors import ConfigError
-from stages.core.formatting import flatten
-from stages.core.params import STUDIES_FILE, read_params
-from stages.core.vcs import VcsError, dvc, git, head
 from stages.params import validate_params
-from stages.studies.compare import sweep_markdown
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.formatting import flatten
+from stages.shared.core.params import STUDIES_FILE, read_params
+from stages.shared.core.vcs import VcsError, dvc, git, head
+from stages.tools.studies.compare import sweep_markdown
 
 
 def experiment_params(repo: str | Path, sets: list[str]) -> dict:
@@ -55,7 +55,7 @@ def experiment_params(repo: str | Path, sets: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "params.yaml"
         shutil.copyfile(Path(repo) / "params.yaml", target)
-        if (Path(repo) / STUDIES_FILE).is_file():  # read with it (stages.core.params.read_params)
+        if (Path(repo) / STUDIES_FILE).is_file():  # read with it (stages.shared.core.params.read_params)
             shutil.copyfile(Path(repo) / STUDIES_FILE, Path(tmp) / STUDIES_FILE)
         overrides = to_path_overrides(sets).get("params.yaml", [])
         try:
@@ -194,6 +194,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    from stages.core.cli import run_cli
+    from stages.shared.core.cli import run_cli
 
     run_cli(main)

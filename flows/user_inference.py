@@ -6,7 +6,7 @@ table is ``report.user_inference`` (reports/user_inference.json, git-tracked; th
     python -m flows.user_inference                     # the table from the experiments already run
 
 Orchestration only: the recipe is presets/user_inference.args, the design studies.yaml ``user_inference`` (committed
-before its runs), the rows ``stages.studies.user_inference.inference_rows``. The prediction is stated beside the
+before its runs), the rows ``stages.tools.studies.user_inference.inference_rows``. The prediction is stated beside the
 rows, never fitted to them.
 """
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 import yaml
 
 from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
-from stages.core import vcs
-from stages.core.errors import ConfigError
-from stages.core.params import load, read_params, section_of
-from stages.studies.user_inference import UserInferenceStudyParams, inference_rows, study_overrides
+from stages.shared.core import vcs
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import load, read_params, section_of
+from stages.tools.studies.user_inference import UserInferenceStudyParams, inference_rows, study_overrides
 
 PRESET = "presets/user_inference.args"
 PREFIX = "user-inference-l"

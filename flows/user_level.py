@@ -7,7 +7,7 @@ git-tracked; the report shows it).
     python -m flows.user_level                           # the table from the experiments already run
 
 Orchestration only: the recipe is presets/user_level.args, the design studies.yaml ``user_level`` (committed before
-any run: its plan, reports/user_level_plan.json), the rows ``stages.studies.user_level.comparison_rows``. Each
+any run: its plan, reports/user_level_plan.json), the rows ``stages.tools.studies.user_level.comparison_rows``. Each
 experiment's runs are recorded in the seed ledger (``flows.pooled_audit.record``), so a seed set confirms only the
 design it first ran under. The plan's prediction is stated beside the rows, never fitted to them.
 """
@@ -21,10 +21,10 @@ from pathlib import Path
 import yaml
 
 from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
-from stages.core import vcs
-from stages.core.errors import ConfigError
-from stages.core.params import load, read_params, section_of
-from stages.studies.user_level import MECHANISMS, UserLevelPlanParams, comparison_rows, mechanism_run
+from stages.shared.core import vcs
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import load, read_params, section_of
+from stages.tools.studies.user_level import MECHANISMS, UserLevelPlanParams, comparison_rows, mechanism_run
 
 PRESET = "presets/user_level.args"
 

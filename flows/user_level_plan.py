@@ -1,6 +1,6 @@
 """The user-level comparison's plan, before any user-level run: the ideal one-run audit over canary users under
 example-level and under user-level DP-SGD at the design of studies.yaml ``user_level`` (orchestration only: the
-numbers come from ``stages.studies.user_level``), written with the design, the prediction and the commit it was
+numbers come from ``stages.tools.studies.user_level``), written with the design, the prediction and the commit it was
 computed at to reports/user_level_plan.json (git-tracked; refused while studies.yaml differs from the commit, and
 never rewritten once written).
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import yaml
 
-from stages.bounds.keys import BoundKeys, mc_interval_key
-from stages.core.errors import ConfigError
-from stages.core.params import load, read_params
-from stages.core.vcs import VcsError, git, git_dirty
-from stages.studies.user_level import UserLevelPlanParams, plan_ideals
+from stages.shared.bounds.keys import BoundKeys, mc_interval_key
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import load, read_params
+from stages.shared.core.vcs import VcsError, git, git_dirty
+from stages.tools.studies.user_level import UserLevelPlanParams, plan_ideals
 
 
 def design_since(repo: Path, section: str = "user_level", path: str = "studies.yaml") -> str | None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 if __name__ == "__main__":  # command-line entry: offline Prefect settings before prefect is imported
-    from stages.core.prefect_env import apply_offline_defaults
+    from stages.shared.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
 
@@ -42,11 +42,11 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows.api_server import shared_api
-from stages.core.env import OFFLINE_ENV
-from stages.core.errors import ConfigError, DataError
-from stages.core.params import read_params
-from stages.core.vcs import dvc, git
 from stages.params import Params, load_params, validate_params
+from stages.shared.core.env import OFFLINE_ENV
+from stages.shared.core.errors import ConfigError, DataError
+from stages.shared.core.params import read_params
+from stages.shared.core.vcs import dvc, git
 from stages.variance.api import (
     RUN,
     apply_point,
@@ -67,7 +67,8 @@ ENV = {**OFFLINE_ENV,
 
 
 def sh(tool: Callable[..., str], cwd: str | Path, *args: str, env: dict | None = None) -> str:
-    """``tool`` (``stages.core.vcs.git`` or ``dvc``) in ``cwd`` with the sweep's environment (``ENV``, then ``env``)."""
+    """``tool`` (``stages.shared.core.vcs.git`` or ``dvc``) in ``cwd`` with the sweep's environment (``ENV``, then
+    ``env``)."""
     return tool(cwd, *args, env={**ENV, **(env or {})})
 
 
@@ -304,7 +305,7 @@ def variance_study(repo: str = ".", params_file: str = "params.yaml", which: str
 def write_plan(repo: str = ".", params_file: str = "params.yaml") -> dict:
     """The second study's power statement (``stages.variance.paired.plan``) at the recipe's candidate pool and
     primary rule as the committed metrics give them, into ``variance.silent.plan``."""
-    from stages.core.io import write_json
+    from stages.shared.core.io import write_json
     from stages.variance.api import plan
 
     params, raw, _ = checked_study(Path(repo) / params_file, "silent")
@@ -383,6 +384,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    from stages.core.cli import run_cli
+    from stages.shared.core.cli import run_cli
 
     run_cli(main)

@@ -3,5 +3,5 @@ DVC, or call the stages' tools; nothing here computes. The arrow goes one way: t
 stages, the flows never import it.
 
 Importing a module here changes no process state; an entry point applies the offline Prefect settings
-(``stages.core.prefect_env``) before Prefect is imported.
+(``stages.shared.core.prefect_env``) before Prefect is imported.
 """

@@ -118,8 +118,8 @@ def _first(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Dispatch a subcommand; errors and exit codes as in every stage CLI (stages.core.cli.run_cli)."""
-    from stages.core.cli import run_cli
+    """Dispatch a subcommand; errors and exit codes as in every stage CLI (stages.shared.core.cli.run_cli)."""
+    from stages.shared.core.cli import run_cli
 
     def dispatch(argv: Sequence[str] | None) -> None:
         args = _parser().parse_args(argv)
@@ -142,7 +142,7 @@ def cmd_run(args) -> int:
             print("every stage matches dvc.lock (dvc status): nothing ran")
             print(time_table([{"stage": s, "ran": False, "seconds": 0.0} for s in order]))
             return 0
-        from stages.core.prefect_env import apply_offline_defaults
+        from stages.shared.core.prefect_env import apply_offline_defaults
 
         apply_offline_defaults()
         from flows.pipeline import pipeline
@@ -154,7 +154,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from stages.core.prefect_env import apply_offline_defaults
+    from stages.shared.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
     from flows.sweep import main as sweep_main
@@ -164,7 +164,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_variance(args) -> int:
-    from stages.core.prefect_env import apply_offline_defaults
+    from stages.shared.core.prefect_env import apply_offline_defaults
 
     apply_offline_defaults()
     from flows.variance import main as variance_main
@@ -191,7 +191,7 @@ def cmd_lineage(args) -> int:
 
 def render_trace(t: dict) -> str:
     """The chain as text: value -> producing stage -> params -> inputs' md5 -> upstream stages -> raw files -> git."""
-    from stages.core.formatting import flatten
+    from stages.shared.core.formatting import flatten
 
     lines = [f"{t['path']} = {t['value']!r}", f"  in {t['file']}, written by stage '{t['stage']}'"]
     for i, s in enumerate(t["chain"]):
@@ -229,10 +229,10 @@ def cmd_selfcheck(args) -> int:
 
 
 def cmd_export_canaries(args) -> int:
-    from stages.core.params import read_params
-    from stages.datasets import get_dataset
     from stages.finetune.params import load_finetune
-    from stages.handoff.export import export_for
+    from stages.shared.core.params import read_params
+    from stages.shared.datasets import get_dataset
+    from stages.tools.handoff.export import export_for
 
     repo = Path(args.repo)
     params = repo / args.params
@@ -241,7 +241,7 @@ def cmd_export_canaries(args) -> int:
         spec = get_dataset(load_finetune(args.run, params, raw).dataset, raw)
         stages = ["canaries"] + ([f"secrets@{spec.secrets}"] if spec.secrets else [])
         from flows.dvc_adapter import exit_on_signal, run_dvc
-        from stages.core.errors import StageError
+        from stages.shared.core.errors import StageError
 
         with exit_on_signal():
             rc = run_dvc(["dvc", "repro", *stages], repo)
@@ -255,7 +255,7 @@ def cmd_export_canaries(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from stages.handoff.release import release_for
+    from stages.tools.handoff.release import release_for
 
     manifest = release_for(args.run, Path(args.repo) / args.params, Path(args.out))
     print(f"released run {args.run}: {len(manifest['files'])} files to {args.out}; left out: "

@@ -29,7 +29,7 @@ def _package(dist: str, module: str) -> tuple[bool, str, str]:
 
 def _model(raw: dict) -> tuple[bool, str, str]:
     from stages.base_model.api import resolve
-    from stages.core.errors import StageError
+    from stages.shared.core.errors import StageError
 
     name = raw["model"]["name_or_path"]
     try:
@@ -64,7 +64,7 @@ def _writable(what: str, folder: Path) -> tuple[bool, str, str]:
 
 
 def _dvc_cache(repo: Path) -> tuple[bool, str, str]:
-    from stages.core.vcs import VcsError, dvc
+    from stages.shared.core.vcs import VcsError, dvc
 
     try:
         return _writable("DVC cache", Path(dvc(repo, "cache", "dir").strip()))
@@ -76,8 +76,8 @@ def derived(repo: Path) -> str:
     """Per run, what params imply but do not state: the candidate pool (text rows, formatted rows and every canary,
     member or not), q = batch size / pool and the expected exposures q T, as the run's last fine-tune recorded them
     (run.json: public quantities); a run not trained yet says so."""
-    from stages.core.formatting import Table, fmt, md_table
     from stages.params import load_params
+    from stages.shared.core.formatting import Table, fmt, md_table
 
     params = load_params(repo / "params.yaml")
     t = Table(["run", "dataset", "batch size", "steps T", "candidate pool", "q", "q T", "DP"])
@@ -95,8 +95,8 @@ def checks(repo: Path) -> list[tuple[bool, str, str]]:
     """Every check, in order; a failed import or missing file is a finding, never an exception."""
     import sys
 
-    from stages.core.errors import StageError
-    from stages.core.params import read_params
+    from stages.shared.core.errors import StageError
+    from stages.shared.core.params import read_params
 
     found = [(sys.version_info >= (3, 10), "python", sys.version.split()[0])]
     found += [_package(d, m) for d, m in PACKAGES.items()]

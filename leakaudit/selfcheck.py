@@ -1,5 +1,6 @@
 """``leakaudit selfcheck`` (``python -m leakaudit.selfcheck``): the DP engine audits itself. Orchestration only: each
-configuration is trained by stages/selfcheck/trials.py and judged by stages/selfcheck/verdict.py; the table is
+configuration is trained by stages/tools/selfcheck/trials.py and judged by stages/tools/selfcheck/verdict.py; the table
+is
 printed and reports/selfcheck.json written (exit 1 when a configuration is flagged)."""
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import argparse
 from pathlib import Path
 from typing import Callable, Sequence
 
-from stages.selfcheck import trials
-from stages.selfcheck import verdict as judge
-from stages.selfcheck.params import SelfcheckParams
+from stages.tools.selfcheck import trials
+from stages.tools.selfcheck import verdict as judge
+from stages.tools.selfcheck.params import SelfcheckParams
 
 
 def check(sc: SelfcheckParams, configs: Sequence[trials.Config] | None = None, seed: int | None = None,
-          module: str = "stages.selfcheck.trials", mutant: str | None = None,
+          module: str = "stages.tools.selfcheck.trials", mutant: str | None = None,
           log: Callable[[str], None] = print, family: int | None = None) -> list[dict]:
     """Train and judge every configuration; rows as reports/selfcheck.json holds them. ``family``: the number of
     configurations the tests are corrected for (default: those checked here; a test checking one configuration at
@@ -38,9 +39,9 @@ def design(sc: SelfcheckParams) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from stages.core.cli import configure_process
-    from stages.core.io import write_json
-    from stages.core.params import PARAMS_FILE, load
+    from stages.shared.core.cli import configure_process
+    from stages.shared.core.io import write_json
+    from stages.shared.core.params import PARAMS_FILE, load
 
     ap = argparse.ArgumentParser(prog="leakaudit selfcheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default=PARAMS_FILE)

@@ -4,7 +4,7 @@ the git commit — refused when DVC's own `dvc status` finds a code, params or r
 changed since dvc.lock; outputs absent from the workspace (a clean clone without the DVC cache) are listed, not
 refused: the hashes in dvc.lock are the lineage.
 
-The lineage itself (which stages, in what order, their records) is stages.core.lineage's, the same the report's
+The lineage itself (which stages, in what order, their records) is stages.shared.core.lineage's, the same the report's
 lineage.json uses; this module adds only what the CLI needs: the number's lookup and DVC's own staleness check
 (``flows.deps.dvc_changes``: `dvc status`, which no stage runs).
 """
@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from flows.deps import dvc_changes
-from stages.core.formatting import flatten
-from stages.core.lineage import chain_records, git_state, load_lock, number_chain, producer_of
+from stages.shared.core.formatting import flatten
+from stages.shared.core.lineage import chain_records, git_state, load_lock, number_chain, producer_of
 
 
 def lookup(numbers: dict[str, float], dotted: str, where: str) -> float:
     """The number at ``dotted``; an unknown path raises one line listing the nearest known paths."""
     import difflib
 
-    from stages.core.errors import ConfigError
+    from stages.shared.core.errors import ConfigError
 
     if dotted in numbers:
         return numbers[dotted]
@@ -38,7 +38,7 @@ def trace(target: str, root: Path = Path("."), check: bool = True) -> dict[str, 
     are not in the workspace."""
     import json
 
-    from stages.core.errors import ConfigError, DataError
+    from stages.shared.core.errors import ConfigError, DataError
 
     file, sep, dotted = target.partition(":")
     if not sep or not dotted:

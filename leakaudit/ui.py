@@ -14,7 +14,7 @@ import urllib.request
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
     """Block until ``<url>/health`` answers, or raise one line if the server exits or never answers."""
-    from stages.core.errors import ConfigError
+    from stages.shared.core.errors import ConfigError
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -30,7 +30,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> No
 
 
 def start_server(port: int) -> tuple[subprocess.Popen, str]:
-    from stages.core.prefect_env import offline_defaults
+    from stages.shared.core.prefect_env import offline_defaults
 
     env = {**offline_defaults(), **os.environ}
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
@@ -50,7 +50,7 @@ def serve_with_server(repo: str, port: int, name: str, cron: str | None) -> int:
     print(f"Prefect UI: http://127.0.0.1:{port}  (deployment 'leakage-audit-pipeline/{name}'"
           + (f", schedule '{cron}'" if cron else ", trigger it from the UI") + "; Ctrl-C stops)", flush=True)
     try:
-        from stages.core.prefect_env import apply_offline_defaults
+        from stages.shared.core.prefect_env import apply_offline_defaults
 
         apply_offline_defaults()
         from leakaudit.serve import main as serve_main

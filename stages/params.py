@@ -6,7 +6,7 @@ deep-merged over ``finetune``, each ``preprocess.datasets.<name>`` built by its 
 artifact ``Locations``. A top-level key without a section class, or a section missing from the file, is
 refused, so no section escapes validation. Rules between sections (the audit's primary kind is a configured
 canary kind; ``attack.runs`` and ``audit.primary.runs`` name configured runs) are the sections' own
-``relations()``, which ``stages.core.params.load`` also runs when a stage loads its section alone.
+``relations()``, which ``stages.shared.core.params.load`` also runs when a stage loads its section alone.
 
 Why here and not in core: the root must know every stage's section class, and core imports nothing from the
 stages. Why no stage imports it: a stage's DVC deps are its import closure, so a stage loading the root would
@@ -23,22 +23,22 @@ from stages.attack.params import AttackParams
 from stages.audit.params import AuditParams
 from stages.base_model.params import ModelParams
 from stages.canaries.params import CanaryParams
-from stages.core.artifacts import Locations, locations
-from stages.core.errors import ConfigError
-from stages.core.params import PARAMS_FILE, load, read_params, run_names, section_of
-from stages.core.replicas import ReplicaParams
-from stages.core.requirements import run_requirements
-from stages.datasets import DatasetSpec, get_dataset
 from stages.finetune.params import FinetuneParams, load_finetune
 from stages.preprocess.params import PreprocessSection
 from stages.reference.params import ReferenceParams
 from stages.report.params import ReportParams
 from stages.secrets.params import SecretsParams
-from stages.selfcheck.params import SelfcheckParams
-from stages.studies.params import StudyParams
-from stages.studies.positive_control import PositiveControlParams
-from stages.studies.user_inference import UserInferenceStudyParams
-from stages.studies.user_level import UserLevelPlanParams
+from stages.shared.core.artifacts import Locations, locations
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import PARAMS_FILE, load, read_params, run_names, section_of
+from stages.shared.core.replicas import ReplicaParams
+from stages.shared.core.requirements import run_requirements
+from stages.shared.datasets import DatasetSpec, get_dataset
+from stages.tools.selfcheck.params import SelfcheckParams
+from stages.tools.studies.params import StudyParams
+from stages.tools.studies.positive_control import PositiveControlParams
+from stages.tools.studies.user_inference import UserInferenceStudyParams
+from stages.tools.studies.user_level import UserLevelPlanParams
 from stages.variance.params import VarianceParams
 
 #: every top-level section of params.yaml (besides ``runs``) and the dataclass that reads it, in pipeline order

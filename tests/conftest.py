@@ -10,9 +10,9 @@ import pytest
 from testkit.models import make_tiny_lm
 from testkit.project import ROOT, Reproduced, clone_project, copy_project, run, tiny_params
 
-from stages.core.env import apply_offline_env
+from stages.shared.core.env import apply_offline_env
 
-# what the stage CLIs set in their entry point (stages.core.cli), for the library code the tests call directly
+# what the stage CLIs set in their entry point (stages.shared.core.cli), for the library code the tests call directly
 apply_offline_env()
 
 

@@ -9,13 +9,13 @@ from typing import Sequence
 
 from stages.attack.params import AttackParams
 from stages.attack.run import resolve_attacks, run_attacks
-from stages.core.artifacts import locations
-from stages.core.cli import run_cli, stage_args
-from stages.core.io import atomic_dir
-from stages.core.params import load, require_run
-from stages.datasets import get_dataset
 from stages.finetune.schema import read_run
 from stages.reference.params import ReferenceParams
+from stages.shared.core.artifacts import locations
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.io import atomic_dir
+from stages.shared.core.params import load, require_run
+from stages.shared.datasets import get_dataset
 
 
 def main(argv: Sequence[str] | None = None) -> None:

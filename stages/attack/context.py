@@ -29,21 +29,21 @@ from ..canaries.schema import (
     read_formatted,
     read_reference,
 )
-from ..core.artifacts import Locations
-from ..core.errors import ConfigError
-from ..core.io import file_digest, read_json
-from ..datasets import DATASETS, DatasetSpec, read_split
-from ..datasets.users import apply_canary_users
 from ..finetune.schema import EXTERNAL_DIR, RunRecord, TextSetup, read_manifest
-from ..lm.canary_lm import CanaryLM
-from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
-from ..lm.external import load_external
-from ..lm.loading import load_base
-from ..lm.token_stats import TokenScores, score_tokens
-from ..lm.trainable import TRAINABLE, Trainable, load_model
 from ..reference.params import ReferenceParams
 from ..reference.schema import REFERENCE_RECORD, recipe_of
 from ..secrets.schema import secrets_path
+from ..shared.core.artifacts import Locations
+from ..shared.core.errors import ConfigError
+from ..shared.core.io import file_digest, read_json
+from ..shared.datasets import DATASETS, DatasetSpec, read_split
+from ..shared.datasets.users import apply_canary_users
+from ..shared.lm.canary_lm import CanaryLM
+from ..shared.lm.examples import Example, bos_id, canary_examples, make_example, text_examples
+from ..shared.lm.external import load_external
+from ..shared.lm.loading import load_base
+from ..shared.lm.token_stats import TokenScores, score_tokens
+from ..shared.lm.trainable import TRAINABLE, Trainable, load_model
 
 
 @dataclass

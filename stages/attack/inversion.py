@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core.seeds import stream
-from ..datasets import read_split, sample
-from ..lm.batching import collate
-from ..lm.examples import make_example, text_examples
+from ..shared.core.seeds import stream
+from ..shared.datasets import read_split, sample
+from ..shared.lm.batching import collate
+from ..shared.lm.examples import make_example, text_examples
 from .registry import register_attack
 
 

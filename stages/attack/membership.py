@@ -116,7 +116,7 @@ def whitebox_scores(ctx, items) -> np.ndarray:
     output row, j over the kind's other secret tokens; h0 from the initial model's pass (``ctx.contrast``)."""
     import torch
 
-    from ..lm.scoring import output_rows
+    from ..shared.lm.scoring import output_rows
 
     hidden = ctx.contrast("reference", items, hidden=True)
     target, reference = ctx.target_model, ctx.reference_model

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..lm.generate import generate
 from ..secrets.schema import read_secrets
+from ..shared.lm.generate import generate
 from .registry import register_attack
 from .schema import MEMORIZATION
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..core.params import check, missing_keys, run_names
+from ..shared.core.params import check, missing_keys, run_names
 
 
 @dataclass(frozen=True)

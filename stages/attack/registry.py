@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from ..core.registry import Registry
+from ..shared.core.registry import Registry
 
 
 @dataclass(frozen=True)

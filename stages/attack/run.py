@@ -7,13 +7,13 @@ from typing import Callable
 
 import pyarrow as pa
 
-from ..core.artifacts import Locations
-from ..core.errors import ConfigError
-from ..core.io import write_json, write_table
-from ..datasets import DatasetSpec
 from ..finetune.schema import RunRecord
-from ..lm.loading import pick_device
 from ..reference.params import ReferenceParams
+from ..shared.core.artifacts import Locations
+from ..shared.core.errors import ConfigError
+from ..shared.core.io import write_json, write_table
+from ..shared.datasets import DatasetSpec
+from ..shared.lm.loading import pick_device
 from .catalog import ATTACKS, Attack
 from .context import AttackContext
 from .schema import FAMILY_SCHEMAS, LOGPROBS, AttackRecord, write_record

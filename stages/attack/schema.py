@@ -15,8 +15,8 @@ from typing import Any, TypedDict
 
 import pyarrow as pa
 
-from ..core.errors import DataError
-from ..core.io import read_json, read_table, write_json
+from ..shared.core.errors import DataError
+from ..shared.core.io import read_json, read_table, write_json
 
 ATTACK_VERSION = 5  # what a reader refuses when it differs (the history of the versions: git log -L of this line)
 

@@ -9,11 +9,11 @@ from typing import Sequence
 from stages.audit.params import AuditParams
 from stages.audit.run import audit, log_summary
 from stages.audit.schema import write_metrics, write_roc
-from stages.core.artifacts import locations
-from stages.core.cli import run_cli, stage_args
-from stages.core.errors import DataError
-from stages.core.params import load, run_names, section_of
-from stages.core.replicas import load_replicas, replica_raw, replicas_of
+from stages.shared.core.artifacts import locations
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.errors import DataError
+from stages.shared.core.params import load, run_names, section_of
+from stages.shared.core.replicas import load_replicas, replica_raw, replicas_of
 
 
 def pool_sources(raw: dict, params: AuditParams, path: str) -> dict[str, list[tuple[str, object]]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import ks_2samp
 
-from ..core.errors import DataError
+from ..shared.core.errors import DataError
 
 STATISTICS = {
     "prefix_length": "prefix length",

@@ -5,7 +5,7 @@ A seed set confirms at most one design. A run's bound is a *confirmation* only w
 * none of its seeds is a development seed (``audit.seeds.development``: a seed any design choice saw), and
 * the first recorded run of this recipe at any of its seeds (the ledger, ``audit.seeds.ledger``) is this seed set
   (or a set holding it: the recipe's own run of a pooled set) under this design (``design_key``: the recipe's pooled
-  design, seeds left out) with these random streams (``stages.core.seeds.DERIVATION``), and those seeds were
+  design, seeds left out) with these random streams (``stages.shared.core.seeds.DERIVATION``), and those seeds were
   committed before that first run; or, for seeds the ledger
   has never seen, every seed stands in ``audit.seeds.preregistered`` (committed before any run at it: the run being
   audited is then the first, and recording it makes that mechanical).
@@ -23,8 +23,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..core.errors import DataError
-from ..core.params import build, section_of
+from ..shared.core.errors import DataError
+from ..shared.core.params import build, section_of
 from .params import PrimaryParams
 from .schema import SeedStatus
 

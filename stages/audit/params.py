@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.params import Accountant, check, missing_keys, run_names, section_of
+from ..shared.core.params import Accountant, check, missing_keys, run_names, section_of
 from .user_level import UserAuditParams
 
 

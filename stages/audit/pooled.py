@@ -1,13 +1,13 @@
 """The pooled test of a recipe (its rule fixed in params), seeds' status, and efficiency with its spread.
 
 Pooling (parallel composition). K independent runs of one recipe (``runs.<run>`` and its replicas,
-``stages.core.replicas``), each with its own canary draw, membership coins, text sample, sampler and noise, form
+``stages.shared.core.replicas``), each with its own canary draw, membership coins, text sample, sampler and noise, form
 one mechanism: a canary is in one run only, so the K models together are (eps, delta)-DP in each canary, and each
 canary's inclusion is an independent fair coin. Steinke et al.'s proof needs nothing more, so one test over the
 union of the K runs' canaries is a valid one-run audit: m = sum of m_i, and the guessing rule fixed in params
 (``audit.pooled.<run>``: the k_pos highest and k_neg lowest primary scores *within each run*, r = K (k_pos + k_neg))
 gives (r, v). Assumption: the runs' random streams are independent (each replica its own seed, refused when
-repeated; every stream derived from (seed, stream name) by one SeedSequence, ``stages.core.seeds``) and not known
+repeated; every stream derived from (seed, stream name) by one SeedSequence, ``stages.shared.core.seeds``) and not known
 to an adversary who could use them (``secure_rng``); the seeds in params.yaml are published, so with seeded
 randomness the accountant's epsilon is the guarantee of the same mechanism with a secret seed.
 
@@ -25,12 +25,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from ..bounds.ceiling import ideal_counts, percentile_mc, summarise_trials, trial_bounds
-from ..bounds.curve import ASSUMPTION as CURVE_ASSUMPTION
-from ..bounds.keys import BoundKeys, clip_guesses
-from ..bounds.one_run import guesses
-from ..core.seeds import DERIVATION, stream
 from ..finetune.schema import PrivacyRecord
+from ..shared.bounds.ceiling import ideal_counts, percentile_mc, summarise_trials, trial_bounds
+from ..shared.bounds.curve import ASSUMPTION as CURVE_ASSUMPTION
+from ..shared.bounds.keys import BoundKeys, clip_guesses
+from ..shared.bounds.one_run import guesses
+from ..shared.core.seeds import DERIVATION, stream
 from .primary import bounds, curve_bounds
 
 
@@ -123,7 +123,7 @@ def design_look(per_run: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ks: li
     never a claim."""
     from itertools import combinations
 
-    from ..bounds.one_run import epsilon_lower_bound
+    from ..shared.bounds.one_run import epsilon_lower_bound
 
     counts: list[dict[int, tuple[int, int, int]]] = []
     for scores, labels, ids in per_run:

@@ -17,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
-from ..bounds.ceiling import ideal_audit, ideal_counts, last_iterate_epsilon, percentile_mc
-from ..bounds.curve import ASSUMPTION as CURVE_ASSUMPTION
-from ..bounds.curve import curve_epsilon_lower_bound
-from ..bounds.gdp import gdp_epsilon, gdp_mu_lower_bound
-from ..bounds.keys import BoundKeys, Bounds, clip_guesses
-from ..bounds.one_run import epsilon_lower_bound, guesses
-from ..core.errors import ConfigError, DataError
+from ..shared.bounds.ceiling import ideal_audit, ideal_counts, last_iterate_epsilon, percentile_mc
+from ..shared.bounds.curve import ASSUMPTION as CURVE_ASSUMPTION
+from ..shared.bounds.curve import curve_epsilon_lower_bound
+from ..shared.bounds.gdp import gdp_epsilon, gdp_mu_lower_bound
+from ..shared.bounds.keys import BoundKeys, Bounds, clip_guesses
+from ..shared.bounds.one_run import epsilon_lower_bound, guesses
+from ..shared.core.errors import ConfigError, DataError
 
 #: kind -> attack -> (item ids, scores, members), canary kinds only
 Canaries = dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]

@@ -8,14 +8,14 @@ import logging
 from pathlib import Path
 
 from ..attack.schema import read_attack_table, read_record, same_ranking
-from ..bounds.ceiling import planned_ceiling
 from ..canaries.schema import META, load_canary_users, read_audit_users, read_canaries, read_reference
-from ..core.artifacts import Locations, locations
-from ..core.errors import ConfigError, DataError
-from ..core.params import read_params, section_of
-from ..core.replicas import replica_raw
-from ..core.seeds import DERIVATION
 from ..finetune.schema import read_run
+from ..shared.bounds.ceiling import planned_ceiling
+from ..shared.core.artifacts import Locations, locations
+from ..shared.core.errors import ConfigError, DataError
+from ..shared.core.params import read_params, section_of
+from ..shared.core.replicas import replica_raw
+from ..shared.core.seeds import DERIVATION
 from .iid import sanity_check
 from .ledger import design_key, read_ledger
 from .pooled import pooled_test

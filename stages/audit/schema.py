@@ -17,9 +17,9 @@ from typing import Any, TypedDict
 
 import pyarrow as pa
 
-from ..bounds.keys import BoundKeys
-from ..core.errors import DataError
-from ..core.io import read_json, read_table, write_json, write_table
+from ..shared.bounds.keys import BoundKeys
+from ..shared.core.errors import DataError
+from ..shared.core.io import read_json, read_table, write_json, write_table
 
 # the record's version: bumped whenever its shape changes (what each version added: git log -p of this file)
 METRICS_VERSION = 9

@@ -15,8 +15,8 @@ from ..attack.schema import (
     same_ranking,
 )
 from ..canaries.schema import AUDIT_USERS_KIND
-from ..core.errors import ConfigError, DataError
 from ..finetune.schema import PrivacyRecord, read_manifest, read_run
+from ..shared.core.errors import ConfigError, DataError
 from .exposure import summarize
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
 from .response import canary_response

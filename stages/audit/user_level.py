@@ -2,7 +2,7 @@
 
 Each audit user is a fair seeded coin; a held-in user's k rows were all trained on, a held-out user's none. The
 score of a user is the sum of its rows' scores under ``audit.user.attack`` (their clipped gradients add along the
-user's one secret row: the linear model of ``stages.studies.user_level``), fixed with the rule (``k_pos`` highest
+user's one secret row: the linear model of ``stages.tools.studies.user_level``), fixed with the rule (``k_pos`` highest
 "in", ``k_neg`` lowest "out") in params before any score. The Steinke et al. (2023) bound over the m users then
 lower-bounds the epsilon of a guarantee whose unit is the user, whatever unit the run's DP protects.
 
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..bounds.ceiling import ideal_counts, percentile_mc, quantile_mc, trial_bounds
-from ..bounds.keys import IDEAL_SUMMARIES, BoundKeys, clip_guesses, mc_interval_key
-from ..bounds.one_run import epsilon_lower_bound, guesses
-from ..core.params import check
+from ..shared.bounds.ceiling import ideal_counts, percentile_mc, quantile_mc, trial_bounds
+from ..shared.bounds.keys import IDEAL_SUMMARIES, BoundKeys, clip_guesses, mc_interval_key
+from ..shared.bounds.one_run import epsilon_lower_bound, guesses
+from ..shared.core.params import check
 from .primary import bounds
 from .roc import roc_metrics
 

@@ -7,9 +7,9 @@ from typing import Sequence
 
 from stages.base_model.convert import convert, resolve
 from stages.base_model.params import ModelParams
-from stages.core.cli import run_cli, stage_args
-from stages.core.io import atomic_dir
-from stages.core.params import load
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.io import atomic_dir
+from stages.shared.core.params import load
 
 log = logging.getLogger("stages.base_model")
 

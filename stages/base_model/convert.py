@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import ConfigError, DataError
-from ..core.io import file_digest
+from ..shared.core.errors import ConfigError, DataError
+from ..shared.core.io import file_digest
 
 
 @dataclass(frozen=True)

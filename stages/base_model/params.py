@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from ..core.params import check
+from ..shared.core.params import check
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """DVC stage ``canaries``: build m canaries per kind -> data/canaries/<kind>.parquet + meta.json + GX results, and
 their reference log-probabilities -> data/reference/canaries.parquet (floats in a file of their own).
-``--replica <name>``: replica <name>'s own canaries (its seed) in its own directory (``stages.core.replicas``)."""
+``--replica <name>``: replica <name>'s own canaries (its seed) in its own directory
+(``stages.shared.core.replicas``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,12 +11,12 @@ from stages.canaries.build import build_canaries, corpus_texts, vocab_of
 from stages.canaries.kinds import CANARY_KINDS, Corpus
 from stages.canaries.params import CanaryParams
 from stages.canaries.users import build_canary_users
-from stages.core.artifacts import locations
-from stages.core.cli import run_cli, stage_args
-from stages.core.io import atomic_dir, atomic_file
-from stages.core.params import load, section_of
-from stages.datasets import get_dataset
-from stages.lm.loading import load_tokenizer
+from stages.shared.core.artifacts import locations
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.io import atomic_dir, atomic_file
+from stages.shared.core.params import load, section_of
+from stages.shared.datasets import get_dataset
+from stages.shared.lm.loading import load_tokenizer
 
 
 def main(argv: Sequence[str] | None = None) -> None:

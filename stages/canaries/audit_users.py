@@ -4,7 +4,7 @@
 each with ``rows`` rows that share the user's secret: a new token of its own (no other user's row and no text row
 holds it), after a random prefix of ``prefix_length`` ordinary tokens drawn per row. A held-in user's rows are all
 trained on, a held-out user's none. The audit scores every row with the primary attack and sums a user's scores
-(their clipped gradients add along the one secret row, the linear model of ``stages.studies.user_level``), then
+(their clipped gradients add along the one secret row, the linear model of ``stages.tools.studies.user_level``), then
 runs the one-run test over the users.
 
 A run inserts them only with ``finetune.user_canaries`` (its model gets their ``m`` new-token rows after the kinds'):
@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..core.gx import Expectation as E
-from ..core.gx import Suite
-from ..core.io import write_table
-from ..core.params import check
-from ..core.seeds import stream
+from ..shared.core.gx import Expectation as E
+from ..shared.core.gx import Suite
+from ..shared.core.io import write_table
+from ..shared.core.params import check
+from ..shared.core.seeds import stream
 from .checks import member_share_band
 from .kinds import Vocab, random_prefixes
 from .schema import AUDIT_USERS, AUDIT_USERS_FILE, AUDIT_USERS_KIND
@@ -87,7 +87,7 @@ def audit_users_suite(rows: list[dict], params: AuditUsersParams, alpha: float) 
 def write_audit_users(params: AuditUsersParams, vocab: Vocab, new_offset: int, out_dir: Path,
                       alpha: float) -> tuple[dict, dict]:
     """Write ``audit_users.parquet``; (its meta.json entry, its GX result)."""
-    from ..core.gx import check_suites
+    from ..shared.core.gx import check_suites
 
     rows = build_audit_users(params, vocab, new_offset)
     name = f"canaries_{AUDIT_USERS_KIND}"

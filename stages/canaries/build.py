@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..core.errors import ConfigError, DataError
-from ..core.gx import check_suites
-from ..core.io import write_json, write_table
-from ..datasets import DatasetSpec, read_split
-from ..lm.canary_lm import CanaryLM
-from ..lm.examples import make_example
-from ..lm.loading import load_base, pick_device
-from ..lm.scoring import token_logprobs
+from ..shared.core.errors import ConfigError, DataError
+from ..shared.core.gx import check_suites
+from ..shared.core.io import write_json, write_table
+from ..shared.datasets import DatasetSpec, read_split
+from ..shared.lm.canary_lm import CanaryLM
+from ..shared.lm.examples import make_example
+from ..shared.lm.loading import load_base, pick_device
+from ..shared.lm.scoring import token_logprobs
 from .audit_users import write_audit_users
 from .checks import canary_suite
 from .formatted import build_formatted

@@ -3,8 +3,8 @@ It looks at lengths and flags only, never at the token ids."""
 
 from __future__ import annotations
 
-from ..core.gx import Expectation as E
-from ..core.gx import Suite
+from ..shared.core.gx import Expectation as E
+from ..shared.core.gx import Suite
 
 
 def member_share_band(m: int, member_prob: float, alpha: float) -> tuple[float, float]:

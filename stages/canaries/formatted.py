@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.errors import DataError
-from ..core.seeds import stream
+from ..shared.core.errors import DataError
+from ..shared.core.seeds import stream
 
 NAMES = """Liam Emma Noah Olivia Elijah Ava James Sophia William Isabella Benjamin Mia Lucas Charlotte Henry Amelia
 Alexander Harper Mason Evelyn Michael Abigail Ethan Emily Daniel Elizabeth Jacob Sofia Logan Avery Jackson Ella Levi

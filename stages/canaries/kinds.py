@@ -12,8 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..core.registry import Registry
-from ..core.seeds import stream
+from ..shared.core.registry import Registry
+from ..shared.core.seeds import stream
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..core.params import check
-from ..datasets import dataset_names, get_dataset
+from ..shared.core.params import check
+from ..shared.datasets import dataset_names, get_dataset
 from .audit_users import AuditUsersParams
 
 

@@ -12,7 +12,7 @@
   only runs with ``finetune.user_canaries`` train on them;
 * ``canary_users.parquet`` (CANARY_USERS): users whose every document carries a substring, held in or
   out by a seeded coin (not by the user's original held-in/held-out set); how the substring is inserted and
-  the user's documents are trained on or not is ``stages.datasets.users`` (shared, so every stage treats
+  the user's documents are trained on or not is ``stages.shared.datasets.users`` (shared, so every stage treats
   them alike).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..core.io import read_json, read_table
+from ..shared.core.io import read_json, read_table
 
 PRODUCER = "canaries"
 

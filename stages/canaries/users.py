@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..core.errors import DataError
-from ..core.io import write_table
-from ..core.seeds import stream
-from ..datasets import DatasetSpec, read_split
+from ..shared.core.errors import DataError
+from ..shared.core.io import write_table
+from ..shared.core.seeds import stream
+from ..shared.datasets import DatasetSpec, read_split
 from .schema import CANARY_USERS, CANARY_USERS_FILE
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from stages.core.artifacts import locations
-from stages.core.cli import run_cli, stage_args
 from stages.data_docs.build import build_data_docs, results_of
+from stages.shared.core.artifacts import locations
+from stages.shared.core.cli import run_cli, stage_args
 
 log = logging.getLogger("stages.data_docs")
 

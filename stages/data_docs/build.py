@@ -13,7 +13,7 @@ import html
 import re
 from pathlib import Path
 
-from ..core.io import atomic_dir, read_json
+from ..shared.core.io import atomic_dir, read_json
 
 RUN_TIME = "1970-01-01T00:00:00+00:00"  # not a timestamp: a constant, so outputs hash the same on any machine
 

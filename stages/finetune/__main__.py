@@ -1,21 +1,21 @@
 """DVC stage ``finetune@<run>``: fine-tune the base model on a processed dataset (PersonaChat by default)
 plus the member canaries (non-DP or opacus DP-SGD) -> data/models/<run>/ (adapter, new-token rows,
 run.json, manifest.parquet, train_log.jsonl) and its timings -> logs/finetune/<run>.json.
-``--replica <name>`` trains replica <name> of its run (``stages.core.replicas``) into its own directory."""
+``--replica <name>`` trains replica <name> of its run (``stages.shared.core.replicas``) into its own directory."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
 
-from stages.core.artifacts import locations
-from stages.core.cli import run_cli, stage_args
-from stages.core.errors import StageError
-from stages.core.io import atomic_dir
-from stages.core.seeds import stream
-from stages.datasets import get_dataset
 from stages.finetune import distributed
 from stages.finetune.params import load_finetune
 from stages.finetune.run import run_finetune
+from stages.shared.core.artifacts import locations
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.errors import StageError
+from stages.shared.core.io import atomic_dir
+from stages.shared.core.seeds import stream
+from stages.shared.datasets import get_dataset
 
 
 def main(argv: Sequence[str] | None = None) -> None:

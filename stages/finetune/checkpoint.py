@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..lm.examples import Example
+from ..shared.lm.examples import Example
 
 
 def examples_fingerprint(examples: Sequence[Example]) -> str:

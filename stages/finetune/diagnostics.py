@@ -14,8 +14,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..lm.batching import collate
-from ..lm.examples import Example
+from ..shared.lm.batching import collate
+from ..shared.lm.examples import Example
 from .loss import per_sample_losses
 
 

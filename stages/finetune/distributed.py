@@ -46,7 +46,7 @@ def init(device_pref: str):
     import torch
     import torch.distributed as dist
 
-    from ..lm.loading import pick_device
+    from ..shared.lm.loading import pick_device
 
     device = pick_device(device_pref)
     if not under_torchrun() or int(os.environ["WORLD_SIZE"]) == 1:

@@ -13,13 +13,13 @@ import shutil
 from pathlib import Path
 
 from ..canaries.schema import read_canaries
-from ..core.artifacts import Locations
-from ..core.errors import DataError
-from ..core.io import file_digest
-from ..core.privacy import create_accountant
-from ..datasets import DatasetSpec
-from ..lm.external import load_external, model_kind
-from ..lm.loading import load_tokenizer
+from ..shared.core.artifacts import Locations
+from ..shared.core.errors import DataError
+from ..shared.core.io import file_digest
+from ..shared.core.privacy import create_accountant
+from ..shared.datasets import DatasetSpec
+from ..shared.lm.external import load_external, model_kind
+from ..shared.lm.loading import load_tokenizer
 from .inputs import gather_inputs
 from .loop import mean_nll
 from .manifest import write_run_manifest

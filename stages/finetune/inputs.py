@@ -1,18 +1,19 @@
 """What a run trains on and evaluates with (``Inputs``, ``gather_inputs``): the dataset's training rows, its held-out
 pairs and evaluation rows, the member canaries, the inserted secret-sharer canaries and the secrets' arms. The
-fine-tune trains on them, ``leakaudit export-canaries`` exports them (stages/handoff/export.py) and an imported run
+fine-tune trains on them, ``leakaudit export-canaries`` exports them (stages/tools/handoff/export.py) and an imported
+run
 (``external.py``) is checked against them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..canaries.schema import AUDIT_USERS_KIND, load_canary_users, read_audit_users, read_formatted
-from ..core.artifacts import Locations
-from ..core.seeds import stream
-from ..datasets import DatasetSpec, read_split
-from ..datasets.users import apply_canary_users
-from ..lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from ..secrets.schema import read_secrets, secrets_path
+from ..shared.core.artifacts import Locations
+from ..shared.core.seeds import stream
+from ..shared.datasets import DatasetSpec, read_split
+from ..shared.datasets.users import apply_canary_users
+from ..shared.lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from .params import FinetuneParams
 from .schema import TextSetup
 from .text import RunText

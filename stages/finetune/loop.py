@@ -44,10 +44,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..core.errors import ConfigError
-from ..lm.batching import chunks, collate
-from ..lm.examples import Example
-from ..lm.scoring import autocast, token_logprobs
+from ..shared.core.errors import ConfigError
+from ..shared.lm.batching import chunks, collate
+from ..shared.lm.examples import Example
+from ..shared.lm.scoring import autocast, token_logprobs
 from . import sharding
 from .checkpoint import Checkpointer, restore, snapshot
 from .loss import per_sample_losses

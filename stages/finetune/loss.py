@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..lm.scoring import per_example_sums
+from ..shared.lm.scoring import per_example_sums
 
 
 def unwrap(model):

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from ..core.errors import ConfigError
-from ..core.params import PARAMS_FILE, Accountant, build, check, deep_merge, load, read_params, require_run
-from ..datasets import dataset_names
-from ..lm.trainable import Trainable
+from ..shared.core.errors import ConfigError
+from ..shared.core.params import PARAMS_FILE, Accountant, build, check, deep_merge, load, read_params, require_run
+from ..shared.datasets import dataset_names
+from ..shared.lm.trainable import Trainable
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..core.artifacts import Locations
-from ..core.io import atomic_file, read_json
-from ..lm.trainable import Trainable
+from ..shared.core.artifacts import Locations
+from ..shared.core.io import atomic_file, read_json
+from ..shared.lm.trainable import Trainable
 from .inputs import Inputs
 from .loop import TrainResult, world
 from .params import FinetuneParams

@@ -12,11 +12,11 @@ from pathlib import Path
 import torch
 
 from ..canaries.schema import read_canaries
-from ..core.artifacts import Locations
-from ..core.seeds import stream
-from ..datasets import DatasetSpec
-from ..lm.loading import pick_device
-from ..lm.trainable import build_model, save_model
+from ..shared.core.artifacts import Locations
+from ..shared.core.seeds import stream
+from ..shared.datasets import DatasetSpec
+from ..shared.lm.loading import pick_device
+from ..shared.lm.trainable import build_model, save_model
 from .checkpoint import Checkpointer, examples_fingerprint
 from .diagnostics import canary_gradients
 from .external import import_external

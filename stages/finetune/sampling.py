@@ -18,8 +18,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..core.errors import ConfigError
-from ..core.seeds import stream
+from ..shared.core.errors import ConfigError
+from ..shared.core.seeds import stream
 
 
 def secure_seed(world_size: int = 1) -> int:

@@ -1,7 +1,7 @@
 """The public contract of a fine-tuned run (data/models/<run>/), read by the attack, audit and report stages.
 
 * ``run.json``: a ``RunRecord`` (versioned), written and read only through ``write_run``/``read_run``;
-  ``trainable`` describes the model (``stages.lm.trainable.Trainable``), ``params`` the finetune params
+  ``trainable`` describes the model (``stages.shared.lm.trainable.Trainable``), ``params`` the finetune params
   the run used, ``privacy`` the run's privacy record (written once, here);
 * ``manifest.parquet`` (``MANIFEST``, versioned): the facts of the run's membership game, written by the
   fine-tune and read through ``read_manifest``: every candidate (text pairs, token and secret-sharer canaries,
@@ -25,8 +25,8 @@ from typing import Any, TypedDict
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.errors import DataError
-from ..core.io import read_json, read_table, write_json, write_table
+from ..shared.core.errors import DataError
+from ..shared.core.io import read_json, read_table, write_json, write_table
 
 RUN_VERSION = 9  # what a reader refuses when it differs (the history of the versions: git log -L of this line)
 RUN_FILE = "run.json"
@@ -136,7 +136,7 @@ class RunRecord(TypedDict):
     version: int
     run: str
     params: dict[str, Any]  # the finetune params of the run (finetune deep-merged with runs.<run>)
-    trainable: dict[str, Any]  # stages.lm.trainable.Trainable.to_json()
+    trainable: dict[str, Any]  # stages.shared.lm.trainable.Trainable.to_json()
     device: str
     world_size: int  # data-parallel processes that trained it (finetune.distributed)
     base_model: dict[str, Any]  # data/models/base/source.json

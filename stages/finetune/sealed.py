@@ -1,5 +1,6 @@
 """The format of an export for training elsewhere, shared by its writer (``leakaudit export-canaries``,
-stages/handoff/export.py) and its reader here (``external.py``: ``finetune@<run>`` importing a model trained on it):
+stages/tools/handoff/export.py) and its reader here (``external.py``: ``finetune@<run>`` importing a model trained on
+it):
 the version constants, the export's file names, the canaries' new-token text, the canary set's digest and the
 sealed membership file's reader. It lives in the fine-tune stage because the import reads it: a change here is a
 change of what ``finetune@<run>`` accepts, and reruns it.
@@ -16,8 +17,8 @@ import json
 from pathlib import Path
 
 from ..canaries.schema import META
-from ..core.errors import DataError
-from ..core.io import file_digest, missing
+from ..shared.core.errors import DataError
+from ..shared.core.io import file_digest, missing
 
 EXPORT_VERSION = 1
 MEMBERSHIP_VERSION = 1

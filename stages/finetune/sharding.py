@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..core.errors import ConfigError
+from ..shared.core.errors import ConfigError
 
 
 def untie_frozen(model: nn.Module) -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import ConfigError
-from ..core.seeds import stream
-from ..datasets import DatasetSpec, read_split, sample
-from ..datasets.users import apply_canary_users, canary_user_split
-from ..lm.examples import Example, text_examples
+from ..shared.core.errors import ConfigError
+from ..shared.core.seeds import stream
+from ..shared.datasets import DatasetSpec, read_split, sample
+from ..shared.datasets.users import apply_canary_users, canary_user_split
+from ..shared.lm.examples import Example, text_examples
 from .schema import TextSetup
 
 Pair = tuple[str, str]

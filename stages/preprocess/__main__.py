@@ -6,11 +6,11 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from stages.core.cli import run_cli, stage_args
-from stages.core.gx import check_suites
-from stages.core.io import atomic_dir, write_json
 from stages.preprocess.params import load_dataset_params
 from stages.preprocess.write import write_processed
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.gx import check_suites
+from stages.shared.core.io import atomic_dir, write_json
 
 log = logging.getLogger("stages.preprocess")
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ConfigError
-from ..core.params import PARAMS_FILE, load, read_params
-from ..datasets import DatasetSpec, get_dataset
+from ..shared.core.errors import ConfigError
+from ..shared.core.params import PARAMS_FILE, load, read_params
+from ..shared.datasets import DatasetSpec, get_dataset
 
 
 @dataclass(frozen=True)

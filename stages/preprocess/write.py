@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..core.errors import DataError
-from ..core.io import write_table
-from ..datasets import STATS, Processed
+from ..shared.core.errors import DataError
+from ..shared.core.io import write_table
+from ..shared.datasets import STATS, Processed
 
 
 def write_processed(out_dir: Path, processed: Processed) -> None:

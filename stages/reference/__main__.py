@@ -6,16 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from stages.core.artifacts import locations
-from stages.core.cli import run_cli, stage_args
-from stages.core.errors import ConfigError
-from stages.core.io import atomic_dir
-from stages.core.params import load
-from stages.datasets import get_dataset
 from stages.finetune.params import load_finetune
-from stages.lm.loading import pick_device
 from stages.reference.params import ReferenceParams
 from stages.reference.train import init_seed, train_reference
+from stages.shared.core.artifacts import locations
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.io import atomic_dir
+from stages.shared.core.params import load
+from stages.shared.datasets import get_dataset
+from stages.shared.lm.loading import pick_device
 
 
 def main(argv: Sequence[str] | None = None) -> None:

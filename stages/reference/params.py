@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.params import check, run_names
+from ..shared.core.params import check, run_names
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,15 @@ from pathlib import Path
 import torch
 
 from ..canaries.schema import load_canary_users, read_canaries
-from ..core.artifacts import Locations
-from ..core.io import write_json
-from ..core.seeds import stream
-from ..datasets import DatasetSpec, read_split, sample
 from ..finetune.api import TrainConfig, gather_inputs, train
 from ..finetune.params import FinetuneParams
 from ..finetune.schema import TextSetup
-from ..lm.examples import text_examples
-from ..lm.trainable import build_model, save_model
+from ..shared.core.artifacts import Locations
+from ..shared.core.io import write_json
+from ..shared.core.seeds import stream
+from ..shared.datasets import DatasetSpec, read_split, sample
+from ..shared.lm.examples import text_examples
+from ..shared.lm.trainable import build_model, save_model
 from .schema import REFERENCE_RECORD, REFERENCE_VERSION, recipe_of
 
 log = logging.getLogger("stages.reference")

@@ -6,11 +6,11 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from stages.core.artifacts import locations
-from stages.core.cli import run_cli, stage_args
-from stages.core.params import load, section_of
 from stages.report.build import build_report
 from stages.report.params import ReportParams
+from stages.shared.core.artifacts import locations
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.params import load, section_of
 
 log = logging.getLogger("stages.report")
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from ..attack.schema import read_record
 from ..audit.schema import read_metrics, read_roc
-from ..core import lineage as lin
-from ..core.artifacts import Locations
-from ..core.formatting import flatten
-from ..core.io import atomic_file, write_json
 from ..finetune.schema import read_auditor, read_run
+from ..shared.core import lineage as lin
+from ..shared.core.artifacts import Locations
+from ..shared.core.formatting import flatten
+from ..shared.core.io import atomic_file, write_json
 from .headline import headline_markdown, headline_metrics
 from .inputs import Inputs
 from .render import to_html, to_markdown

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from ..audit.schema import SeedStatus
-from ..bounds.keys import IDEAL_SUMMARIES, BoundKeys, mc_interval_key, mcse_key
-from ..core.formatting import ci, fmt
 from ..finetune.schema import PrivacyRecord
+from ..shared.bounds.keys import IDEAL_SUMMARIES, BoundKeys, mc_interval_key, mcse_key
+from ..shared.core.formatting import ci, fmt
 
 #: the DP optimizer's label for each name a record holds (a run record's privacy: "DP-adamw"; a study row: "adamw")
 OPTIMIZERS = {key: f"DP-{label}" for name, label in (("sgd", "SGD"), ("adam", "Adam"), ("adamw", "AdamW"))

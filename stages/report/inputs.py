@@ -7,9 +7,9 @@ from functools import cached_property
 from pathlib import Path
 
 from ..audit.schema import Metrics, bound_keys, fpr_keys
-from ..bounds.keys import BoundKeys
-from ..core.artifacts import Locations
-from ..core.io import write_json
+from ..shared.bounds.keys import BoundKeys
+from ..shared.core.artifacts import Locations
+from ..shared.core.io import write_json
 from .headline import headlines
 
 

@@ -11,7 +11,7 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.formatting import Table, fmt, md_table
+from ..shared.core.formatting import Table, fmt, md_table
 
 
 @dataclass

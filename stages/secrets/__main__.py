@@ -13,13 +13,13 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from stages.core.artifacts import locations
-from stages.core.cli import run_cli, stage_args
-from stages.core.io import atomic_file, write_table
-from stages.datasets import get_dataset
 from stages.secrets.extract import base_reproduction, extract
 from stages.secrets.params import load_secrets
 from stages.secrets.schema import REFERENCE, SECRETS, secrets_path
+from stages.shared.core.artifacts import locations
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.io import atomic_file, write_table
+from stages.shared.datasets import get_dataset
 
 log = logging.getLogger("stages.secrets")
 

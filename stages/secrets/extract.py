@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..core.errors import ConfigError
-from ..core.io import read_table
-from ..datasets import CANDIDATES, DatasetSpec, read_split
-from ..datasets.pii import secret_candidates
+from ..shared.core.errors import ConfigError
+from ..shared.core.io import read_table
+from ..shared.datasets import CANDIDATES, DatasetSpec, read_split
+from ..shared.datasets.pii import secret_candidates
 from .extractors import DATASET_OF, EXTRACTORS, ExtractInput, pattern_secrets
 
 
@@ -68,10 +68,10 @@ def base_reproduction(secrets: list[dict], model_dir: Path, batch_size: int) -> 
     """Add base_greedy / base_logprob: does the base model continue each prompt with its secret?"""
     import torch
 
-    from ..lm.canary_lm import CanaryLM
-    from ..lm.examples import make_example
-    from ..lm.loading import load_base, pick_device
-    from ..lm.scoring import token_logprobs
+    from ..shared.lm.canary_lm import CanaryLM
+    from ..shared.lm.examples import make_example
+    from ..shared.lm.loading import load_base, pick_device
+    from ..shared.lm.scoring import token_logprobs
 
     device = pick_device("auto")
     base, tok = load_base(model_dir, device)

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from ..core.registry import Registry
+from ..shared.core.registry import Registry
 
 
 @dataclass

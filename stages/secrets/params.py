@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..core.errors import ConfigError
-from ..core.params import PARAMS_FILE, check, load
+from ..shared.core.errors import ConfigError
+from ..shared.core.params import PARAMS_FILE, check, load
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..core.io import read_table
+from ..shared.core.io import read_table
 
 SECRETS = pa.schema([
     pa.field("secret_id", pa.string(), nullable=False),

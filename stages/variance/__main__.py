@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from stages.core.cli import run_cli, stage_args
-from stages.core.io import atomic_dir, write_json
-from stages.core.params import load
+from stages.shared.core.cli import run_cli, stage_args
+from stages.shared.core.io import atomic_dir, write_json
+from stages.shared.core.params import load
 from stages.variance.params import VarianceParams
 from stages.variance.run import analyse_table, draw
 

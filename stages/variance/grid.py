@@ -8,7 +8,7 @@ import copy
 import itertools
 from pathlib import Path
 
-from ..core.params import section_of
+from ..shared.core.params import section_of
 from .params import SweepParams
 
 #: the run name every point's experiment trains, attacks and audits

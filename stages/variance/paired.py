@@ -77,7 +77,7 @@ def power(base_draws: np.ndarray, effect: float, pairs: int, settings: int, alph
     ideal audit's per-model values)."""
     from scipy.stats import wilcoxon
 
-    from ..core.seeds import stream
+    from ..shared.core.seeds import stream
 
     rng = stream("variance.silent.power").numpy(seed)
     hits = 0
@@ -92,10 +92,10 @@ def plan(study, population: int, m: int, rule: tuple[int, int], accountant: str)
     """The study's design as the accountant and the ideal audit see it, before any model: q = b / population, the
     calibrated sigma, the ideal per-model count of correct guesses (mean, SD, over ``study.power_trials`` audits) and
     the power of each setting's test at ``study.effect`` (``power``; for the primary measure v only)."""
-    from ..bounds.ceiling import ideal_counts
-    from ..bounds.keys import clip_guesses
-    from ..core.privacy import calibrate_sigma
-    from ..core.seeds import stream
+    from ..shared.bounds.ceiling import ideal_counts
+    from ..shared.bounds.keys import clip_guesses
+    from ..shared.core.privacy import calibrate_sigma
+    from ..shared.core.seeds import stream
 
     (b, steps), = {(c.batch_size, c.steps) for c in study.configs.values()}
     q = b / population

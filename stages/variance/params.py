@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core.params import check, run_names, section_of
+from ..shared.core.params import check, run_names, section_of
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..core.seeds import stream
+from ..shared.core.seeds import stream
 
 
 def _plt():
@@ -20,7 +20,7 @@ def _plt():
 
 
 def _save(fig, path: Path) -> None:
-    from ..core.io import atomic_file
+    from ..shared.core.io import atomic_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as tmp:

@@ -10,8 +10,8 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from ..core.errors import DataError
-from ..core.io import read_table, write_table
+from ..shared.core.errors import DataError
+from ..shared.core.io import read_table, write_table
 
 PROFILE = pa.list_(pa.struct([("delta", pa.float64()), ("epsilon", pa.float64())]))
 POINTS = pa.schema([

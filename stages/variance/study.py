@@ -13,7 +13,8 @@ Fixed in params (``variance.study``) and committed with this code before the fir
 * **Q1: does the audited epsilon-hat vary with the configuration?** Registered: Kruskal-Wallis of the primary
   one-run bound ``eps_lb_95`` across the configurations at ``alpha``, with its effect size
   eta^2_H = (H - k + 1) / (n - k) and its power under the ideal (the last-iterate model's prediction for each
-  configuration's q, T, sigma: ``stages.bounds.ceiling``, a heuristic). Kruskal-Wallis assumes independent groups,
+  configuration's q, T, sigma: ``stages.shared.bounds.ceiling``, a heuristic). Kruskal-Wallis assumes independent
+  groups,
   which a blocked design does not give; the verdict is Friedman's test across configurations within the seed blocks
   (complete blocks only; effect size Kendall's W = chi^2 / (n (k - 1))), added after the models ran; the registered
   test stays reported beside it. The same tests of the other measures (the standardised member shift) are
@@ -37,14 +38,15 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..bounds.keys import ideal_median_key
+from ..shared.bounds.keys import ideal_median_key
 from .analysis import spearman_of
 
 INDEPENDENT = "independent groups (the registered test; this study's groups share their seeds)"
 BLOCKED = "configurations compared within seed blocks (each seed's models share canaries, coins, data and noise seed)"
 
 #: The commits the committed study's models were trained from (``base_commit``): all before random streams were
-#: derived from (seed, stream name) through one SeedSequence. Their streams are ``seed + offset`` (stages/core/seeds.py
+#: derived from (seed, stream name) through one SeedSequence. Their streams are ``seed + offset``
+#: (stages/shared/core/seeds.py
 #: then): run s's DP-noise generator is seeded like seed s + 1's initialisation, so consecutive seed blocks share a
 #: stream. A model trained from any other commit is not flagged (a rerun after the fix clears the note).
 COUPLED_STREAM_COMMITS = frozenset({"e50835c2c238cc14644ab46d6861b86f53f77601",
@@ -270,8 +272,8 @@ def config_summaries(rows: Sequence[Mapping], configs: Mapping, delta: float) ->
     the medians of each measure, and the pooled one-run test over its models (parallel composition: each of a
     configuration's models has its own seed, so its own canaries, membership coins and noise, and the union of
     their canaries is one valid audit of the configuration at (epsilon, delta); m, r and v add up)."""
-    from ..bounds.gdp import gdp_epsilon_lower_bound
-    from ..bounds.one_run import epsilon_lower_bound
+    from ..shared.bounds.gdp import gdp_epsilon_lower_bound
+    from ..shared.bounds.one_run import epsilon_lower_bound
 
     out = []
     for name, c in configs.items():
@@ -296,9 +298,9 @@ def config_summaries(rows: Sequence[Mapping], configs: Mapping, delta: float) ->
 def ideal_draws(summaries: Sequence[Mapping], m: int, rule: tuple[int, int], delta: float, trials: int,
                 seed: int) -> dict[str, np.ndarray]:
     """Each configuration's ideal one-run bounds at 95%: ``trials`` audits of the last-iterate linear model
-    (``stages.bounds.ceiling``) at the q, T, sigma its models ran with, m canaries and the primary rule."""
-    from ..bounds.ceiling import ideal_counts, trial_bounds
-    from ..bounds.keys import clip_guesses
+    (``stages.shared.bounds.ceiling``) at the q, T, sigma its models ran with, m canaries and the primary rule."""
+    from ..shared.bounds.ceiling import ideal_counts, trial_bounds
+    from ..shared.bounds.keys import clip_guesses
 
     k_pos, k_neg = clip_guesses(*rule, m)
     out = {}
@@ -317,7 +319,7 @@ def registered_table(study, path, key: str) -> tuple[list[dict], list[dict], dic
     import json
     from dataclasses import asdict
 
-    from ..core.errors import DataError
+    from ..shared.core.errors import DataError
     from .schema import read_audit_points
 
     rows, meta = read_audit_points(path)
@@ -340,7 +342,7 @@ def study_result(study, path) -> dict:
     only once every registered model has run: the test is of the registered design, never of the models that
     happen to be done.
     The ideal's rule is the one the models were audited with (their rows), never today's params."""
-    from ..core.errors import DataError
+    from ..shared.core.errors import DataError
 
     rows, done, out = registered_table(study, path, "study")
     registered = out["registered"]

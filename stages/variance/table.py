@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping, Sequence
 
-from ..bounds.keys import confidence_key, confidence_tag
-from ..core.formatting import Table, fmt, md_table
-from ..core.params import section_of
+from ..shared.bounds.keys import confidence_key, confidence_tag
+from ..shared.core.formatting import Table, fmt, md_table
+from ..shared.core.params import section_of
 from .grid import diverged
 from .schema import POINTS
 

@@ -19,14 +19,14 @@ from stages.attack.scores import loss_scores, min_k_scores, ratio_scores, zlib_s
 from stages.attack.user_inference import user_scores
 from stages.audit.roc import auroc
 from stages.canaries.formatted import candidates
-from stages.core.artifacts import locations
-from stages.core.errors import ConfigError
-from stages.datasets import get_dataset
 from stages.finetune.loop import TrainConfig, train
-from stages.lm.canary_lm import CanaryLM
-from stages.lm.examples import make_example
-from stages.lm.generate import generate
-from stages.lm.scoring import output_rows, token_logprobs
+from stages.shared.core.artifacts import locations
+from stages.shared.core.errors import ConfigError
+from stages.shared.datasets import get_dataset
+from stages.shared.lm.canary_lm import CanaryLM
+from stages.shared.lm.examples import make_example
+from stages.shared.lm.generate import generate
+from stages.shared.lm.scoring import output_rows, token_logprobs
 
 V = 200
 
@@ -190,9 +190,9 @@ def test_text_non_members_of_user_level_data_are_held_in_users_unseen_rows(tmp_p
     canary user by its drawn set), not rows of held-out users (a user-inference pool) nor of every user."""
     from stages.canaries.params import CanaryUsersParams
     from stages.canaries.users import build_canary_users
-    from stages.datasets import get_dataset
     from stages.finetune.schema import TextSetup
     from stages.finetune.text import RunText
+    from stages.shared.datasets import get_dataset
 
     users_dataset(tmp_path)
     spec = get_dataset("enron_users")

@@ -15,11 +15,11 @@ from stages.attack.rmia import rmia_scores
 from stages.attack.scores import PER_EXAMPLE, ratio_scores
 from stages.attack.user_inference import user_scores
 from stages.audit.roc import auroc
-from stages.core.artifacts import locations
-from stages.core.errors import ConfigError
-from stages.datasets import get_dataset
-from stages.lm.batching import chunks
-from stages.lm.examples import make_example
+from stages.shared.core.artifacts import locations
+from stages.shared.core.errors import ConfigError
+from stages.shared.datasets import get_dataset
+from stages.shared.lm.batching import chunks
+from stages.shared.lm.examples import make_example
 
 
 @pytest.fixture()

@@ -2,8 +2,8 @@
 import pytest
 
 from stages.attack.schema import ATTACK_VERSION, AttackRecord, read_record, write_record
-from stages.core.errors import DataError
-from stages.core.io import read_json, write_json
+from stages.shared.core.errors import DataError
+from stages.shared.core.io import read_json, write_json
 
 RECORD = AttackRecord(run="nondp", attacks={"loss": {"family": "membership", "threat_model": "black-box loss",
                                                      "ranks_like": {}, "baseline": False}},

@@ -7,8 +7,8 @@ from dvc.utils.hydra import apply_overrides
 from testkit.project import ROOT
 
 from stages.audit.params import AuditParams
-from stages.core.params import load, read_params
 from stages.finetune.params import load_finetune
+from stages.shared.core.params import load, read_params
 
 
 def test_gpu_preset_matches_its_planned_ceiling(tmp_path):

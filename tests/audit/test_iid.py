@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from stages.audit.iid import sanity_check
-from stages.core.errors import DataError
+from stages.shared.core.errors import DataError
 
 
 def test_sanity_check_passes_iid_and_fires_on_a_shift():

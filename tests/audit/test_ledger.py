@@ -8,9 +8,9 @@ from testkit.project import ROOT, project_raw
 
 from stages.audit.ledger import Ledger, LedgerEntry, design_key, read_ledger, write_ledger
 from stages.audit.params import SeedRegistry
-from stages.core.errors import DataError
-from stages.core.params import load
-from stages.core.seeds import DERIVATION
+from stages.shared.core.errors import DataError
+from stages.shared.core.params import load
+from stages.shared.core.seeds import DERIVATION
 
 REGISTRY = SeedRegistry(development=(1, 2, 3), preregistered=(4, 5, 6, 7, 8, 9), ledger="l.json")
 

@@ -5,7 +5,7 @@ from testkit.project import params
 
 from stages.audit.params import AuditParams
 from stages.audit.pooled import design_look, median_interval, pooled_test
-from stages.bounds.one_run import epsilon_lower_bound, guesses
+from stages.shared.bounds.one_run import epsilon_lower_bound, guesses
 
 PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
            "delta": 1e-5, "optimizer": "DP-adamw", "accountant": "prv", "secure_rng": False}

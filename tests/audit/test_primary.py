@@ -8,11 +8,11 @@ from testkit.project import params
 from stages.attack.schema import SCORES, AttackRecord, write_record
 from stages.audit.params import AuditParams
 from stages.audit.summary import audit_run, by_length
-from stages.bounds.ceiling import last_iterate_epsilon
-from stages.bounds.one_run import epsilon_lower_bound, guesses
-from stages.core.errors import ConfigError, DataError
-from stages.core.io import write_json, write_table
 from stages.finetune.schema import RUN_VERSION, write_manifest
+from stages.shared.bounds.ceiling import last_iterate_epsilon
+from stages.shared.bounds.one_run import epsilon_lower_bound, guesses
+from stages.shared.core.errors import ConfigError, DataError
+from stages.shared.core.io import write_json, write_table
 
 M = 1000
 

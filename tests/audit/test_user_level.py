@@ -6,7 +6,7 @@ from testkit.project import params
 
 from stages.audit.params import AuditParams
 from stages.audit.user_level import per_user, user_test, with_user_ideal
-from stages.core.privacy import calibrate_sigma
+from stages.shared.core.privacy import calibrate_sigma
 
 
 def _audit(**kw) -> AuditParams:

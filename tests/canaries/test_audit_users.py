@@ -6,8 +6,8 @@ from testkit.project import params
 
 from stages.canaries.audit_users import AuditUsersParams, audit_users_suite, build_audit_users
 from stages.canaries.kinds import Vocab
-from stages.core.errors import ConfigError, DataError
-from stages.core.gx import check_suites
+from stages.shared.core.errors import ConfigError, DataError
+from stages.shared.core.gx import check_suites
 
 VOCAB = Vocab(base_size=500, allowed=np.arange(10, 400))
 

@@ -11,7 +11,7 @@ from stages.canaries.checks import member_share_band
 from stages.canaries.formatted import build_formatted
 from stages.canaries.kinds import CANARY_KINDS, Corpus, KindContext, Vocab, build_kind
 from stages.canaries.params import CanaryParams, FormattedParams
-from stages.core.errors import ConfigError, DataError
+from stages.shared.core.errors import ConfigError, DataError
 
 
 def canary_params(**overrides) -> CanaryParams:

@@ -9,9 +9,9 @@ from testkit.project import params
 
 from stages.canaries.params import CanaryUsersParams
 from stages.canaries.users import build_canary_users
-from stages.core.errors import ConfigError
-from stages.datasets import get_dataset
-from stages.datasets.users import apply_canary_users, canary_user_split
+from stages.shared.core.errors import ConfigError
+from stages.shared.datasets import get_dataset
+from stages.shared.datasets.users import apply_canary_users, canary_user_split
 
 ENRON_COLUMNS = ("message_id", "body")  # enron_users' user_columns
 USERS = get_dataset("enron_users")

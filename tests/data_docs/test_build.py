@@ -2,8 +2,8 @@
 import json
 import re
 
-from stages.core.gx import Expectation, run_suite
 from stages.data_docs.build import build_data_docs
+from stages.shared.core.gx import Expectation, run_suite
 
 
 def test_data_docs_are_rendered_by_gx_and_deterministic(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from testkit.project import ROOT
 
-from stages.core.params import read_params
+from stages.shared.core.params import read_params
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -30,7 +30,7 @@ def _params() -> dict:
 
 def _run(p: dict, name: str) -> dict:
     """``runs.<name>`` deep-merged over ``finetune``, as the pipeline resolves a run."""
-    from stages.core.params import deep_merge
+    from stages.shared.core.params import deep_merge
 
     return deep_merge(p["finetune"], p["runs"][name] or {})
 
@@ -123,8 +123,8 @@ def _yaml_block(heading: str) -> dict:
 def test_the_readmes_own_text_block_names_what_the_audit_rule_needs():
     """Merged into params.yaml, the own-data block passes the whole-file check, and every run of it lists the attack
     the pre-registered rule reads (a run whose list lacks it trains and then stops at the audit)."""
-    from stages.core.params import deep_merge
     from stages.params import validate_params
+    from stages.shared.core.params import deep_merge
 
     block = _yaml_block("## Audit your own private text")
     raw = deep_merge(_params(), block)
@@ -136,8 +136,8 @@ def test_the_readmes_own_text_block_names_what_the_audit_rule_needs():
 
 
 def test_the_readmes_trained_elsewhere_block_is_valid_params():
-    from stages.core.params import deep_merge
     from stages.params import validate_params
+    from stages.shared.core.params import deep_merge
 
     block = _yaml_block("## Audit your own fine-tune (trained elsewhere)")
     assert set(block["attack"]["runs"]) == set(block["runs"])  # every run names its attacks

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from testkit.project import ROOT, clone_project, run, tiny_params, without_replicas
 
-from stages.core.params import deep_merge, read_params
+from stages.shared.core.params import deep_merge, read_params
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,6 @@ from testkit.models import dp_params, one_dp_step
 from testkit.models import tiny_canary_lm as tiny_model
 from transformers.pytorch_utils import Conv1D
 
-from stages.core.errors import ConfigError
-from stages.core.params import build
 from stages.finetune.loss import per_sample_losses
 from stages.finetune.params import LoraParams
 from stages.finetune.privacy.bookkeeping import weighted_grads
@@ -22,10 +20,12 @@ from stages.finetune.privacy.engine import make_private
 from stages.finetune.privacy.layers.conv1d import conv1d_grad_sample, conv1d_norm_sample
 from stages.finetune.privacy.layers.layer_norm import layer_norm_grad_sample, layer_norm_norm_sample
 from stages.finetune.privacy.strategies import resolve
-from stages.lm.batching import collate
-from stages.lm.examples import canary_examples
-from stages.lm.scoring import token_logprobs
-from stages.lm.trainable import Trainable, load_model, lora_targets, save_model
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import build
+from stages.shared.lm.batching import collate
+from stages.shared.lm.examples import canary_examples
+from stages.shared.lm.scoring import token_logprobs
+from stages.shared.lm.trainable import Trainable, load_model, lora_targets, save_model
 
 CPU = torch.device("cpu")
 ARCHS = ["gpt2", "qwen2", "gpt_neox"]

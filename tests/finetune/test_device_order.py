@@ -8,7 +8,7 @@ from testkit import mutants
 from testkit.models import canary_rows, dp_params, tiny_canary_lm
 
 from stages.finetune.loop import TrainConfig, train
-from stages.lm.examples import canary_examples
+from stages.shared.lm.examples import canary_examples
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 STEPS = 3

@@ -6,11 +6,11 @@ import torch
 from testkit.models import canary_rows, dp_params, one_dp_step
 from testkit.models import tiny_canary_lm as tiny_model
 
-from stages.core.errors import ConfigError
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.privacy.engine import make_private
 from stages.finetune.privacy.strategies import STRATEGIES, get_strategy, resolve
-from stages.lm.examples import canary_examples
+from stages.shared.core.errors import ConfigError
+from stages.shared.lm.examples import canary_examples
 
 CPU = torch.device("cpu")
 PARADIGMS = [("lora", False), ("full", False), ("prompt", False), ("prefix", False), ("full", True), ("lora", True)]

@@ -7,15 +7,15 @@ import torch
 from testkit.models import NUM_NEW, SECRET_ROWS, canary_rows, dp_params, finetune_params
 from testkit.models import tiny_canary_lm as tiny_model
 
-from stages.core.errors import ConfigError
-from stages.core.privacy import calibrate_sigma
-from stages.core.seeds import stream
 from stages.finetune.checkpoint import Checkpointer
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.privacy.engine import public_divisor
 from stages.finetune.sampling import inclusion_counts
-from stages.lm.examples import canary_examples, make_example
-from stages.lm.scoring import token_logprobs
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.privacy import calibrate_sigma
+from stages.shared.core.seeds import stream
+from stages.shared.lm.examples import canary_examples, make_example
+from stages.shared.lm.scoring import token_logprobs
 
 
 def _canaries(n=40, seed=0):

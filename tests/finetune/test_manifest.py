@@ -4,11 +4,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.core.errors import DataError
 from stages.finetune.inputs import Inputs
 from stages.finetune.manifest import manifest_of
 from stages.finetune.schema import MANIFEST, MANIFEST_FILE, read_manifest, write_manifest
-from stages.lm.examples import make_example
+from stages.shared.core.errors import DataError
+from stages.shared.lm.examples import make_example
 
 
 def _inputs(scheduled: bool) -> Inputs:

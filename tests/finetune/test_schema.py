@@ -4,8 +4,6 @@ import math
 
 import pytest
 
-from stages.core.errors import DataError
-from stages.core.io import read_json, write_json
 from stages.finetune.schema import (
     RUN_VERSION,
     PrivacyRecord,
@@ -15,6 +13,8 @@ from stages.finetune.schema import (
     write_auditor,
     write_run,
 )
+from stages.shared.core.errors import DataError
+from stages.shared.core.io import read_json, write_json
 
 DP_HERE = PrivacyRecord(dp=True, epsilon_spent=7.996, sample_rate=0.23, steps=10, target_epsilon=8.0, delta=1e-5,
                         noise_multiplier=0.815, max_grad_norm=1.0, accountant="prv", public_divisor=322.0,

@@ -1,8 +1,8 @@
 """The randomised VMR/AIR control: a seeded coin per secret decides whether the run trains on it."""
 import numpy as np
 
-from stages.datasets import get_dataset
 from stages.finetune.text import secret_control
+from stages.shared.datasets import get_dataset
 
 
 def _rows_and_secrets(n_secrets=40, n_rows=120, seed=0):

@@ -14,11 +14,11 @@ import torch
 import yaml
 from testkit.project import ROOT
 
-from stages.core.errors import ConfigError
-from stages.core.params import read_params
 from stages.finetune.params import load_finetune
 from stages.finetune.privacy.strategies import resolve
 from stages.finetune.sharding import untie_frozen
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import read_params
 
 
 def _params(tmp_path, **distributed_and_dp):

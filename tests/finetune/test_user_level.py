@@ -15,13 +15,13 @@ from testkit.models import canary_rows, dp_params, finetune_params
 from testkit.models import tiny_canary_lm as tiny_model
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from stages.core.errors import ConfigError
-from stages.core.privacy import calibrate_sigma
 from stages.finetune.loop import TrainConfig, run_step, start_session, train
 from stages.finetune.loss import per_sample_losses
 from stages.finetune.sampling import poisson_draw, units_of, user_batch
-from stages.lm.batching import collate
-from stages.lm.examples import canary_examples
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.privacy import calibrate_sigma
+from stages.shared.lm.batching import collate
+from stages.shared.lm.examples import canary_examples
 
 CLIP = 1e-3  # far below every user's summed gradient norm: every user is clipped
 
@@ -171,7 +171,7 @@ def test_users_are_poisson_sampled_at_q_and_a_users_rows_drawn_uniformly_up_to_t
 def test_a_run_replays_its_user_draws_from_the_seed(tiny_base, vocab):
     """The users' inclusion counts of a seeded run are the sampler stream's draws over the users, as user_batch
     replays them from the same seeds."""
-    from stages.core.seeds import stream
+    from stages.shared.core.seeds import stream
 
     exs, users = _pool(vocab)
     m, tok = tiny_model(tiny_base)
@@ -219,10 +219,10 @@ def test_user_level_params_are_validated_naming_the_key(tiny_base, vocab):
 def test_a_user_level_datasets_training_rows_carry_their_users(tmp_path, tiny_tokenizer):
     """enron_users (and every user-level dataset): the user of each training pair, in the pairs' own order, from the
     same seeded draw; the pool's users and the candidate pool's users (canary users held in or out, each canary)."""
-    from stages.datasets import get_dataset
     from stages.finetune.inputs import Inputs
     from stages.finetune.schema import TextSetup
     from stages.finetune.text import RunText
+    from stages.shared.datasets import get_dataset
 
     users_dataset(tmp_path)
     spec = get_dataset("enron_users")

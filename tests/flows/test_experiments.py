@@ -7,7 +7,7 @@ import pytest
 from testkit.project import run
 
 from flows.experiments import carried, experiment_commits
-from stages.core.errors import ConfigError
+from stages.shared.core.errors import ConfigError
 
 DESIGN = {"epsilon": 2.0, "rows": [1, 4, 8]}
 

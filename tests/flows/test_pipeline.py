@@ -197,7 +197,7 @@ def _lineage(project, target, *flags, check=True):
 
 def test_lineage_traces_reported_numbers_back_to_raw_files(reproduced_project):
     project = reproduced_project
-    from stages.core.formatting import flatten
+    from stages.shared.core.formatting import flatten
 
     lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     raw_md5 = {d["path"]: d["md5"] for d in lock["preprocess@personachat"]["deps"] if d["path"].startswith("data/raw")}
@@ -296,13 +296,14 @@ def test_secrets_param_change_reruns_secrets_not_preprocess(reproduced_project):
 
 def test_a_code_change_reruns_the_stages_that_import_it(reproduced_project):
     project = reproduced_project
-    # audit code: the audit reruns (not the variance analysis: it reads the bounds from the shared stages.bounds),
+    # audit code: the audit reruns (not the variance analysis: it reads the bounds from the shared
+    # stages.shared.bounds),
     # its outputs come out the same, so the report is not rerun; a shared module: `dvc status` calls every importing
     # stage stale
     roc = project / "stages/audit/roc.py"
     roc.write_text(roc.read_text() + "\n# touched\n")
     assert ran(run(["dvc", "repro"], project).stdout) == {"audit"}
-    io = project / "stages/core/io.py"
+    io = project / "stages/shared/core/io.py"
     original = io.read_text()
     io.write_text(original + "\n# touched\n")
     try:

@@ -8,7 +8,7 @@ import yaml
 from testkit.project import project_raw
 
 from flows.pooled_audit import design_commit, record, seeds_commit
-from stages.core.errors import ConfigError
+from stages.shared.core.errors import ConfigError
 
 
 def _commit(repo, raw, message):

@@ -11,11 +11,11 @@ from flows.sweep import check_points, collect
 from stages.audit.params import AuditParams
 from stages.audit.primary import primary_test
 from stages.audit.schema import METRICS_VERSION
-from stages.bounds.keys import confidence_key
-from stages.core.errors import ConfigError
-from stages.core.params import load, read_params
-from stages.studies.compare import canary_table, sweep_markdown
-from stages.studies.params import StudyParams
+from stages.shared.bounds.keys import confidence_key
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import load, read_params
+from stages.tools.studies.compare import canary_table, sweep_markdown
+from stages.tools.studies.params import StudyParams
 from stages.variance.api import RUN, markdown, points, tabulate
 from stages.variance.params import VarianceParams
 from stages.variance.schema import read_points, write_points

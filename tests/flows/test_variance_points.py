@@ -5,9 +5,9 @@ import yaml
 from testkit.project import ROOT
 
 from flows.variance import checked_points, finished
-from stages.core.errors import ConfigError
-from stages.core.params import load, read_params
 from stages.finetune.params import load_finetune
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import load, read_params
 from stages.variance.api import RUN, apply_point, diverged, points
 from stages.variance.params import VarianceParams
 

@@ -1,10 +1,10 @@
 """The preprocess stage's output: one schema-checked parquet per split, the step counts and extra tables."""
 import pytest
 
-from stages.core.errors import DataError
-from stages.core.io import read_table
-from stages.datasets import CANDIDATES, STATS, Processed, get_dataset
 from stages.preprocess.write import write_processed
+from stages.shared.core.errors import DataError
+from stages.shared.core.io import read_table
+from stages.shared.datasets import CANDIDATES, STATS, Processed, get_dataset
 
 
 def _processed(train):

@@ -7,12 +7,12 @@ from testkit.data import users_dataset
 from testkit.project import ROOT, params, project_raw
 
 from flows.deps import imported_modules
-from stages.core.artifacts import locations
-from stages.core.errors import ConfigError
-from stages.datasets import get_dataset
 from stages.reference.params import ReferenceParams
 from stages.reference.schema import recipe_of
 from stages.reference.train import population_rows
+from stages.shared.core.artifacts import locations
+from stages.shared.core.errors import ConfigError
+from stages.shared.datasets import get_dataset
 
 
 def test_population_rows_are_no_scored_row(tmp_path):
@@ -42,7 +42,7 @@ def test_reference_sets_name_their_run_and_a_seed_of_their_own():
     raw = project_raw()
     own = raw["finetune"]["seed"]
     raw["reference"]["sets"] = {"r1": {"run": "nondp", "seed": own}}
-    from stages.core.params import load
+    from stages.shared.core.params import load
 
     with pytest.raises(ConfigError, match=rf"reference\.sets\.r1\.seed: seed {own} is run nondp's own"):
         load(ReferenceParams, "reference", "params.yaml", raw)

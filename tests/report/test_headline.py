@@ -3,8 +3,6 @@ import re
 
 import pytest
 
-from stages.bounds.keys import BoundKeys
-from stages.core.formatting import flatten
 from stages.report.headline import (
     anchor,
     headline_html,
@@ -14,6 +12,8 @@ from stages.report.headline import (
     reading,
     strongest_attack,
 )
+from stages.shared.bounds.keys import BoundKeys
+from stages.shared.core.formatting import flatten
 
 BOUNDS = [BoundKeys(0.95), BoundKeys(0.99)]
 

@@ -1,11 +1,11 @@
-"""One lineage implementation (stages.core.lineage) behind the report's lineage.json and `leakaudit lineage`: a
+"""One lineage implementation (stages.shared.core.lineage) behind the report's lineage.json and `leakaudit lineage`: a
 per-run number follows only its own run's branch of a foreach, nearest first, on a hand-made dvc.lock."""
 import json
 
 import yaml
 
 from leakaudit.trace import trace
-from stages.core.lineage import number_chain, number_lineage
+from stages.shared.core.lineage import number_chain, number_lineage
 
 
 def _stage(deps, outs, params=None):

@@ -1,11 +1,11 @@
 """Report sections that turn checks into words: the blind-baseline verdicts and the canary-kind comparison."""
 from pathlib import Path
 
-from stages.bounds.keys import BoundKeys
 from stages.report.inputs import Inputs
 from stages.report.render import to_markdown
 from stages.report.sections.blind import blind_section
 from stages.report.sections.canary_designs import _kinds_sentence
+from stages.shared.bounds.keys import BoundKeys
 
 
 def _pool(auroc, p, flagged, d, fp, v):

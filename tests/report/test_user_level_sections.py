@@ -4,8 +4,8 @@ import json
 
 from testkit.project import ROOT
 
-from stages.bounds.keys import BoundKeys
 from stages.report.sections.user_level import user_audit_section, user_comparison_section
+from stages.shared.bounds.keys import BoundKeys
 
 KEYS = [BoundKeys(0.95), BoundKeys(0.99)]
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from testkit.project import ROOT, project_raw
 
-from stages.bounds.keys import BoundKeys
-from stages.core.params import section_of
 from stages.report.build import SECTIONS
 from stages.report.headline import headline_markdown, headlines
 from stages.report.inputs import Inputs
 from stages.report.render import to_html, to_markdown
 from stages.report.sections.audit import GAUSSIAN_VS_COMPOSED, gaussian_vs_composed
+from stages.shared.bounds.keys import BoundKeys
+from stages.shared.core.params import section_of
 
 #: fragments no rendered report and no doc may carry (the first four fixed here, the last two by the variance work)
 WRONG = ("gives ε 1.52 where the accountant's gives 2.80",
@@ -92,8 +92,8 @@ def _development_seeds() -> set[int]:
     """Every seed of a set the seed ledger calls development under the design params.yaml holds now."""
     from stages.audit.ledger import design_key, read_ledger
     from stages.audit.params import SeedRegistry
-    from stages.core.params import load
-    from stages.core.seeds import DERIVATION
+    from stages.shared.core.params import load
+    from stages.shared.core.seeds import DERIVATION
 
     raw = project_raw()
     registry = load(SeedRegistry, "audit.seeds", ROOT / "params.yaml", raw)
@@ -127,8 +127,8 @@ def test_the_headline_names_a_clean_confirmation_set(committed_metrics, report):
     """The default run's pooled headline is on seeds whose first recorded run is today's design."""
     from stages.audit.ledger import design_key, read_ledger
     from stages.audit.params import SeedRegistry
-    from stages.core.params import load
-    from stages.core.seeds import DERIVATION
+    from stages.shared.core.params import load
+    from stages.shared.core.seeds import DERIVATION
 
     raw = project_raw()
     pooled = committed_metrics["pooled"]["dp_eps8"]
@@ -176,8 +176,8 @@ def test_the_gaussian_and_composed_figures_are_the_audit_codes():
     """At the dp_eps8 recipe (reports/metrics.json: q = 0.2297, T = 10, sigma = 0.8154, accountant epsilon 8 at 1e-5):
     the Gaussian curve matched to (8, 1e-5) gives 2.80 at delta 0.1, the run's composed curve 1.52, not the other way
     round; the report and docs/method.md print those."""
-    from stages.bounds.curve import accountant_epsilon
-    from stages.bounds.gdp import gdp_epsilon, gdp_mu
+    from stages.shared.bounds.curve import accountant_epsilon
+    from stages.shared.bounds.gdp import gdp_epsilon, gdp_mu
 
     metrics = json.loads((ROOT / "reports/metrics.json").read_text())
     p = metrics["pooled"]["dp_eps8"]

@@ -6,7 +6,7 @@ from testkit.data import TICKETS, text_spec, write_jsonl
 from testkit.data import preprocess_text as preprocess
 from testkit.data import text_project as project
 
-from stages.core.errors import ConfigError
+from stages.shared.core.errors import ConfigError
 
 
 def secrets_params(params_path, entry: dict):

@@ -17,7 +17,7 @@ def users_dataset(tmp_path: Path, n_users: int = 12) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from stages.datasets import get_dataset
+    from stages.shared.datasets import get_dataset
 
     d = tmp_path / "enron_users"
     d.mkdir()
@@ -41,7 +41,7 @@ def text_project(tmp_path, entry: dict) -> tuple:
     """A params file with the text dataset ``mine`` (``entry`` over the defaults) writing under tmp_path."""
     import yaml
 
-    from stages.core.params import read_params
+    from stages.shared.core.params import read_params
 
     p = read_params(ROOT / "params.yaml")  # with studies.yaml: the file written below stands alone
     p["preprocess"]["out_dir"] = str(tmp_path / "processed")
@@ -64,8 +64,8 @@ def preprocess_text(params_path):
 
 def text_spec(params_path, name: str = "mine"):
     """The spec of the text dataset ``name`` the params file declares (nothing resolves a name from memory)."""
-    from stages.core.params import read_params
-    from stages.datasets import get_dataset
+    from stages.shared.core.params import read_params
+    from stages.shared.datasets import get_dataset
 
     return get_dataset(name, read_params(params_path))
 

@@ -60,7 +60,7 @@ def tiny_canary_lm(base: Path, device=None, **overrides):
     rows and the SECRET_ROWS vocabulary ids' own rows, on ``device`` (default: the CPU)."""
     import torch
 
-    from stages.lm.trainable import build_model
+    from stages.shared.lm.trainable import build_model
 
     ft = finetune_params(**{"lora": {"r": 4, "alpha": 8}, **overrides})
     meta = {"num_new_tokens": NUM_NEW, "new_token_init": "mean", "secret_token_ids": list(SECRET_ROWS)}
@@ -84,8 +84,8 @@ def one_dp_step(base: Path, mode: str, clip: float, noise: bool, paradigm: str, 
     import torch
 
     from stages.finetune.privacy.engine import dp_step, make_private
-    from stages.lm.batching import chunks
-    from stages.lm.examples import canary_examples
+    from stages.shared.lm.batching import chunks
+    from stages.shared.lm.examples import canary_examples
 
     cpu = device or torch.device("cpu")
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""Deliberately broken DP mechanisms for the engine self-check (tests/selfcheck/test_selfcheck.py and
+"""Deliberately broken DP mechanisms for the engine self-check (tests/tools/selfcheck/test_selfcheck.py and
 benchmarks/selfcheck_mutants.py). They live here, never in the product: each is a context manager that patches
 the real engine (opacus or the project's own code) for as long as it is entered.
 
@@ -427,7 +427,7 @@ def mutant(name: str):
 
 
 if __name__ == "__main__":
-    from stages.selfcheck.trials import worker
+    from stages.tools.selfcheck.trials import worker
 
     with mutant(os.environ["SELFCHECK_MUTANT"]):
         worker(sys.argv[1:])

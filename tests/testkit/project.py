@@ -18,7 +18,7 @@ PYTHON = sys.executable
 
 def project_raw() -> dict:
     """The project's params.yaml, parsed."""
-    from stages.core.params import read_params
+    from stages.shared.core.params import read_params
 
     return read_params(ROOT / "params.yaml")
 
@@ -26,7 +26,7 @@ def project_raw() -> dict:
 def params(cls: type, section: str, **overrides: Any):
     """``cls`` built from the project's params.yaml at the dotted ``section``, with ``overrides`` deep-merged
     (nested dicts for nested dataclasses): tests start from the real values, as the stages do."""
-    from stages.core.params import build, deep_merge, section_of
+    from stages.shared.core.params import build, deep_merge, section_of
 
     return build(cls, deep_merge(section_of(project_raw(), section), overrides), section)
 
@@ -100,7 +100,7 @@ def tiny_params(model_dir: Path) -> dict:
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["model"]["name_or_path"] = str(model_dir)
-    del p["preprocess"]["datasets"]["tofu_authors"]  # only tofu_users reads it (its layout: tests/datasets)
+    del p["preprocess"]["datasets"]["tofu_authors"]  # only tofu_users reads it (its layout: tests/shared/datasets)
     p["canaries"].update(num_canaries=60, prefix_length=4)
     p["canaries"]["checks"] = {"member_share_alpha": 1.0e-6}
     p["finetune"].update(steps=3, batch_size=8, physical_batch_size=8, max_text_rows=16, eval_rows=8, max_length=32)

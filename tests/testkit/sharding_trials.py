@@ -24,7 +24,7 @@ class Stop(Exception):
 
 
 def examples(vocab: int, n: int):
-    from stages.lm.examples import canary_examples
+    from stages.shared.lm.examples import canary_examples
     from testkit.models import canary_rows
 
     return canary_examples(canary_rows(vocab, n), "sft")
@@ -93,8 +93,8 @@ def trial(spec: dict) -> dict | None:
 
 
 def main(argv) -> None:
-    from stages.core.cli import configure_process
     from stages.finetune.distributed import finish, init
+    from stages.shared.core.cli import configure_process
 
     configure_process()
     torch.set_num_threads(1)

@@ -6,7 +6,7 @@ import pytest
 from testkit.project import ROOT, params
 from testkit.studies import study_table
 
-from stages.core.params import read_params
+from stages.shared.core.params import read_params
 from stages.variance.grid import study_points
 from stages.variance.paired import analyse_silent, holm, paired_tests, power
 from stages.variance.params import SilentParams

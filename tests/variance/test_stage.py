@@ -8,9 +8,9 @@ import pytest
 import yaml
 from testkit.project import ROOT
 
-from stages.core.params import read_params
 from stages.report.render import to_markdown
 from stages.report.sections.variance import variance_section
+from stages.shared.core.params import read_params
 from stages.variance.__main__ import main
 from stages.variance.schema import POINTS, read_points, write_points
 
@@ -21,7 +21,7 @@ def no_study_models(p: dict, tmp_path) -> dict:
     """``p`` with the registered study's table in tmp_path, holding no model yet (not the project's live table)."""
     from dataclasses import asdict
 
-    from stages.core.params import build
+    from stages.shared.core.params import build
     from stages.variance.params import StudyParams
     from stages.variance.schema import write_audit_points
 

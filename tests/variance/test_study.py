@@ -5,7 +5,7 @@ import pytest
 from testkit.project import ROOT, params
 from testkit.studies import STUDY_IDEAL_MEDIANS, study_table, synthetic_models
 
-from stages.core.params import read_params
+from stages.shared.core.params import read_params
 from stages.variance import study as vs
 from stages.variance.params import StudyParams
 from stages.variance.study import analyse_study, kruskal, kruskal_power, spearman_ci
@@ -98,7 +98,7 @@ def test_the_study_is_tested_only_once_every_registered_model_has_run(tmp_path):
     power under the ideal and Q2's intervals appear. A table of another design is a one-line error naming it."""
     import dataclasses
 
-    from stages.core.errors import DataError
+    from stages.shared.core.errors import DataError
     from stages.variance.params import VarianceParams
     from stages.variance.study import study_result
 
@@ -107,7 +107,7 @@ def test_the_study_is_tested_only_once_every_registered_model_has_run(tmp_path):
     assert part["analysis"] is None and part["pending"] == 17 and "17 of 20" in part["withheld"]
     a = part["configs"][0]
     assert a["config"] == "A" and a["models"] == 3 and a["pooled"]["m"] == 3000 and a["pooled"]["r"] == 300
-    from stages.bounds.one_run import epsilon_lower_bound
+    from stages.shared.bounds.one_run import epsilon_lower_bound
 
     v = sum(r["v"] for r in synthetic_models(study, 3))
     assert a["pooled"]["v"] == v and a["pooled"]["eps_lb_95"] == epsilon_lower_bound(3000, 300, v, 1e-5, 0.95) > 0

@@ -1,5 +1,5 @@
 """Differential privacy for the fine-tuning loop, all through opacus: sigma calibrated by the accountant
-(``stages/core/privacy.py``, shared with the audit's planned ceiling), the model wrapped by the clipping strategy
+(``stages/shared/core/privacy.py``, shared with the audit's planned ceiling), the model wrapped by the clipping strategy
 the grad-sample mode names (``strategies.py``), the optimizer for clipping and noise, and the accountant stepped
 once per logical step at the Poisson rate q; ``dp_step`` runs one logical step over its physical chunks.
 """
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ...core.privacy import calibrate_sigma, create_accountant
-from ...core.seeds import stream
-from ...lm.batching import collate
-from ...lm.scoring import autocast
+from ...shared.core.privacy import calibrate_sigma, create_accountant
+from ...shared.core.seeds import stream
+from ...shared.lm.batching import collate
+from ...shared.lm.scoring import autocast
 from ..loss import per_sample_losses
 from ..sampling import secure_seed
 from ..schema import PrivacyRecord

@@ -22,7 +22,7 @@ from typing import Callable
 
 from torch import nn
 
-from ...core.registry import Registry
+from ...shared.core.registry import Registry
 
 Sampler = Callable[[nn.Module, list, object], dict]
 

@@ -26,8 +26,8 @@ from typing import Callable
 
 import torch
 
-from ...core.errors import ConfigError
-from ...core.registry import Registry
+from ...shared.core.errors import ConfigError
+from ...shared.core.registry import Registry
 from . import bookkeeping, ghost
 from .layers import register_for
 

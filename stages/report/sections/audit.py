@@ -2,16 +2,18 @@
 ε̂), assumption-free and Gaussian-DP."""
 from __future__ import annotations
 
-from ...bounds.keys import BoundKeys
-from ...core.formatting import Table, fmt
+from ...shared.bounds.keys import BoundKeys
+from ...shared.core.formatting import Table, fmt
 from ..headline import is_confirmation, mc, status_words
 from ..inputs import Inputs
 from ..render import Section
 
 #: The Gaussian curve is not DP-SGD's at q < 1, in numbers: at the dp_eps8 recipe's q = 0.2297, T = 10, sigma = 0.8154
 #: (accountant epsilon 8 at delta 1e-5), the epsilon at delta 0.1 of the Gaussian curve matched to (8, 1e-5)
-#: (``stages.bounds.gdp``: gdp_epsilon(gdp_mu(8, 1e-5), 0.1) = 2.801) and of the run's composed Poisson-subsampled
-#: Gaussian curve (opacus PRV, ``stages.bounds.curve.accountant_epsilon`` = 1.519). The report cannot call that code
+#: (``stages.shared.bounds.gdp``: gdp_epsilon(gdp_mu(8, 1e-5), 0.1) = 2.801) and of the run's composed
+#: Poisson-subsampled
+#: Gaussian curve (opacus PRV, ``stages.shared.bounds.curve.accountant_epsilon`` = 1.519). The report cannot call that
+#: code
 #: (its DVC deps are exactly its import closure, and the accountant is the audit's), so the figures are written here
 #: and tests/report/test_wording.py recomputes them with it.
 GAUSSIAN_VS_COMPOSED = {"q": 0.23, "steps": 10, "epsilon": 8, "delta": "10⁻⁵", "at_delta": 0.1, "gaussian": 2.80,

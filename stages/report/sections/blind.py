@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...audit.schema import VERDICTS
-from ...core.formatting import Table, ci, fmt
+from ...shared.core.formatting import Table, ci, fmt
 from ..inputs import Inputs
 from ..render import Section
 

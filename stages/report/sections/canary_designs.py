@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ...audit.schema import NON_CANARY_GROUPS
-from ...bounds.keys import BoundKeys, clip_guesses
-from ...core.formatting import Table, ci
+from ...shared.bounds.keys import BoundKeys, clip_guesses
+from ...shared.core.formatting import Table, ci
 from ..inputs import Inputs, pct
 from ..render import Section
 

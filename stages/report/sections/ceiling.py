@@ -1,7 +1,7 @@
 """What the audit could show: accountant ε, last-iterate ε and the ideal audit next to the measured one."""
 from __future__ import annotations
 
-from ...core.formatting import Table, fmt
+from ...shared.core.formatting import Table, fmt
 from ..headline import mc
 from ..inputs import Inputs
 from ..plots import ceiling_plot

@@ -1,8 +1,8 @@
 """Data contracts: every processed dataset's Great Expectations results, and the GX Data Docs."""
 from __future__ import annotations
 
-from ...core.formatting import Table
-from ...core.io import read_json
+from ...shared.core.formatting import Table
+from ...shared.core.io import read_json
 from ..inputs import Inputs, processed_dirs
 from ..render import Section
 

@@ -1,10 +1,10 @@
 """Data: counts after each preprocessing step, per dataset."""
 from __future__ import annotations
 
-from ...core import lineage as lin
-from ...core.formatting import Table
-from ...core.io import read_table
-from ...datasets import STATS
+from ...shared.core import lineage as lin
+from ...shared.core.formatting import Table
+from ...shared.core.io import read_table
+from ...shared.datasets import STATS
 from ..inputs import Inputs, processed_dirs
 from ..render import Section
 

@@ -1,7 +1,7 @@
 """The exploratory audit family: every attack × kind × guess count, Bonferroni-corrected, never a headline."""
 from __future__ import annotations
 
-from ...core.formatting import Table, fmt
+from ...shared.core.formatting import Table, fmt
 from ..inputs import Inputs
 from ..render import Section
 

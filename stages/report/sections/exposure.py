@@ -1,7 +1,7 @@
 """Exposure of the secret-sharer (formatted) canaries, per run and format, with its plot."""
 from __future__ import annotations
 
-from ...core.formatting import Table
+from ...shared.core.formatting import Table
 from ..inputs import Inputs
 from ..plots import exposure_plot, exposure_points
 from ..render import Section

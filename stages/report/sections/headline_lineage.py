@@ -1,7 +1,7 @@
 """The lineage of every headline number: its metrics.json path, stage, upstream chain, params and inputs."""
 from __future__ import annotations
 
-from ...core.formatting import fmt
+from ...shared.core.formatting import fmt
 from ..headline import Headline, anchor
 from ..inputs import Inputs
 from ..render import Section

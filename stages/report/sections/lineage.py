@@ -1,8 +1,8 @@
 """Lineage: each stage of the audit's chain as dvc.lock records it."""
 from __future__ import annotations
 
-from ...core import lineage as lin
-from ...core.formatting import Table
+from ...shared.core import lineage as lin
+from ...shared.core.formatting import Table
 from ..inputs import Inputs
 from ..render import Section
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...audit.schema import NON_CANARY_GROUPS, TEXT_ATTACKS
-from ...core.formatting import Table, ci, fmt
+from ...shared.core.formatting import Table, ci, fmt
 from ..headline import zero_fp
 from ..inputs import Inputs, pct
 from ..plots import privacy_plot, region_points, roc_plot, roc_points

@@ -1,7 +1,7 @@
 """Memorization of real secrets (VMR, AIR) against the base model and the randomised control."""
 from __future__ import annotations
 
-from ...core.formatting import Table, ci
+from ...shared.core.formatting import Table, ci
 from ..inputs import Inputs
 from ..render import Section
 from .positive_control import null_wording

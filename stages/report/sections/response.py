@@ -3,7 +3,7 @@ diagnostics (``runs.<run>.canary_response`` of metrics.json; ``canary_gradients`
 auditor.json, labelled so)."""
 from __future__ import annotations
 
-from ...core.formatting import Table, fmt
+from ...shared.core.formatting import Table, fmt
 from ..render import Section
 
 

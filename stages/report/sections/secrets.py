@@ -1,9 +1,9 @@
 """The real secrets found in the training data (counts and base-model reproduction, never their values)."""
 from __future__ import annotations
 
-from ...core.formatting import Table
-from ...core.io import read_table
 from ...secrets.schema import SECRETS, read_reference
+from ...shared.core.formatting import Table
+from ...shared.core.io import read_table
 from ..inputs import Inputs
 from ..render import Section
 

@@ -1,11 +1,11 @@
 """The report's ``selfcheck`` section: the DP engine's own audit (reports/selfcheck.json, ``leakaudit selfcheck``,
-stages/selfcheck/), with what it checked, what it did not, its power and the mutants' flag rates."""
+stages/tools/selfcheck/), with what it checked, what it did not, its power and the mutants' flag rates."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ...core.formatting import Table
+from ...shared.core.formatting import Table
 from ..render import Section
 
 
@@ -63,7 +63,8 @@ def selfcheck_section(path: Path | None, mutants_path: Path | None = None) -> Se
         "scale (an exact χ² test on the never-drawn canaries), the clipped sensitivity (the members' movement per "
         "recorded draw), the inclusion law (draws against Bin(T, q)), the noise's independence across steps, and "
         "the one-run f-DP test of the final model against the accountant's own trade-off curve (q = 1: μ-GDP, the "
-        "claim itself; q < 1: the Poisson-subsampled Gaussian's, an assumption stated with stages/bounds/curve.py); "
+        "claim itself; q < 1: the Poisson-subsampled Gaussian's, an assumption stated with "
+        "stages/shared/bounds/curve.py); "
         "plus an exact check that the optimizer's update is its update on the privatized gradient (DP-Adam(W) as "
         "post-processing). ε̂ columns are the one-run bounds beside the tests; the ideal is DP-SGD's last iterate "
         "(Adam's differs). " + verdict,

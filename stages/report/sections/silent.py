@@ -2,7 +2,7 @@
 from the variance stage's analysis.json: at one q, T, σ, settings the accountant does not see."""
 from __future__ import annotations
 
-from ...core.formatting import Table, fmt
+from ...shared.core.formatting import Table, fmt
 
 
 def _setting_test(name: str, t: dict, measure: str) -> str:

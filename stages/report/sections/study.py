@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...core.formatting import Table
+from ...shared.core.formatting import Table
 from ..headline import mc, optimizer_label
 from ..render import Section
 
@@ -62,7 +62,8 @@ def study_section(study_dir: Path | None, threats: dict[str, str] | None = None)
 
 
 def pooled_tables(study_dir: Path) -> list[Table]:
-    """pooled.json's rows, then its summary: one bar per design (``stages.studies.study.pooled_summary``), then the
+    """pooled.json's rows, then its summary: one bar per design (``stages.tools.studies.study.pooled_summary``), then
+    the
     seed ledger."""
     f = study_dir / "pooled.json"
     if not f.is_file():

@@ -1,7 +1,7 @@
 """Summary: commit, dvc.lock check, base model, what the canaries and data are, and the primary test."""
 from __future__ import annotations
 
-from ...core.formatting import fmt
+from ...shared.core.formatting import fmt
 from ..inputs import Inputs
 from ..render import Section
 

@@ -1,8 +1,8 @@
 """Training, privacy accounting and utility of each run (an external run's figures marked as its trainer's claim)."""
 from __future__ import annotations
 
-from ...core.formatting import Table, fmt
 from ...finetune.schema import PrivacyRecord
+from ...shared.core.formatting import Table, fmt
 from ..inputs import Inputs
 from ..render import Section
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ...core.formatting import Table, ci, fmt
+from ...shared.core.formatting import Table, ci, fmt
 from ..inputs import Inputs
 from ..render import Section
 

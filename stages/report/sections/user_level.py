@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...bounds.keys import BoundKeys, mc_interval_key
-from ...core.formatting import Table, ci, fmt
+from ...shared.bounds.keys import BoundKeys, mc_interval_key
+from ...shared.core.formatting import Table, ci, fmt
 from ..headline import mc, status_words
 from ..render import Section
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...core.formatting import Table, fmt
-from ...core.io import read_json
+from ...shared.core.formatting import Table, fmt
+from ...shared.core.io import read_json
 from ...variance.schema import SCORE_COLUMNS
 from ..render import Section
 from .silent import second_study
@@ -240,7 +240,8 @@ def _streams(st: dict) -> str | None:
     if not commits:
         return None
     return ("These models were trained with coupled random streams (the seed + offset derivation, before the one "
-            "SeedSequence derivation of stages/core/seeds.py; commits " + ", ".join(f"`{c[:8]}`" for c in commits)
+            "SeedSequence derivation of stages/shared/core/seeds.py; commits "
+            + ", ".join(f"`{c[:8]}`" for c in commits)
             + "): seed s's DP-noise generator was seeded like seed s + 1's initialisation, so the consecutive seed "
             "blocks are not strictly independent, as Friedman's test and the bootstrap over seeds assume. The "
             "models were not retrained.")

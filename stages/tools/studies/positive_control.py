@@ -1,0 +1,240 @@
+"""Can the instruments see? The positive control of every instrument but the canary audit (which has its own: the
+non-DP run's 300 of 300): non-DP full fine-tunes trained until they memorise, one run per checkpoint, every
+instrument at each on the default run's pools, and the DP counterpart at the last checkpoint's recipe and steps.
+
+The design (studies.yaml ``positive_control``) is fixed before its runs: the checkpoints (epochs, q T), the recipe
+every run shares, the DP counterpart's (epsilon, delta), the seed, per dataset its pools, attacks and q, and the
+predictions, each stated in words before any run; ``verdicts`` reads each prediction's rule. One experiment per
+dataset (presets/positive_control.args drops the default runs; ``study_overrides`` adds the study's).
+
+A checkpoint is a run of its own from the base model at the design's seed: Poisson sampling from the run's sampler
+stream and a constant learning rate, so the first steps of a longer run draw the same batches as a shorter one's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...audit.schema import TEXT_ATTACKS, instrument_rows
+from ...shared.core.params import check
+
+#: every instrument the rows can hold (as the attack registry names it), with what it measures
+INSTRUMENTS = (*TEXT_ATTACKS, "blind", "user_inference", "vmr", "eia")
+#: the predictions a design states, by id (``verdicts`` evaluates each)
+PREDICTIONS = ("text_mia", "user_inference", "vmr", "dose", "gap", "newer", "dp")
+
+
+@dataclass(frozen=True)
+class PositiveControlParams:
+    """studies.yaml ``positive_control``: runs at each of ``epochs`` expected passes over each row (q T, with
+    q = 1 / a dataset's ``steps_per_epoch``), ``recipe`` deep-merged over ``finetune`` in each, the DP counterpart at
+    ``dp`` (epsilon, delta) with the last checkpoint's recipe and steps, every run at ``seed``; ``datasets``: name ->
+    {run: its pools' overrides, steps_per_epoch, attacks}; ``predictions``: id -> the prediction in words."""
+
+    epochs: tuple[int, ...]
+    recipe: dict[str, Any]
+    dp: dict[str, float]
+    seed: int
+    datasets: dict[str, Any]
+    predictions: dict[str, str]
+
+    def problems(self):
+        spec_keys = {"run", "steps_per_epoch", "attacks"}
+        return (check(bool(self.epochs) and list(self.epochs) == sorted(set(self.epochs))
+                      and all(e >= 1 for e in self.epochs), "epochs", "must list increasing epochs >= 1",
+                      self.epochs)
+                + check(set(self.dp) == {"epsilon", "delta"} and all(v > 0 for v in self.dp.values()), "dp",
+                        "must set epsilon > 0 and delta > 0", self.dp)
+                + check(bool(self.datasets) and all(isinstance(d, dict) and set(d) == spec_keys
+                                                    for d in self.datasets.values()),
+                        "datasets", f"each dataset sets exactly {sorted(spec_keys)}", self.datasets)
+                + check(all(isinstance(d, dict) and isinstance(d.get("steps_per_epoch"), int)
+                            and d["steps_per_epoch"] >= 1 for d in self.datasets.values()),
+                        "datasets", "steps_per_epoch must be an integer >= 1", self.datasets)
+                + check(all(isinstance(d, dict) and set(d.get("attacks") or ()) <= set(INSTRUMENTS)
+                            for d in self.datasets.values()),
+                        "datasets", f"attacks must be among {list(INSTRUMENTS)}", self.datasets)
+                + check(set(self.predictions) <= set(PREDICTIONS), "predictions",
+                        f"ids must be among {list(PREDICTIONS)}", sorted(self.predictions)))
+
+
+def run_name(dataset: str, checkpoint: int | str) -> str:
+    """``pc_<dataset>_e<epochs>``, or ``pc_<dataset>_dp`` for the DP counterpart."""
+    return f"pc_{dataset}_{'dp' if checkpoint == 'dp' else f'e{checkpoint}'}"
+
+
+def steps_of(design: PositiveControlParams, dataset: str, epochs: int) -> int:
+    return epochs * design.datasets[dataset]["steps_per_epoch"]
+
+
+def runs_of(design: PositiveControlParams, dataset: str) -> dict[str, dict]:
+    """run name -> its overrides of ``finetune``: one per checkpoint, then the DP counterpart."""
+    spec = design.datasets[dataset]
+    base = {**design.recipe, **spec["run"], "dataset": dataset, "seed": design.seed,
+            "sample_rate": 1.0 / spec["steps_per_epoch"]}
+    out = {run_name(dataset, e): {**base, "steps": steps_of(design, dataset, e)} for e in design.epochs}
+    out[run_name(dataset, "dp")] = {**base, "steps": steps_of(design, dataset, design.epochs[-1]),
+                                    "dp": {"enabled": True, **design.dp}}
+    return out
+
+
+def _hydra(value: Any) -> str:
+    """A value in Hydra's override grammar (flow-style, unquoted keys)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_hydra(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_hydra(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def study_overrides(design: PositiveControlParams, dataset: str) -> list[str]:
+    """The design's overrides of one dataset's experiment (after the preset's): its runs and their attacks."""
+    if dataset not in design.datasets:
+        from ...shared.core.errors import ConfigError
+        raise ConfigError(f"--dataset {dataset}: the design's datasets are {sorted(design.datasets)} (studies.yaml "
+                          f"positive_control.datasets)")
+    attacks = _hydra(list(design.datasets[dataset]["attacks"]))
+    return [line for run, over in runs_of(design, dataset).items()
+            for line in (f"++runs.{run}={_hydra(over)}", f"++attack.runs.{run}={attacks}")]
+
+
+#: a prediction's verdict
+CONFIRMED, NOT_CONFIRMED, NOT_MEASURED = "confirmed", "not confirmed", "not measured"
+
+
+def users_loss(user_scores: list[dict]) -> dict:
+    """The held-in and held-out users' mean loss (nats per token) over the attacker's samples, from the ``loss``
+    attack's per-user scores (a user's mean log-likelihood), and the user-level generalisation gap: held-out minus
+    held-in."""
+    held_in = [-u["score"] for u in user_scores if u["member"]]
+    held_out = [-u["score"] for u in user_scores if not u["member"]]
+    if not held_in or not held_out:
+        return {"held_in": None, "held_out": None, "gap": None, "users": [len(held_in), len(held_out)]}
+    a, b = sum(held_in) / len(held_in), sum(held_out) / len(held_out)
+    return {"held_in": a, "held_out": b, "gap": b - a, "users": [len(held_in), len(held_out)]}
+
+
+def dataset_rows(design: PositiveControlParams, dataset: str, metrics: dict, user_scores: dict[str, list]) -> dict:
+    """One experiment's checkpoints (run, epochs, steps, epsilon, the validation loss and the users' losses) and
+    rows (each instrument's measure at each checkpoint), from its metrics.json and the ``loss`` attack's per-user
+    scores of each run (``users_loss``)."""
+    checkpoints, rows = [], []
+    for e in (*design.epochs, "dp"):
+        run = run_name(dataset, e)
+        r = metrics["runs"][run]
+        pv = r["privacy"]
+        dp = bool(pv["dp"])
+        point = {"run": run, "checkpoint": e, "epochs": design.epochs[-1] if e == "dp" else e,
+                 "steps": r["training"]["steps"], "sample_rate": r["training"]["sample_rate"],
+                 "dp": dp, "epsilon": pv["epsilon_spent"] if dp else None, "delta": pv.get("delta") if dp else None,
+                 "valid_nll": r["utility"]["valid_nll"], "users_loss": users_loss(user_scores[run])}
+        checkpoints.append(point)
+        rows += [{"run": run, "checkpoint": e, "epsilon": point["epsilon"], **row} for row in instrument_rows(r)]
+    return {"checkpoints": checkpoints, "rows": rows}
+
+
+def _row(experiment: dict, instrument: str, pool: str, checkpoint) -> dict | None:
+    return next((r for r in experiment["rows"] if r["instrument"] == instrument and r["pool"] == pool
+                 and r["checkpoint"] == checkpoint), None)
+
+
+def _sees(row: dict) -> bool:
+    """An AUROC above chance: its 95% interval above 0.5, or, without one, its exact permutation p below 0.05."""
+    if row.get("auroc_ci95"):
+        return row["auroc_ci95"][0] > 0.5
+    return row.get("auroc_p_exact") is not None and row["auroc_p_exact"] < 0.05
+
+
+def _covers_chance(row: dict) -> bool:
+    if "auroc" in row:
+        if row.get("auroc_ci95"):
+            return row["auroc_ci95"][0] <= 0.5 <= row["auroc_ci95"][1]
+        return row.get("auroc_p_exact") is None or row["auroc_p_exact"] >= 0.05
+    return row["ci95"] is None or row["ci95"][0] <= 0.0 <= row["ci95"][1]
+
+
+def _measure(row: dict) -> float:
+    return row["auroc"] if "auroc" in row else row["value"]
+
+
+def _spearman(x, y) -> float | None:
+    from scipy.stats import spearmanr
+
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    return float(spearmanr(x, y).statistic)
+
+
+def _check(experiment: dict, what: str, value, holds: bool) -> dict:
+    return {"experiment": experiment["experiment"], "what": what, "value": value, "holds": bool(holds)}
+
+
+def _verdict(checks: list[dict]) -> str:
+    if not checks:
+        return NOT_MEASURED
+    return CONFIRMED if all(c["holds"] for c in checks) else NOT_CONFIRMED
+
+
+def prediction_checks(design: PositiveControlParams, experiments: list[dict]) -> dict[str, list[dict]]:
+    """Per prediction id, the checks its words name, each {experiment, what, value, holds}, over every experiment
+    (one per dataset); a prediction with no check is not measured."""
+    last = design.epochs[-1]
+    out: dict[str, list[dict]] = {p: [] for p in PREDICTIONS}
+    for ex in experiments:
+        for a in TEXT_ATTACKS:
+            row = _row(ex, a, "text", last)
+            if row:
+                out["text_mia"].append(_check(ex, f"{a} text AUROC 95% interval at {last} epochs",
+                                              row["auroc_ci95"], _sees(row)))
+        row = _row(ex, "user_inference", "users", last)
+        if row:
+            out["user_inference"].append(_check(
+                ex, f"user_inference AUROC over real users ({row['members']} vs {row['non_members']}) at {last} "
+                    f"epochs: {'95% interval' if row.get('auroc_ci95') else 'exact p'}",
+                row["auroc_ci95"] or row["auroc_p_exact"], _sees(row)))
+        trained, held_out = _row(ex, "vmr", "trained", last), _row(ex, "vmr", "held_out", last)
+        if trained and held_out:
+            out["vmr"].append(_check(ex, f"VMR minus base of the trained secrets, 95% interval, at {last} epochs",
+                                     trained["ci95"], trained["ci95"] is not None and trained["ci95"][0] > 0))
+            out["vmr"].append(_check(ex, "VMR minus base: trained vs held-out secrets",
+                                     [trained["value"], held_out["value"]], trained["value"] > held_out["value"]))
+        series = [(a, "text") for a in TEXT_ATTACKS] + [("user_inference", "users"), ("vmr", "trained")]
+        for instrument, pool in series:
+            rows = [_row(ex, instrument, pool, e) for e in design.epochs]
+            if all(rows):
+                ys = [_measure(r) for r in rows]
+                rho = _spearman(list(design.epochs), ys)
+                out["dose"].append(_check(ex, f"{instrument} ({pool}): first and last checkpoint, Spearman with epochs",
+                                          [ys[0], ys[-1], rho], ys[-1] > ys[0] and rho is not None and rho > 0))
+        points = [(c["users_loss"]["gap"], _row(ex, "user_inference", "users", c["checkpoint"]))
+                  for c in ex["checkpoints"] if not c["dp"]]
+        if all(g is not None and r for g, r in points):
+            rho = _spearman([g for g, _ in points], [r["auroc"] for _, r in points])
+            out["gap"].append(_check(ex, "Spearman of the user-inference AUROC with the user-level gap",
+                                     rho, rho is not None and rho >= 0.8))
+        base = _row(ex, "loss", "text", last)
+        for a in ("ez_mia", "min_k_pp"):
+            row = _row(ex, a, "text", last)
+            if base and row:
+                out["newer"].append(_check(ex, f"{a} vs loss text AUROC at {last} epochs",
+                                           [row["auroc"], base["auroc"]], row["auroc"] > base["auroc"]))
+        for row in ex["rows"]:
+            if row["checkpoint"] == "dp" and row["instrument"] != "eia" and row["pool"] != "held_out" \
+                    and row["instrument"] != "blind":
+                shown = row.get("auroc_ci95") or row.get("auroc_p_exact") if "auroc" in row else row["ci95"]
+                out["dp"].append(_check(ex, f"DP counterpart: {row['instrument']} ({row['pool']}) covers chance",
+                                        shown, _covers_chance(row)))
+    return out
+
+
+def verdicts(design: PositiveControlParams, experiments: list[dict]) -> list[dict]:
+    """Each stated prediction (studies.yaml ``positive_control.predictions``) with its verdict over the experiments
+    run so far: confirmed where every check holds, not confirmed where one fails, not measured without a check."""
+    checks = prediction_checks(design, experiments)
+    return [{"prediction": p, "says": says, "verdict": _verdict(checks[p]), "checks": checks[p],
+             "failed": sum(not c["holds"] for c in checks[p]), "of": len(checks[p])}
+            for p, says in design.predictions.items()]

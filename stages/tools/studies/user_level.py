@@ -1,0 +1,152 @@
+"""The ideal one-run audit over canary users, under example-level and user-level DP-SGD at one (epsilon, delta):
+what a user-level audit could show at best, computed before any user-level run (the plan's first step).
+
+The linear last-iterate model (``stages.shared.bounds.ceiling``), applied to users: a canary user holds k rows that
+share one
+secret, so their clipped gradients add along one direction. Under **example-level** DP-SGD each row is sampled on its
+own at rate q, so a member user's statistic is Bin(k T, q) + N(0, T sigma^2): k times the inclusions against the
+same noise (the guarantee a user with k rows gets is group privacy, about k epsilon). Under **user-level** DP-SGD the
+user is sampled at rate q and its summed gradient clipped to C as one unit: Bin(T, q) + N(0, T sigma^2), a single
+row's statistic. A non-member user's statistic is N(0, T sigma^2) under both. sigma is calibrated by the accountant
+to (epsilon, delta) at the same q and T for both units (over examples, or over users), so the two mechanisms carry
+the same accountant's epsilon about their own unit.
+
+The one-run test over m canary users guesses "in" for the k_pos highest statistics (Steinke et al. 2023, each user
+a fair coin); each trial's bound is the assumption-free epsilon lower bound. A heuristic ceiling, not a limit (the
+model is linear; a real audit can exceed it), seeded: the same arguments give the same numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...audit.user_level import ideal_summaries
+from ...shared.bounds.ceiling import ideal_counts
+from ...shared.core.params import Accountant, check
+from ...shared.core.privacy import calibrate_sigma
+from ...shared.core.seeds import stream
+
+#: the audit units a mechanism's ideal is computed for, and how many independent inclusions a canary user's rows get
+UNITS = ("example", "user")
+
+
+@dataclass(frozen=True)
+class UserLevelPlanParams:
+    """The user-level comparison's design (studies.yaml ``user_level``), fixed before its runs: one (epsilon, delta),
+    q and T for every mechanism, canary users of each of ``rows`` rows, m of them, the one-run test's rule over users,
+    the ideal's trials and seed, the seeds reserved for the confirming runs and the ordering predicted from the
+    ideals."""
+
+    epsilon: float
+    delta: float
+    sample_rate: float
+    steps: int
+    accountant: Accountant
+    #: rows per canary user (k): the example-level ideal grows with k, the user-level one does not
+    rows: tuple[int, ...]
+    #: canary users, each held in or out by a fair seeded coin
+    m: int
+    #: "in" guesses for the highest per-user scores (no "out" guesses), fixed before any score
+    k_pos: int
+    confidence: float
+    trials: int
+    seed: int
+    #: the confirming runs' seeds (registered in audit.seeds.preregistered before any run at them)
+    confirmation_seeds: tuple[int, ...]
+    #: the prediction stated before the runs, in words
+    prediction: str
+    out: str
+
+    def problems(self):
+        return (check(self.epsilon > 0 and 0 < self.delta < 1, "epsilon", "need epsilon > 0, 0 < delta < 1",
+                      self.epsilon)
+                + check(0 < self.sample_rate <= 1 and self.steps >= 1, "sample_rate", "need 0 < q <= 1, T >= 1",
+                        self.sample_rate)
+                + check(all(k >= 1 for k in self.rows) and self.rows, "rows", "must list rows per user >= 1",
+                        self.rows)
+                + check(0 < self.k_pos <= self.m, "k_pos", "must be in (0, m]", self.k_pos)
+                + check(self.m >= 1000, "m", "must be >= 1000 canary users (the comparison's power)", self.m)
+                + check(self.trials >= 500, "trials", "must be >= 500", self.trials))
+
+    def relations(self, raw: dict) -> list[tuple[str, str]]:
+        """The confirming runs' seeds stand in audit.seeds.preregistered (committed before any run at them)."""
+        from ...shared.core.params import section_of
+
+        missing = sorted(set(self.confirmation_seeds) - set(section_of(raw, "audit.seeds.preregistered") or ()))
+        return [("user_level.confirmation_seeds", f"must stand in audit.seeds.preregistered (missing {missing})")] \
+            if missing else []
+
+
+def user_ideal(sample_rate: float, steps: int, sigma: float, *, unit: str, rows: int, m: int, k_pos: int,
+               delta: float, confidence: float, trials: int, seed: int) -> dict:
+    """The ideal audit over ``m`` canary users of ``rows`` rows each under DP at the unit ``unit``: the median and
+    10 / 90 % quantiles of the simulated bounds, each with its Monte Carlo interval, and the median count right."""
+    if unit not in UNITS:
+        raise ValueError(f"unit {unit!r}: one of {', '.join(UNITS)}")
+    counts = ideal_counts(sample_rate, steps, sigma, m=m, k_pos=k_pos, k_neg=0, trials=trials, seed=seed,
+                          rows=rows if unit == "example" else 1)
+    return {"unit": unit, "rows": rows, "m": m, "k_pos": k_pos,
+            "median_correct": float(sorted(c[2] for c in counts)[len(counts) // 2]),
+            **ideal_summaries(counts, delta, confidence)}
+
+
+def plan_ideals(*, epsilon: float, delta: float, sample_rate: float, steps: int, rows, m: int, k_pos: int,
+                confidence: float, trials: int, seed: int, accountant: str = "prv") -> dict:
+    """At one (epsilon, delta, q, T): sigma from the accountant, then for each number of rows per canary user the
+    ideal user-level audit under example-level and under user-level DP-SGD (``user_ideal``), and what r guesses, all
+    right, could show at most (the test's cap)."""
+    from ...shared.bounds.one_run import epsilon_lower_bound
+
+    sigma = calibrate_sigma(epsilon, delta, sample_rate, steps, accountant)
+    out = {"epsilon": epsilon, "delta": delta, "sample_rate": sample_rate, "steps": steps, "noise_multiplier": sigma,
+           "accountant": accountant, "m": m, "k_pos": k_pos, "confidence": confidence, "trials": trials,
+           "cap_eps_lb": epsilon_lower_bound(m, k_pos, k_pos, delta, confidence), "rows": []}
+    for k in rows:
+        for unit in UNITS:
+            key = f"{unit}:{k}"
+            out["rows"].append(user_ideal(sample_rate, steps, sigma, unit=unit, rows=k, m=m, k_pos=k_pos,
+                                          delta=delta, confidence=confidence, trials=trials,
+                                          seed=stream("studies.user_level_ideal").int_seed(seed, key=key)))
+    return out
+
+
+#: the comparison's three mechanisms: run name -> (mechanism, DP unit or None)
+MECHANISMS = {"ul_example": ("example-level DP-SGD", "example"), "ul_user": ("user-level DP-SGD", "user"),
+              "ul_nondp": ("no DP", None)}
+#: the keys of a reports/user_level.json row, as metrics.json names them
+ROW_KEYS = ("mechanism", "unit", "epsilon", "delta", "k", "m", "r", "v", "eps_lb_95", "ideal_eps_lb_95_median",
+            "ideal_percentile", "canary_user_auroc", "canary_user_auroc_ci95", "members", "non_members",
+            "valid_perplexity", "seeds", "seed_status", "design_commit")
+
+
+def mechanism_run(mechanism: str, design: UserLevelPlanParams, k: int, seed: int) -> dict:
+    """``runs.<name>`` of one mechanism at the design's (epsilon, delta, q, T), k rows per audit user and ``seed``,
+    over the recipe the preset gives every mechanism (dataset, optimizer, lengths: presets/user_level.args)."""
+    _, unit = MECHANISMS[mechanism]
+    dp = ({"enabled": True, "epsilon": design.epsilon, "delta": design.delta, "accountant": design.accountant,
+           "unit": unit, **({"rows_per_user": k} if unit == "user" else {})} if unit else {"enabled": False})
+    return {"sample_rate": design.sample_rate, "steps": design.steps, "seed": seed, "canaries": True,
+            "user_canaries": True, "dp": dp}
+
+
+def comparison_rows(metrics: dict, design_commit: str | None) -> list[dict]:
+    """One row per mechanism and audit unit from one experiment's metrics.json: the example-level test (audit.primary
+    over the new-token canaries; ``canary_user_auroc`` is then the per-canary AUROC of its attack) and the user-level
+    test over the audit users (``audit_user``)."""
+    rows = []
+    for run, (label, _) in MECHANISMS.items():
+        r = metrics["runs"][run]
+        pv, u, p = r["privacy"], r["audit_user"], r["audit_primary"]
+        per_canary = r["attacks"][p["attack"]][p["kind"]]
+        common = {"mechanism": label, "epsilon": pv["epsilon_spent"] if pv["dp"] else None,
+                  "valid_perplexity": r["utility"]["valid_perplexity"]}
+        for unit, test, auroc, ci, members in (
+                ("example", p, per_canary["auroc"], per_canary["auroc_ci95"],
+                 (per_canary["members"], per_canary["non_members"])),
+                ("user", u, u["canary_user_auroc"], u["canary_user_auroc_ci95"], (u["members"], u["non_members"]))):
+            rows.append({**common, "unit": unit, "delta": test["delta"], "k": u["k"] if unit == "user" else 1,
+                         "m": test["m"], "r": test["r"], "v": test["v"], "eps_lb_95": test["eps_lb_95"],
+                         "ideal_eps_lb_95_median": test["ideal_eps_lb_95_median"] if pv["dp"] else None,
+                         "ideal_percentile": test["ideal_percentile"] if pv["dp"] else None, "canary_user_auroc": auroc,
+                         "canary_user_auroc_ci95": ci, "members": members[0], "non_members": members[1],
+                         "seeds": test["seeds"], "seed_status": test["seed_status"], "design_commit": design_commit})
+    return [{k: row[k] for k in ROW_KEYS} for row in rows]

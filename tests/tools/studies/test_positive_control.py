@@ -1,0 +1,137 @@
+"""The positive control (stages/tools/studies/positive_control.py, flows/positive_control.py): the design is validated
+naming the key, each checkpoint is a run at q T epochs with the DP counterpart at the last one's steps, the flow's
+overrides give valid params, the rows are read off metrics.json, and each prediction's verdict follows its checks."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from stages.audit.schema import instrument_rows
+from stages.shared.core.errors import ConfigError
+from stages.shared.core.params import build
+from stages.tools.studies.positive_control import (
+    CONFIRMED,
+    NOT_CONFIRMED,
+    NOT_MEASURED,
+    PositiveControlParams,
+    dataset_rows,
+    runs_of,
+    users_loss,
+    verdicts,
+)
+
+GOOD = dict(epochs=[1, 2, 4], recipe={"paradigm": "full", "lr": 1e-4}, dp={"epsilon": 8.0, "delta": 1e-5}, seed=9,
+            datasets={"tofu_authors": {"run": {"max_length": 48}, "steps_per_epoch": 4,
+                                       "attacks": ["loss", "ez_mia", "user_inference", "blind"]}},
+            predictions={"text_mia": "t", "user_inference": "u", "vmr": "v", "dose": "d", "gap": "g", "newer": "n",
+                         "dp": "p"})
+
+
+def test_the_design_is_validated_naming_the_key():
+    assert build(PositiveControlParams, GOOD, "positive_control").epochs == (1, 2, 4)
+    for bad, key in (({"epochs": [2, 1]}, "epochs"), ({"dp": {"epsilon": 8.0}}, "dp"),
+                     ({"predictions": {"telepathy": "x"}}, "predictions"),
+                     ({"datasets": {"tofu_authors": {**GOOD["datasets"]["tofu_authors"], "attacks": ["telepathy"]}}},
+                      "datasets")):
+        with pytest.raises(ConfigError, match=f"positive_control.{key}"):
+            build(PositiveControlParams, {**GOOD, **bad}, "positive_control")
+
+
+def test_each_checkpoint_is_a_run_at_q_t_epochs_and_the_dp_counterpart_takes_the_last_steps():
+    design = build(PositiveControlParams, GOOD, "positive_control")
+    runs = runs_of(design, "tofu_authors")
+    assert list(runs) == ["pc_tofu_authors_e1", "pc_tofu_authors_e2", "pc_tofu_authors_e4", "pc_tofu_authors_dp"]
+    for name, run in runs.items():
+        assert run["sample_rate"] == 0.25 and run["seed"] == 9 and run["paradigm"] == "full"
+        assert ("dp" in run) == name.endswith("_dp")
+    assert [r["steps"] * r["sample_rate"] for r in runs.values()] == [1, 2, 4, 4]  # q T: the epochs
+    assert runs["pc_tofu_authors_dp"]["dp"] == {"enabled": True, "epsilon": 8.0, "delta": 1e-5}
+
+
+def test_the_flows_overrides_give_valid_params_with_only_the_studys_runs(tmp_path):
+    from dvc.utils.hydra import apply_overrides
+    from testkit.project import ROOT
+
+    from flows.experiments import preset_lines
+    from flows.positive_control import PRESET
+    from stages.finetune.params import load_finetune
+    from stages.params import validate_params
+    from stages.shared.core.params import load, read_params
+    from stages.tools.studies.positive_control import study_overrides
+
+    raw = read_params(ROOT / "params.yaml")
+    design = load(PositiveControlParams, "positive_control", ROOT / "params.yaml", raw)
+    for f in ("params.yaml", "studies.yaml"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    dataset = next(iter(design.datasets))
+    apply_overrides(str(tmp_path / "params.yaml"), preset_lines(Path(ROOT), PRESET) + study_overrides(design, dataset))
+    p = read_params(tmp_path / "params.yaml")
+    validate_params(p)
+    assert list(p["runs"]) == list(runs_of(design, dataset)) and not p["replicas"]["sets"]
+    for run in p["runs"]:
+        ft = load_finetune(run, tmp_path / "params.yaml", p)
+        assert ft.dataset == dataset and ft.paradigm == "full" and not ft.canaries and ft.seed == design.seed
+        assert ft.dp.enabled == run.endswith("_dp")
+        assert p["attack"]["runs"][run] == list(design.datasets[dataset]["attacks"])
+    with pytest.raises(ConfigError, match="--dataset personachat"):
+        study_overrides(design, "personachat")
+
+
+def _auroc(auroc, ci=None, p=None, members=20, non_members=20):
+    return {"auroc": auroc, "auroc_ci95": ci, "auroc_p_exact": p, "members": members, "non_members": non_members}
+
+
+def _run(strength: float, dp: bool = False) -> dict:
+    """A run's metrics.json entry whose text attacks and user inference sit at ``strength`` (interval +-0.1)."""
+    ci = [strength - 0.1, strength + 0.1]
+    return {"privacy": {"dp": dp, "epsilon_spent": 7.9 if dp else "inf", "delta": 1e-5},
+            "training": {"steps": 8, "sample_rate": 0.25}, "utility": {"valid_nll": 2.0},
+            "attacks": {"loss": {"text": _auroc(strength, ci)}, "ez_mia": {"text": _auroc(strength + 0.01, ci)},
+                        "user_inference": {"users": _auroc(strength, ci)}},
+            "blind": {"text": _auroc(0.5, [0.4, 0.6])},
+            "memorization": {"vmr": {"trained": {"secrets": 16, "minus_base": strength - 0.5,
+                                                 "minus_base_ci95": [strength - 0.6, strength - 0.4]},
+                                     "untrained": {"secrets": 16, "minus_base": 0.0, "minus_base_ci95": [0.0, 0.0]}}},
+            "other": {"eia": {"f1": 0.2}}}
+
+
+def _users(gap: float) -> list[dict]:
+    return [{"member": True, "score": -2.0}, {"member": False, "score": -2.0 - gap}]
+
+
+def test_rows_are_read_off_metrics_and_the_users_losses_give_the_gap():
+    rows = instrument_rows(_run(0.7))
+    assert {(r["instrument"], r["pool"]) for r in rows} == {
+        ("loss", "text"), ("ez_mia", "text"), ("user_inference", "users"), ("blind", "text"), ("vmr", "trained"),
+        ("vmr", "held_out"), ("eia", "test")}
+    vmr = next(r for r in rows if r["pool"] == "trained")
+    assert vmr["value"] == pytest.approx(0.2) and vmr["members"] == 16 and "auroc" not in vmr
+    assert users_loss(_users(0.5)) == {"held_in": 2.0, "held_out": 2.5, "gap": 0.5, "users": [1, 1]}
+    assert users_loss([{"member": True, "score": -1.0}])["gap"] is None
+
+
+def _experiment(design, strengths, gaps, dp_strength) -> dict:
+    metrics = {"runs": {f"pc_tofu_authors_e{e}": _run(s) for e, s in zip(design.epochs, strengths)}}
+    metrics["runs"]["pc_tofu_authors_dp"] = _run(dp_strength, dp=True)
+    users = {f"pc_tofu_authors_e{e}": _users(g) for e, g in zip(design.epochs, gaps)}
+    users["pc_tofu_authors_dp"] = _users(0.0)
+    return {"experiment": "positive-control-tofu-authors-s9", **dataset_rows(design, "tofu_authors", metrics, users)}
+
+
+def test_each_prediction_is_confirmed_only_where_every_check_holds():
+    design = build(PositiveControlParams, GOOD, "positive_control")
+    seen = _experiment(design, [0.55, 0.7, 0.9], [0.1, 0.3, 0.8], dp_strength=0.5)
+    by = {v["prediction"]: v for v in verdicts(design, [seen])}
+    assert seen["checkpoints"][-1]["epsilon"] == 7.9 and seen["checkpoints"][0]["epsilon"] is None
+    assert seen["checkpoints"][1]["users_loss"]["gap"] == pytest.approx(0.3)
+    for p in ("text_mia", "user_inference", "vmr", "dose", "gap", "newer", "dp"):
+        assert by[p]["verdict"] == CONFIRMED, (p, by[p]["checks"])
+    # weaker at the last checkpoint than at the first, the gap against the AUROC, a DP run that leaks
+    blind = _experiment(design, [0.9, 0.7, 0.55], [0.8, 0.1, 0.3], dp_strength=0.9)
+    by = {v["prediction"]: v for v in verdicts(design, [blind])}
+    assert by["text_mia"]["verdict"] == NOT_CONFIRMED and by["text_mia"]["failed"] == 2  # loss and ez_mia
+    assert by["dose"]["verdict"] == NOT_CONFIRMED and by["gap"]["verdict"] == NOT_CONFIRMED
+    assert by["dp"]["verdict"] == NOT_CONFIRMED
+    assert by["vmr"]["verdict"] == NOT_CONFIRMED and by["vmr"]["failed"] == 1  # 0.05 above base: its interval
+    assert by["vmr"]["checks"][0]["value"] == pytest.approx([-0.05, 0.15])      # covers 0; still above held out
+    assert {v["verdict"] for v in verdicts(design, [])} == {NOT_MEASURED}
