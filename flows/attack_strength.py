@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from flows.experiments import experiment_commits, preset_lines
+from flows.runtime.experiments import experiment_commits, preset_lines
 from stages.audit.params import AuditParams
 from stages.shared.core import vcs
 from stages.shared.core.params import build, section_of

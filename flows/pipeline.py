@@ -8,7 +8,7 @@ After each stage the flow publishes that stage's dvc.lock entry (dep/out md5s, p
 as a Prefect markdown artifact, so lineage is visible in the UI; at the end, the report's headline block
 with links to the report files (artifact ``headline``). No Prefect result caching: DVC's
 cache is the only cache. A signal stops the running stage's process group (dvc repro and its stage) and
-ends the run within seconds (``flows.dvc_adapter.exit_on_signal``); the next run resumes.
+ends the run within seconds (``flows.runtime.dvc_adapter.exit_on_signal``); the next run resumes.
 
     python -m flows.pipeline                     # ephemeral Prefect server, whole DAG
     python -m flows.pipeline --stages audit report
@@ -28,7 +28,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.dvc_adapter import (
+from flows.runtime.dvc_adapter import (
     artifact_key,
     changed_stages,
     exit_on_signal,

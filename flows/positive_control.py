@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
+from flows.runtime.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of

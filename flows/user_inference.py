@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
+from flows.runtime.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of
@@ -60,7 +60,7 @@ def design_commit(repo: Path) -> str | None:
 def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
     """reports/user_inference.json: the design and its commit, and per experiment its rows, with its params.yaml and
     dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the checkout that ran it); the
-    table's experiments run in another checkout are kept as it recorded them (``flows.experiments.carried``)."""
+    table's experiments run in another checkout are kept as it recorded them (``flows.runtime.experiments.carried``)."""
     commit = design_commit(repo)
     raw_design = read_params(repo / "params.yaml")["user_inference"]
     out = {"design": raw_design, "design_commit": commit, "recipe": PRESET, "experiments": []}

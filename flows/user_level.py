@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from flows.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
+from flows.runtime.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of
@@ -75,7 +75,7 @@ def table(repo: Path, plan: dict, records: Path) -> dict:
     """reports/user_level.json: the design (its prediction included) and its plan's commit, and per experiment its
     rows, with its params.yaml and dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the
     checkout that ran it, its lock travels with the table); the table's experiments run in another checkout are kept
-    as it recorded them (``flows.experiments.carried``)."""
+    as it recorded them (``flows.runtime.experiments.carried``)."""
     out = {"design": plan["design"], "design_commit": plan["design_commit"], "recipe": PRESET, "experiments": []}
     commits = experiment_commits(repo, "user-level-k")
     out["experiments"] += carried(repo / records.with_suffix(".json"), repo, commits, plan["design"])

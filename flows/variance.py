@@ -41,7 +41,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.api_server import shared_api
+from flows.runtime.api_server import shared_api
 from stages.params import Params, load_params, validate_params
 from stages.shared.core.env import OFFLINE_ENV
 from stages.shared.core.errors import ConfigError, DataError

@@ -130,9 +130,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def cmd_run(args) -> int:
     """Exit 0 when every stage is done; 1 when one failed (--no-prefect: DVC's code); 143 after SIGTERM, 130 after
-    SIGINT, within seconds (flows.dvc_adapter.exit_on_signal): the running stage's process group is stopped, DVC
+    SIGINT, within seconds (flows.runtime.dvc_adapter.exit_on_signal): the running stage's process group is stopped, DVC
     leaves no lock held, and the next run skips the finished stages and resumes a fine-tune from its checkpoint."""
-    from flows.dvc_adapter import changed_stages, exit_on_signal, run_dvc, stage_graph, time_table
+    from flows.runtime.dvc_adapter import changed_stages, exit_on_signal, run_dvc, stage_graph, time_table
 
     with exit_on_signal():
         if args.no_prefect:
@@ -175,7 +175,7 @@ def cmd_variance(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from flows.dvc_adapter import exit_on_signal, run_dvc
+    from flows.runtime.dvc_adapter import exit_on_signal, run_dvc
 
     with exit_on_signal():
         return run_dvc(["dvc", "repro", "report"], args.repo)
@@ -240,7 +240,7 @@ def cmd_export_canaries(args) -> int:
         raw = read_params(params)
         spec = get_dataset(load_finetune(args.run, params, raw).dataset, raw)
         stages = ["canaries"] + ([f"secrets@{spec.secrets}"] if spec.secrets else [])
-        from flows.dvc_adapter import exit_on_signal, run_dvc
+        from flows.runtime.dvc_adapter import exit_on_signal, run_dvc
         from stages.shared.core.errors import StageError
 
         with exit_on_signal():

@@ -6,14 +6,14 @@ refused: the hashes in dvc.lock are the lineage.
 
 The lineage itself (which stages, in what order, their records) is stages.shared.core.lineage's, the same the report's
 lineage.json uses; this module adds only what the CLI needs: the number's lookup and DVC's own staleness check
-(``flows.deps.dvc_changes``: `dvc status`, which no stage runs).
+(``flows.runtime.deps.dvc_changes``: `dvc status`, which no stage runs).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from flows.deps import dvc_changes
+from flows.runtime.deps import dvc_changes
 from stages.shared.core.formatting import flatten
 from stages.shared.core.lineage import chain_records, git_state, load_lock, number_chain, producer_of
 

@@ -1,6 +1,6 @@
 """What `leakaudit run` hands to DVC: only the stages `dvc status` found changed and everything downstream of them
 (DVC then decides), and the per-stage time table it ends with."""
-from flows.dvc_adapter import time_table, to_run
+from flows.runtime.dvc_adapter import time_table, to_run
 
 ORDER = ["base_model", "preprocess@a", "canaries", "finetune@x", "finetune@y", "attack@x", "attack@y", "audit",
          "report"]

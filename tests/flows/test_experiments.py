@@ -6,7 +6,7 @@ import json
 import pytest
 from testkit.project import run
 
-from flows.experiments import carried, experiment_commits
+from flows.runtime.experiments import carried, experiment_commits
 from stages.shared.core.errors import ConfigError
 
 DESIGN = {"epsilon": 2.0, "rows": [1, 4, 8]}

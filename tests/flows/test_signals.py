@@ -4,7 +4,7 @@ from its checkpoint and completes (slow: the reproduced tiny project, Prefect's 
 
 The signal goes to the command's whole process group, as `kill -TERM -<pgid>` or a terminal's Ctrl-C does: it
 then reaches Prefect's ephemeral server too, which is what made the command hang (Prefect retrying, for minutes,
-to record the crash against its dead server). The two fast tests run the same parts (flows.dvc_adapter) in a
+to record the crash against its dead server). The two fast tests run the same parts (flows.runtime.dvc_adapter) in a
 small script: a DVC command's process group stopped with its parent, and the deadline kept when a SIGTERM
 handler (Prefect's, in the hang) does not return.
 """
@@ -99,7 +99,7 @@ def test_sigterm_mid_finetune_exits_fast_and_the_next_run_resumes(reproduced_pro
 
 GROUP = """
 import subprocess, sys, time
-from flows.dvc_adapter import dvc_process, exit_on_signal
+from flows.runtime.dvc_adapter import dvc_process, exit_on_signal
 sleep = "import time; time.sleep(60)"
 like_dvc = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {sleep!r}]); time.sleep(60)"
 with exit_on_signal():
@@ -110,7 +110,7 @@ with exit_on_signal():
 
 HANGING = """
 import signal, subprocess, sys, time
-from flows.dvc_adapter import exit_on_signal
+from flows.runtime.dvc_adapter import exit_on_signal
 with exit_on_signal(deadline=1.5):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     signal.signal(signal.SIGTERM, lambda *_: time.sleep(60))  # as Prefect's handler, retrying against a dead server

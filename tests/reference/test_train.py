@@ -6,7 +6,7 @@ import pytest
 from testkit.data import users_dataset
 from testkit.project import ROOT, params, project_raw
 
-from flows.deps import imported_modules
+from flows.runtime.deps import imported_modules
 from stages.reference.params import ReferenceParams
 from stages.reference.schema import recipe_of
 from stages.reference.train import population_rows

@@ -3,7 +3,7 @@ error when they fail (the command and the tail of what it wrote). No stage impor
 (dvc.lock), and ``stages.shared.core.lineage`` reads the git commit itself.
 
 The long-running DVC commands whose output streams line by line and whose process group a signal stops
-(``dvc repro``, ``dvc status`` of the pipeline) are ``flows.dvc_adapter``'s.
+(``dvc repro``, ``dvc status`` of the pipeline) are ``flows.runtime.dvc_adapter``'s.
 """
 from __future__ import annotations
 

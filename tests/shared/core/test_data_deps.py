@@ -11,7 +11,7 @@ import pytest
 import yaml
 from testkit.project import ROOT
 
-from flows.deps import REPLICA_DEP, replica_datasets, replica_differences, write
+from flows.runtime.deps import REPLICA_DEP, replica_datasets, replica_differences, write
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import deep_merge, load, read_params
 
@@ -49,7 +49,8 @@ def test_stages_depend_on_the_datasets_they_read_not_the_folder():
 
 
 def test_the_replicated_runs_datasets_are_checked_and_written(tmp_path):
-    """DVC's foreach over replicas.sets cannot look up a run's dataset, so flows.deps lists them: a replica of a run
+    """DVC's foreach over replicas.sets cannot look up a run's dataset, so flows.runtime.deps lists them: a replica of
+    a run
     on another dataset is caught, and --write adds its folder to both replica stages."""
     for item in ("stages", "dvc.yaml", "params.yaml", "studies.yaml", ".dvcignore"):
         src = ROOT / item

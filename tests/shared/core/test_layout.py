@@ -1,7 +1,7 @@
 """The layout's promises, checked from the code itself.
 
 * a stage's code ``deps:`` in dvc.yaml are exactly the files its command imports (lazy imports inside functions
-  included; ``flows/deps.py``), so a code change reruns exactly the stages it touches;
+  included; ``flows/runtime/deps.py``), so a code change reruns exactly the stages it touches;
 * a stage package imports only the shared packages, its own modules and upstream public schema modules;
 * a flow, and the ``leakaudit`` command line, import only the public surface of the stages
   (``flow_internal_imports``); the arrow goes CLI -> flows -> stages: no flow imports the CLI (``flows_importing_cli``);
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from testkit.project import ROOT
 
-from flows.deps import (
+from flows.runtime.deps import (
     CODE_MARK,
     closure_files,
     deps_blocks,
@@ -148,7 +148,7 @@ def test_every_stage_runs_as_a_package_with_a_main():
 
 def test_dvc_code_deps_are_exactly_each_stage_import_closure():
     """Nothing missing (an edit would not rerun the stage) and nothing extra (an edit would rerun it for nothing), for
-    every stage as DVC itself expands dvc.yaml; `python -m flows.deps --write` regenerates the lists."""
+    every stage as DVC itself expands dvc.yaml; `python -m flows.runtime.deps --write` regenerates the lists."""
     bad = {name: {"missing": sorted(want - got), "extra": sorted(got - want)}
            for name, (want, got) in code_deps().items() if want != got}
     assert bad == {}
@@ -458,3 +458,14 @@ def test_benchmarks_reach_the_testkit_and_the_stages_without_sys_path(tmp_path):
     probe = "import testkit.project, testkit.mutants, stages; print(testkit.project.ROOT)"
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0 and Path(out.stdout.strip()) == ROOT, out.stderr[-2000:]
+
+
+def test_flows_holds_flows_and_its_runtime_the_helpers():
+    """Each module directly under flows/ is a flow: a Prefect ``@flow`` or a study's entry point run as ``python -m
+    flows.<name>``; what they run on (the API server, the DVC adapter, experiments, the deps lists) is flows/runtime/,
+    which defines no flow."""
+    top = sorted(p for p in (ROOT / "flows").glob("*.py") if p.name != "__init__.py")
+    assert top and all("@flow" in p.read_text() or 'if __name__ == "__main__":' in p.read_text() for p in top), top
+    runtime = sorted((ROOT / "flows" / "runtime").glob("*.py"))
+    assert {p.stem for p in runtime} == {"__init__", "api_server", "dvc_adapter", "experiments", "deps"}
+    assert not [p for p in runtime if "@flow" in p.read_text()]

@@ -1,11 +1,12 @@
 """main's dvc.lock is main's code's, and an edit makes exactly the stages that import it stale.
 
 On a copy of the committed tree (no DVC cache, no outputs: a clean clone), DVC's own ``dvc status`` finds no stage
-with a changed code, params or data dep (``flows.deps.stale``); outputs absent from the copy are not staleness. Then
+with a changed code, params or data dep (``flows.runtime.deps.stale``); outputs absent from the copy are not staleness.
+Then
 one module at a time is edited: a module only the self-check imports leaves every stage up to date, a module only the
 report imports makes the report alone stale, and ``stages/shared/lm/scoring.py`` makes stale exactly the stages whose
 command imports it (their import closure, as dvc.yaml expands them). Slow tier: each check is a `dvc status` over the
-whole graph (3-7 s); CI's lock check (`python -m flows.deps --lock`) covers the first on every run."""
+whole graph (3-7 s); CI's lock check (`python -m flows.runtime.deps --lock`) covers the first on every run."""
 from __future__ import annotations
 
 import shutil
@@ -14,7 +15,7 @@ import subprocess
 import pytest
 from testkit.project import ROOT
 
-from flows.deps import closure_files, stale
+from flows.runtime.deps import closure_files, stale
 
 pytestmark = pytest.mark.slow
 

@@ -52,8 +52,8 @@ def test_the_flows_overrides_give_valid_params_with_only_the_studys_runs(tmp_pat
     from dvc.utils.hydra import apply_overrides
     from testkit.project import ROOT
 
-    from flows.experiments import preset_lines
     from flows.positive_control import PRESET
+    from flows.runtime.experiments import preset_lines
     from stages.finetune.params import load_finetune
     from stages.params import validate_params
     from stages.shared.core.params import load, read_params

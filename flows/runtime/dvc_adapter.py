@@ -48,7 +48,7 @@ def stage_graph(repo: str | Path) -> tuple[list[str], dict[str, set[str]]]:
 
 def dvc_status(repo: str | Path, stages: Sequence[str] = ()) -> dict:
     """``dvc status --json`` of ``stages`` (all when empty): stage -> what DVC finds changed; the one place it runs
-    (``changed_stages`` here, ``flows.deps.dvc_changes`` for CI's lock check and `leakaudit lineage`)."""
+    (``changed_stages`` here, ``flows.runtime.deps.dvc_changes`` for CI's lock check and `leakaudit lineage`)."""
     import json
 
     with dvc_process(["dvc", "status", "--json", *stages], repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""Each DVC stage's code deps are exactly the project modules its command imports (``python -m flows.deps``).
+"""Each DVC stage's code deps are exactly the project modules its command imports (``python -m flows.runtime.deps``).
 
 A stage's command is ``python -m stages.<stage>``; the files Python runs for it are the import closure of
 ``stages.<stage>.__main__``: every import statement anywhere in a file (lazy imports inside functions included), a
@@ -6,7 +6,7 @@ package's ``__init__`` before its modules, and every module of a package whose `
 (``pkgutil.iter_modules(__path__)``). dvc.yaml lists that closure for each stage, a folder standing for all of its
 modules where every one of them is in the closure, so editing a module reruns exactly the stages that import it.
 
-``python -m flows.deps`` (no flag) exits 1 naming each stage whose listed code deps differ from its closure, or
+``python -m flows.runtime.deps`` (no flag) exits 1 naming each stage whose listed code deps differ from its closure, or
 whose replicated runs' datasets (``REPLICA_STAGES``) differ from params.yaml's; ``--write`` rewrites the code part
 of each stage's ``deps: [...]`` in dvc.yaml (the lines after ``CODE_MARK``, wrapped) and those datasets (comments and
 other data deps kept);
@@ -23,16 +23,16 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: dvc.yaml's line that opens the code part of a stage's ``deps: [...]`` (data deps above it, one per line)
-CODE_MARK = "# code: the command's import closure (python -m flows.deps --write)"
+CODE_MARK = "# code: the command's import closure (python -m flows.runtime.deps --write)"
 #: the width the code deps are wrapped to
 WIDTH = 118
 #: stages whose foreach items (``replicas.sets.<name>: {run, seed}``) cannot name their run's dataset in DVC's own
 #: templating (no nested ``${runs.${item.run}.dataset}``): dvc.yaml lists the replicated runs' datasets, one line
 #: each before ``"${secrets.out_dir}"``, written by ``--write`` from params.yaml and checked here
 REPLICA_STAGES = ("replica_finetune", "replica_attack")
-REPLICA_NOTE = "# replicated runs' datasets (python -m flows.deps --write)"
+REPLICA_NOTE = "# replicated runs' datasets (python -m flows.runtime.deps --write)"
 REPLICA_DEP = re.compile(r'^\s+"\$\{preprocess\.out_dir\}/(\S+)",\s+' + re.escape(REPLICA_NOTE) + "$")
 
 
@@ -254,7 +254,7 @@ def dvc_changes(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, dict
     differ from dvc.lock, "missing": its outputs and the upstream outputs it reads, absent from the workspace (a
     clean clone without the DVC cache), "altered": its outputs changed on disk since dvc.lock, "other": anything else
     DVC says}. Only "stale" means the lock no longer describes the code, params and raw data."""
-    from flows.dvc_adapter import dvc_status
+    from flows.runtime.dvc_adapter import dvc_status
 
     outs = produced(root)
     out: dict[str, dict[str, list[str]]] = {}
@@ -324,13 +324,13 @@ def stale(root: Path = ROOT, stages: Sequence[str] = ()) -> dict[str, list[str]]
     dvc.yaml no longer has; empty when main's lock is main's."""
     out = {s: c["stale"] for s, c in dvc_changes(root, stages).items() if c["stale"]}
     if not stages:
-        out.update({s: ["not in dvc.yaml (python -m flows.deps --prune drops its dvc.lock entry)"]
+        out.update({s: ["not in dvc.yaml (python -m flows.runtime.deps --prune drops its dvc.lock entry)"]
                     for s in orphans(root)})
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.deps", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m flows.runtime.deps", description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite dvc.yaml's code deps to each stage's closure")
     ap.add_argument("--lock", action="store_true",
                     help="check that dvc.lock matches the code and params (exit 1 naming each stale stage)")
