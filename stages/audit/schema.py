@@ -204,6 +204,6 @@ def instrument_rows(metrics_run: RunMetrics) -> list[dict]:
             a = vmr[arm]
             rows.append(_value_row("vmr", pool, a["minus_base"], a["minus_base_ci95"], a["secrets"]))
     eia = (r.get("other") or {}).get("eia")
-    if eia:
-        rows.append(_value_row("eia", "test", eia["f1"], None))
+    if eia:  # its baseline: the same decoder on another text's embedding (none before the baseline existed)
+        rows.append({**_value_row("eia", "test", eia["f1"], None), "baseline": eia.get("baseline_f1")})
     return rows

@@ -130,6 +130,8 @@ def test_eia_inverts_informative_embeddings_only():
     good = invert(emb, sents, emb[:10], sents[:10], p)
     bad = invert(torch.zeros(40, 16), sents, torch.zeros(10, 16), sents[:10], p)
     assert good["f1"] > 0.9 and bad["f1"] < 0.4
+    # the baseline: each text decoded from another's embedding recovers no more than the uninformative embeddings do
+    assert good["baseline_f1"] < 0.4 and bad["baseline_f1"] == pytest.approx(bad["f1"])
     assert prf([[1, 2, 2]], [[2, 2, 3, 4]]) == {"precision": 2 / 3, "recall": 0.5, "f1": pytest.approx(4 / 7)}
 
 

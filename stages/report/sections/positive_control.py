@@ -21,7 +21,11 @@ def _shown(row: dict | None) -> str:
         return "–"
     if "auroc" in row:
         return ci(row["auroc"], row["auroc_ci95"], row["auroc_p_exact"])
-    return fmt(row["value"], 3) if row["ci95"] is None else ci(row["value"], row["ci95"])
+    shown = fmt(row["value"], 3) if row["ci95"] is None else ci(row["value"], row["ci95"])
+    if row["instrument"] == "eia":
+        base = row.get("baseline")
+        return shown + (f" (baseline {fmt(base, 3)})" if base is not None else " (no baseline recorded)")
+    return shown
 
 
 def _measure(row: dict) -> float:
