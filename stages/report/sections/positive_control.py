@@ -41,53 +41,68 @@ def default_rows(runs: dict, dataset: str) -> tuple[str | None, dict]:
 
 
 def dose_plot(experiments: list[dict], path) -> None:
-    """Per dataset: each AUROC instrument against epochs (95% intervals; the DP counterpart at the right, hollow),
-    and below it the validation loss of held-in and held-out users."""
+    """A column per dataset; a row per pool (text rows, real users, canary users): each AUROC instrument against
+    epochs with its 95% interval, the DP counterpart hollow at the right; the last row the loss of held-in and
+    held-out users' attacker samples and of the validation rows."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, len(experiments), figsize=(4.6 * len(experiments), 6.4), squeeze=False,
-                             sharex="col", gridspec_kw={"height_ratios": [2, 1]})
+    pools = [p for p in ("text", "users", "canary_users")
+             if any(r["pool"] == p and "auroc" in r for e in experiments for r in e["rows"])]
+    names = list(dict.fromkeys(r["instrument"] for e in experiments for r in e["rows"]
+                               if "auroc" in r and r["instrument"] != "blind"))
+    colour = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
+    fig, axes = plt.subplots(len(pools) + 1, len(experiments), figsize=(4.4 * len(experiments), 2.6 * len(pools) + 2),
+                             squeeze=False, sharex="col")
     for j, ex in enumerate(experiments):
-        top, bottom = axes[0][j], axes[1][j]
         epochs = [c["epochs"] for c in ex["checkpoints"] if not c["dp"]]
-        dp_x = epochs[-1] * 1.6
-        series = sorted({(r["instrument"], r["pool"]) for r in ex["rows"] if "auroc" in r
-                         and r["instrument"] != "blind" and r["pool"] in ("text", "users")})
-        for i, (instrument, pool) in enumerate(series):
-            pts = sorted(((r["checkpoint"] if r["checkpoint"] != "dp" else None), r) for r in ex["rows"]
-                         if (r["instrument"], r["pool"]) == (instrument, pool) and r["checkpoint"] != "dp")
-            xs = [x * (1 + 0.025 * (i - len(series) / 2)) for x, _ in pts]
-            ys = [r["auroc"] for _, r in pts]
-            err = [[y - (r["auroc_ci95"] or (y, y))[0] for y, (_, r) in zip(ys, pts)],
-                   [(r["auroc_ci95"] or (y, y))[1] - y for y, (_, r) in zip(ys, pts)]]
-            line = top.errorbar(xs, ys, yerr=err, fmt="o-", ms=3, capsize=2, lw=1,
-                                label=f"{instrument} ({POOLS[pool]})")
-            dp = next((r for r in ex["rows"] if (r["instrument"], r["pool"]) == (instrument, pool)
-                       and r["checkpoint"] == "dp"), None)
-            if dp is not None:
-                lo, hi = dp["auroc_ci95"] or (dp["auroc"], dp["auroc"])
-                top.errorbar([dp_x * (1 + 0.025 * (i - len(series) / 2))], [dp["auroc"]],
-                             yerr=[[dp["auroc"] - lo], [hi - dp["auroc"]]], fmt="o", mfc="none", ms=4, capsize=2,
-                             color=line[0].get_color())
-        top.axhline(0.5, color="k", ls=":", lw=0.8)
-        top.set_title(f"{ex['dataset']} (hollow, right: DP at the last checkpoint's steps)", fontsize=8)
-        top.set_ylabel("AUROC (95% CI)")
-        top.grid(alpha=0.3)
-        top.legend(fontsize=6, loc="upper left")
+        dp_x = epochs[-1] * 1.7
+        for i, pool in enumerate(pools):
+            ax = axes[i][j]
+            for k, name in enumerate(names):
+                own = {r["checkpoint"]: r for r in ex["rows"] if (r["instrument"], r["pool"]) == (name, pool)}
+                if not own:
+                    continue
+                dodge = 1 + 0.03 * (k - len(names) / 2)
+                xs = [e * dodge for e in epochs if e in own] + ([dp_x * dodge] if "dp" in own else [])
+                rows = [own[e] for e in epochs if e in own] + ([own["dp"]] if "dp" in own else [])
+                ys = [r["auroc"] for r in rows]
+                lo = [y - (r["auroc_ci95"] or (y, y))[0] for y, r in zip(ys, rows)]
+                hi = [(r["auroc_ci95"] or (y, y))[1] - y for y, r in zip(ys, rows)]
+                n = len(xs) - ("dp" in own)
+                ax.errorbar(xs[:n], ys[:n], yerr=[lo[:n], hi[:n]], fmt="o-", ms=3, capsize=2, lw=1, color=colour[name],
+                            label=name)
+                if "dp" in own:
+                    ax.errorbar(xs[n:], ys[n:], yerr=[lo[n:], hi[n:]], fmt="o", mfc="none", ms=4, capsize=2,
+                                color=colour[name])
+            ax.axhline(0.5, color="k", ls=":", lw=0.8)
+            ax.set_ylim(0, 1.02)
+            ax.set_title(f"{ex['dataset']}: {POOLS[pool]}", fontsize=8)
+            ax.grid(alpha=0.3)
+            if j == 0:
+                ax.set_ylabel("AUROC (95% CI)", fontsize=8)
+                ax.legend(fontsize=6, loc="lower left", ncol=2)
+        ax = axes[-1][j]
         pts = [c for c in ex["checkpoints"] if not c["dp"]]
-        for key, label in (("held_in", "held-in users"), ("held_out", "held-out users")):
-            if all(c["users_loss"][key] is not None for c in pts):
-                bottom.plot(epochs, [c["users_loss"][key] for c in pts], "o-", ms=3, label=label)
-        bottom.plot(epochs, [c["valid_nll"] for c in pts], "s--", ms=3, label="validation rows")
-        bottom.set_xscale("log", base=2)
-        bottom.set_xticks(epochs + [dp_x], [str(e) for e in epochs] + ["DP"])
-        bottom.set_xlabel("epochs (expected passes over each row, q T)")
-        bottom.set_ylabel("loss (nats/token)")
-        bottom.grid(alpha=0.3)
-        bottom.legend(fontsize=6)
+        dp = next((c for c in ex["checkpoints"] if c["dp"]), None)
+        series = (("held-in users", "o-", lambda c: c["users_loss"]["held_in"]),
+                  ("held-out users", "o-", lambda c: c["users_loss"]["held_out"]),
+                  ("validation rows", "s--", lambda c: c["valid_nll"]))
+        for label, style, value in series:
+            ys = [value(c) for c in pts]
+            if any(y is None for y in ys):
+                continue
+            line = ax.plot(epochs, ys, style, ms=3, label=label)
+            if dp is not None and value(dp) is not None:  # the DP counterpart, hollow
+                ax.plot([dp_x], [value(dp)], style[0], mfc="none", ms=4, color=line[0].get_color())
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(epochs + [dp_x], [str(e) for e in epochs] + ["DP"])
+        ax.set_xlabel("epochs (q T); DP: the last checkpoint's steps at (8, 1e-5)", fontsize=8)
+        ax.set_ylabel("loss (nats/token)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -112,9 +127,11 @@ def positive_control_section(inp: Inputs) -> Section | None:
             best = max(mem, key=_measure) if mem else None
             dp = next((r for r in own if r["checkpoint"] == "dp"), None)
             default = defaults.get((instrument, pool))
+            at = ("model-free: the same at every checkpoint" if instrument == "blind" else
+                  f"at {best['checkpoint']} epoch{'s' if best['checkpoint'] != 1 else ''}") if best else ""
             t.rows.append([ex["dataset"], instrument, POOLS.get(pool, pool), MEASURE.get(instrument, "AUROC"),
                            f"{_shown(default)} ({run})" if default else "–",
-                           f"{_shown(best)} at {best['checkpoint']} epochs" if best else "–",
+                           f"{_shown(best)} {at}" if best else "–",
                            f"{_shown(dp)} (ε {fmt(dp['epsilon'], 2)})" if dp else "–"])
         took = f"{ex['seconds'] / 60:.0f} min" if ex.get("seconds") else "time not recorded"
         notes.append(f"`{ex['experiment']}` (commit `{ex['commit'][:10]}`, {took} on the machine that ran it)")
@@ -131,7 +148,9 @@ def positive_control_section(inp: Inputs) -> Section | None:
         images.append(("Dose-response: each membership instrument's AUROC against epochs on the memorising profile, "
                        "the DP counterpart at the right; below, the loss of held-in and held-out users' attacker "
                        "samples and of the validation rows", png))
-    recipe = ", ".join(f"{k} {v}" for k, v in design["recipe"].items())
+    r = design["recipe"]
+    recipe = (f"{'full fine-tuning' if r['paradigm'] == 'full' else r['paradigm']}, {r['optimizer']} at lr "
+              f"{r['lr']:g}, {'no canaries' if not r['canaries'] else 'with canaries'}")
     return Section("Can the instruments see? The positive control", tables=[t, v] if data["experiments"] else [],
                    images=images, paragraphs=[
         "A null is evidence only if the instrument would have seen leakage where there is some. Each instrument below "
@@ -173,8 +192,9 @@ def null_wording(inp: Inputs, instruments: tuple[str, ...]) -> list[str]:
                    and r["checkpoint"] != "dp"]
             if mem:
                 best = max(mem, key=_measure)
+                unit = "epoch" if best["checkpoint"] == 1 else "epochs"
                 by_pool.setdefault(pool, []).append(f"{instrument} {_shown(row)} here, {_shown(best)} there at "
-                                                    f"{best['checkpoint']} epochs")
+                                                    f"{best['checkpoint']} {unit}")
         for pool, said in by_pool.items():
             out.append(f"Run {run}, {POOLS.get(pool, pool)}: no leakage seen at this recipe; the same instruments "
                        f"on the same pools of the memorising profile (section \"Can the instruments see?\"): "
