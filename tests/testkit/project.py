@@ -39,7 +39,7 @@ def copy_project(dest: Path) -> Path:
                  "reports/variance/silent_points.parquet", "reports/variance/silent_plan.json",
                  "reports/audit_study", "reports/selfcheck.json",
                  "reports/selfcheck_mutants.json", "reports/user_level_plan.json", "reports/user_level.json",
-                 "reports/user_inference.json",
+                 "reports/user_inference.json", "reports/positive_control.json",
                  "data/replicas/README.md", "data/references/README.md"]:
         src = ROOT / item
         if not src.exists():
