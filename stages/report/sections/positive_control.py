@@ -40,6 +40,29 @@ def default_rows(runs: dict, dataset: str) -> tuple[str | None, dict]:
     return run, {(x["instrument"], x["pool"]): x for x in instrument_rows(runs[run])}
 
 
+def _loss_panel(ax, ex: dict, epochs: list, dp_x: float) -> None:
+    """The losses of held-in and held-out users' attacker samples and of the validation rows per checkpoint, the DP
+    counterpart's hollow at ``dp_x``."""
+    pts = [c for c in ex["checkpoints"] if not c["dp"]]
+    dp = next((c for c in ex["checkpoints"] if c["dp"]), None)
+    series = (("held-in users", "o-", lambda c: c["users_loss"]["held_in"]),
+              ("held-out users", "o-", lambda c: c["users_loss"]["held_out"]),
+              ("validation rows", "s--", lambda c: c["valid_nll"]))
+    for label, style, value in series:
+        ys = [value(c) for c in pts]
+        if any(y is None for y in ys):
+            continue
+        line = ax.plot(epochs, ys, style, ms=3, label=label)
+        if dp is not None and value(dp) is not None:  # the DP counterpart, hollow
+            ax.plot([dp_x], [value(dp)], style[0], mfc="none", ms=4, color=line[0].get_color())
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(epochs + [dp_x], [str(e) for e in epochs] + ["DP"])
+    ax.set_xlabel("epochs (q T); DP: the last checkpoint's steps at (8, 1e-5)", fontsize=8)
+    ax.set_ylabel("loss (nats/token)", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6)
+
+
 def dose_plot(experiments: list[dict], path) -> None:
     """A column per dataset; a row per pool (text rows, real users, canary users): each AUROC instrument against
     epochs with its 95% interval, the DP counterpart hollow at the right; the last row the loss of held-in and
@@ -84,25 +107,7 @@ def dose_plot(experiments: list[dict], path) -> None:
             if j == 0:
                 ax.set_ylabel("AUROC (95% CI)", fontsize=8)
                 ax.legend(fontsize=6, loc="lower left", ncol=2)
-        ax = axes[-1][j]
-        pts = [c for c in ex["checkpoints"] if not c["dp"]]
-        dp = next((c for c in ex["checkpoints"] if c["dp"]), None)
-        series = (("held-in users", "o-", lambda c: c["users_loss"]["held_in"]),
-                  ("held-out users", "o-", lambda c: c["users_loss"]["held_out"]),
-                  ("validation rows", "s--", lambda c: c["valid_nll"]))
-        for label, style, value in series:
-            ys = [value(c) for c in pts]
-            if any(y is None for y in ys):
-                continue
-            line = ax.plot(epochs, ys, style, ms=3, label=label)
-            if dp is not None and value(dp) is not None:  # the DP counterpart, hollow
-                ax.plot([dp_x], [value(dp)], style[0], mfc="none", ms=4, color=line[0].get_color())
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(epochs + [dp_x], [str(e) for e in epochs] + ["DP"])
-        ax.set_xlabel("epochs (q T); DP: the last checkpoint's steps at (8, 1e-5)", fontsize=8)
-        ax.set_ylabel("loss (nats/token)", fontsize=8)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        _loss_panel(axes[-1][j], ex, epochs, dp_x)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
