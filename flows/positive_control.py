@@ -62,7 +62,7 @@ def design_commit(repo: Path) -> str | None:
     return log.strip() or None
 
 
-def user_losses(repo: Path, rev: str, scores_dir: str, run: str) -> dict:
+def user_losses(repo: Path, rev: str, scores_dir: str, run: str) -> list[dict]:
     """The experiment's ``loss`` scores of the users pool (per user: the mean log-likelihood of the attacker's
     samples), read from DVC's cache at the experiment's commit."""
     import dvc.api

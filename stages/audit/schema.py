@@ -207,3 +207,24 @@ def instrument_rows(metrics_run: RunMetrics) -> list[dict]:
     if eia:  # its baseline: the same decoder on another text's embedding (none before the baseline existed)
         rows.append({**_value_row("eia", "test", eia["f1"], None), "baseline": eia.get("baseline_f1")})
     return rows
+
+
+def sees(row: dict) -> bool:
+    """An AUROC above chance: its 95% interval above 0.5, or, without one, its exact permutation p below 0.05."""
+    if row.get("auroc_ci95"):
+        return row["auroc_ci95"][0] > 0.5
+    return row.get("auroc_p_exact") is not None and row["auroc_p_exact"] < 0.05
+
+
+def covers_chance(row: dict) -> bool:
+    """Chance within the row's evidence: its AUROC interval covers 0.5 (or, without one, its exact one-sided p is at
+    least 0.05); a value row's interval covers 0."""
+    if "auroc" in row:
+        if row.get("auroc_ci95"):
+            return row["auroc_ci95"][0] <= 0.5 <= row["auroc_ci95"][1]
+        return row.get("auroc_p_exact") is None or row["auroc_p_exact"] >= 0.05
+    return row["ci95"] is None or row["ci95"][0] <= 0.0 <= row["ci95"][1]
+
+
+def measure(row: dict) -> float:
+    return row["auroc"] if "auroc" in row else row["value"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ...audit.schema import instrument_rows
+from ...audit.schema import covers_chance, instrument_rows, measure, sees
 from ...shared.core.formatting import Table, ci, fmt
 from ..inputs import Inputs
 from ..render import Section
@@ -28,10 +28,6 @@ def _shown(row: dict | None) -> str:
     return shown
 
 
-def _measure(row: dict) -> float:
-    return row["auroc"] if "auroc" in row else row["value"]
-
-
 def default_rows(runs: dict, dataset: str) -> tuple[str | None, dict]:
     """The default run on ``dataset`` without DP, and its rows by (instrument, pool), from this report's metrics."""
     run = next((r for r, m in runs.items() if m.get("dataset") == dataset and not m["privacy"]["dp"]), None)
@@ -40,7 +36,7 @@ def default_rows(runs: dict, dataset: str) -> tuple[str | None, dict]:
     return run, {(x["instrument"], x["pool"]): x for x in instrument_rows(runs[run])}
 
 
-def _loss_panel(ax, ex: dict, epochs: list, dp_x: float) -> None:
+def _loss_panel(ax, ex: dict, epochs: list, dp_x: float, dp_label: str) -> None:
     """The losses of held-in and held-out users' attacker samples and of the validation rows per checkpoint, the DP
     counterpart's hollow at ``dp_x``."""
     pts = [c for c in ex["checkpoints"] if not c["dp"]]
@@ -57,13 +53,13 @@ def _loss_panel(ax, ex: dict, epochs: list, dp_x: float) -> None:
             ax.plot([dp_x], [value(dp)], style[0], mfc="none", ms=4, color=line[0].get_color())
     ax.set_xscale("log", base=2)
     ax.set_xticks(epochs + [dp_x], [str(e) for e in epochs] + ["DP"])
-    ax.set_xlabel("epochs (q T); DP: the last checkpoint's steps at (8, 1e-5)", fontsize=8)
+    ax.set_xlabel(f"epochs (q T); DP: the last checkpoint's steps at {dp_label}", fontsize=8)
     ax.set_ylabel("loss (nats/token)", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6)
 
 
-def dose_plot(experiments: list[dict], path) -> None:
+def dose_plot(experiments: list[dict], dp_label: str, path) -> None:
     """A column per dataset; a row per pool (text rows, real users, canary users): each AUROC instrument against
     epochs with its 95% interval, the DP counterpart hollow at the right; the last row the loss of held-in and
     held-out users' attacker samples and of the validation rows."""
@@ -107,7 +103,7 @@ def dose_plot(experiments: list[dict], path) -> None:
             if j == 0:
                 ax.set_ylabel("AUROC (95% CI)", fontsize=8)
                 ax.legend(fontsize=6, loc="lower left", ncol=2)
-        _loss_panel(axes[-1][j], ex, epochs, dp_x)
+        _loss_panel(axes[-1][j], ex, epochs, dp_x, dp_label)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -129,7 +125,7 @@ def positive_control_section(inp: Inputs) -> Section | None:
         for instrument, pool in keys:
             own = [r for r in ex["rows"] if (r["instrument"], r["pool"]) == (instrument, pool)]
             mem = [r for r in own if r["checkpoint"] != "dp"]
-            best = max(mem, key=_measure) if mem else None
+            best = max(mem, key=measure) if mem else None
             dp = next((r for r in own if r["checkpoint"] == "dp"), None)
             default = defaults.get((instrument, pool))
             at = ("model-free: the same at every checkpoint" if instrument == "blind" else
@@ -149,7 +145,7 @@ def positive_control_section(inp: Inputs) -> Section | None:
     images = []
     if data["experiments"]:
         png = inp.plots_dir / "positive_control.png"
-        dose_plot(data["experiments"], png)
+        dose_plot(data["experiments"], f"({design['dp']['epsilon']:g}, {design['dp']['delta']:g})", png)
         images.append(("Dose-response: each membership instrument's AUROC against epochs on the memorising profile, "
                        "the DP counterpart at the right; below, the loss of held-in and held-out users' attacker "
                        "samples and of the validation rows", png))
@@ -171,14 +167,6 @@ def positive_control_section(inp: Inputs) -> Section | None:
         + ("; ".join(notes) if notes else "none recorded yet: nothing here is a measurement") + "."])
 
 
-def _covers_chance(row: dict) -> bool:
-    if "auroc" in row:
-        if row["auroc_ci95"]:
-            return row["auroc_ci95"][0] <= 0.5 <= row["auroc_ci95"][1]
-        return row["auroc_p_exact"] is None or row["auroc_p_exact"] >= 0.05
-    return row["ci95"] is None or row["ci95"][0] <= 0.0 <= row["ci95"][1]
-
-
 def null_wording(inp: Inputs, instruments: tuple[str, ...]) -> list[str]:
     """Per default run and pool whose ``instruments`` see nothing (each interval covers chance): a sentence naming
     what the same instruments reach on the memorising profile (reports/positive_control.json), so a null reads as "at
@@ -190,18 +178,23 @@ def null_wording(inp: Inputs, instruments: tuple[str, ...]) -> list[str]:
     for ex in json.loads(path.read_text())["experiments"]:
         run, defaults = default_rows(inp.runs, ex["dataset"])
         by_pool: dict[str, list[str]] = {}
+        blind_too: dict[str, list[str]] = {}  # the profile's strongest checkpoint covers chance as well
         for (instrument, pool), row in defaults.items():
-            if instrument not in instruments or instrument == "blind" or not _covers_chance(row):
+            if instrument not in instruments or instrument == "blind" or not covers_chance(row):
                 continue
             mem = [r for r in ex["rows"] if (r["instrument"], r["pool"]) == (instrument, pool)
                    and r["checkpoint"] != "dp"]
             if mem:
-                best = max(mem, key=_measure)
+                best = max(mem, key=measure)
                 unit = "epoch" if best["checkpoint"] == 1 else "epochs"
-                by_pool.setdefault(pool, []).append(f"{instrument} {_shown(row)} here, {_shown(best)} there at "
-                                                    f"{best['checkpoint']} {unit}")
+                said = f"{instrument} {_shown(row)} here, {_shown(best)} there at {best['checkpoint']} {unit}"
+                (by_pool if sees(best) else blind_too).setdefault(pool, []).append(said)
         for pool, said in by_pool.items():
             out.append(f"Run {run}, {POOLS.get(pool, pool)}: no leakage seen at this recipe; the same instruments "
                        f"on the same pools of the memorising profile (section \"Can the instruments see?\"): "
                        + "; ".join(said) + ".")
+        for pool, said in blind_too.items():
+            out.append(f"Run {run}, {POOLS.get(pool, pool)}: no leakage seen at this recipe, and none by these "
+                       "instruments on the memorising profile either, so at this pool's size their null is not "
+                       "evidence of no leakage: " + "; ".join(said) + ".")
     return out

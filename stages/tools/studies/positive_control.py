@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...audit.schema import TEXT_ATTACKS, instrument_rows
+from ...audit.schema import TEXT_ATTACKS, covers_chance, instrument_rows, measure, sees
+from ...shared.core.errors import ConfigError
 from ...shared.core.params import check
 
 #: every instrument the rows can hold (as the attack registry names it), with what it measures
@@ -94,7 +95,6 @@ def _hydra(value: Any) -> str:
 def study_overrides(design: PositiveControlParams, dataset: str) -> list[str]:
     """The design's overrides of one dataset's experiment (after the preset's): its runs and their attacks."""
     if dataset not in design.datasets:
-        from ...shared.core.errors import ConfigError
         raise ConfigError(f"--dataset {dataset}: the design's datasets are {sorted(design.datasets)} (studies.yaml "
                           f"positive_control.datasets)")
     attacks = _hydra(list(design.datasets[dataset]["attacks"]))
@@ -142,25 +142,6 @@ def _row(experiment: dict, instrument: str, pool: str, checkpoint) -> dict | Non
                  and r["checkpoint"] == checkpoint), None)
 
 
-def _sees(row: dict) -> bool:
-    """An AUROC above chance: its 95% interval above 0.5, or, without one, its exact permutation p below 0.05."""
-    if row.get("auroc_ci95"):
-        return row["auroc_ci95"][0] > 0.5
-    return row.get("auroc_p_exact") is not None and row["auroc_p_exact"] < 0.05
-
-
-def _covers_chance(row: dict) -> bool:
-    if "auroc" in row:
-        if row.get("auroc_ci95"):
-            return row["auroc_ci95"][0] <= 0.5 <= row["auroc_ci95"][1]
-        return row.get("auroc_p_exact") is None or row["auroc_p_exact"] >= 0.05
-    return row["ci95"] is None or row["ci95"][0] <= 0.0 <= row["ci95"][1]
-
-
-def _measure(row: dict) -> float:
-    return row["auroc"] if "auroc" in row else row["value"]
-
-
 def _spearman(x, y) -> float | None:
     from scipy.stats import spearmanr
 
@@ -189,13 +170,13 @@ def prediction_checks(design: PositiveControlParams, experiments: list[dict]) ->
             row = _row(ex, a, "text", last)
             if row:
                 out["text_mia"].append(_check(ex, f"{a} text AUROC 95% interval at {last} epochs",
-                                              row["auroc_ci95"], _sees(row)))
+                                              row["auroc_ci95"], sees(row)))
         row = _row(ex, "user_inference", "users", last)
         if row:
             out["user_inference"].append(_check(
                 ex, f"user_inference AUROC over real users ({row['members']} vs {row['non_members']}) at {last} "
                     f"epochs: {'95% interval' if row.get('auroc_ci95') else 'exact p'}",
-                row["auroc_ci95"] or row["auroc_p_exact"], _sees(row)))
+                row["auroc_ci95"] or row["auroc_p_exact"], sees(row)))
         trained, held_out = _row(ex, "vmr", "trained", last), _row(ex, "vmr", "held_out", last)
         if trained and held_out:
             out["vmr"].append(_check(ex, f"VMR minus base of the trained secrets, 95% interval, at {last} epochs",
@@ -206,7 +187,7 @@ def prediction_checks(design: PositiveControlParams, experiments: list[dict]) ->
         for instrument, pool in series:
             rows = [_row(ex, instrument, pool, e) for e in design.epochs]
             if all(rows):
-                ys = [_measure(r) for r in rows]
+                ys = [measure(r) for r in rows]
                 rho = _spearman(list(design.epochs), ys)
                 out["dose"].append(_check(ex, f"{instrument} ({pool}): first and last checkpoint, Spearman with epochs",
                                           [ys[0], ys[-1], rho], ys[-1] > ys[0] and rho is not None and rho > 0))
@@ -227,7 +208,7 @@ def prediction_checks(design: PositiveControlParams, experiments: list[dict]) ->
                     and row["instrument"] != "blind":
                 shown = row.get("auroc_ci95") or row.get("auroc_p_exact") if "auroc" in row else row["ci95"]
                 out["dp"].append(_check(ex, f"DP counterpart: {row['instrument']} ({row['pool']}) covers chance",
-                                        shown, _covers_chance(row)))
+                                        shown, covers_chance(row)))
     return out
 
 
