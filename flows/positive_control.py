@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from flows.runtime.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
+from stages.audit.schema import metrics_of
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of
@@ -87,7 +88,8 @@ def table(repo: Path, design: PositiveControlParams, records: Path) -> dict:
                               f"today's (`dvc exp remove {name}`, or restore that design)")
         params_text, kept = keep_records(repo, rev, name, records)
         raw = yaml.safe_load(params_text)
-        metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
+        path = section_of(raw, "audit.out")
+        metrics = metrics_of(json.loads(vcs.git(repo, "show", f"{rev}:{path}")), f"{name}:{path}")
         dataset = next(d for d in design.datasets if all(r in raw["runs"] for r in runs_of(design, d)))
         losses = {run: user_losses(repo, rev, section_of(raw, "attack.out_dir"), run)
                   for run in runs_of(design, dataset)}

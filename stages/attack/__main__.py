@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with atomic_dir(Path(params.out_dir) / args.run) as tmp:
         # RMIA's reference fine-tunes (the reference section); a replica scores replicas.attacks, never RMIA
         refs = None if args.replica else load(ReferenceParams, "reference", args.params, raw)
-        run_attacks(args.run, params, where, record, get_dataset(record["params"]["dataset"], raw), tmp, refs)
+        run_attacks(args.run, params, where, record, get_dataset(record.params["dataset"], raw), tmp, refs)
 
 
 if __name__ == "__main__":

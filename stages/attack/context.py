@@ -75,7 +75,7 @@ class AttackContext:
         self.run, self.params, self.where, self.info, self.device = run, params, where, record, device
         self.references = references or ReferenceParams(out_dir="", sets={})  # RMIA's (the reference section)
         self.run_dir = where.run_dir(run)
-        self.setup = TextSetup.of(record["params"])
+        self.setup = TextSetup.of(record.params)
         self.dataset = dataset  # the run's dataset's spec (the caller resolves it from the params it read)
         self._target = None
         self._reference = None
@@ -89,13 +89,13 @@ class AttackContext:
     @property
     def target_model(self):
         if self._target is None:
-            if self.info["external"]:  # trained elsewhere: the imported copy (stages.finetune.external)
+            if self.info.external:  # trained elsewhere: the imported copy (stages.finetune.external)
                 self._target, self.tok = load_external(self.run_dir / EXTERNAL_DIR, self.where.base_model,
                                                        self.device)
-                files = self.info["external"]["files"]
+                files = self.info.external["files"]
                 self.fingerprints["target"] = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()
                 return self._target
-            spec = Trainable.from_json(self.info["trainable"])
+            spec = self.info.trainable
             self._target, self.tok = load_model(self.where.base_model, self.run_dir, spec, self.device)
             self.fingerprints["target"] = file_digest(self.run_dir / TRAINABLE, "sha1")
         return self._target
@@ -110,8 +110,8 @@ class AttackContext:
         """The model before fine-tuning: base weights, new-token rows at their initialisation."""
         if self._reference is None:
             base, _ = load_base(self.where.base_model, self.device)
-            init = self.info["new_token_init"]
-            self._reference = CanaryLM(base, num_new=self.info["num_new_tokens"], init=init).to(self.device)
+            init = self.info.new_token_init
+            self._reference = CanaryLM(base, num_new=self.info.num_new_tokens, init=init).to(self.device)
             src = read_json(self.where.base_model / "source.json", "base_model")
             self.fingerprints["reference"] = hashlib.sha1(json.dumps([src, init]).encode()).hexdigest()
         return self._reference
@@ -123,7 +123,7 @@ class AttackContext:
         out = []
         for name in self.references.sets:
             f = Path(self.references.out_dir) / name / REFERENCE_RECORD
-            if f.is_file() and read_json(f, f"reference@{name}")["recipe"] == recipe_of(self.info["params"]):
+            if f.is_file() and read_json(f, f"reference@{name}")["recipe"] == recipe_of(self.info.params):
                 out.append(name)
         return out
 
@@ -142,14 +142,14 @@ class AttackContext:
             reasons = [self.has(n) for n in need.split("|")]
             return None if any(r is None for r in reasons) else " and ".join(r for r in reasons if r)
         if need == "canaries":
-            return None if self.info["has_canaries"] else \
+            return None if self.info.has_canaries else \
                 f"run {self.run} was trained without canaries (finetune.canaries: false)"
         if need == "text":
             return None
         if need == "formatted":
             if not (self.where.canaries / FORMATTED_FILE).is_file():
                 return f"no formatted canaries in {self.where.canaries} (canaries.formatted.enabled: false)"
-            return None if self.info["has_formatted"] else \
+            return None if self.info.has_formatted else \
                 f"run {self.run} was trained without the formatted canaries (finetune.canaries: false)"
         if need == "users":
             with_users = [d for d in DATASETS if DATASETS.get(d).users]
@@ -160,9 +160,9 @@ class AttackContext:
             ok = (self.where.base_model / "config.json").is_file()
             return None if ok else f"no base model at {self.where.base_model}"
         if need == "initial_rows":  # the whitebox score reads vocabulary secrets' starting rows off the frozen head
-            if self.info["external"]:
+            if self.info.external:
                 return f"run {self.run} was trained elsewhere, so which rows stayed frozen is not known"
-            return None if not self.info["trainable"]["train_embeddings"] else (
+            return None if not self.info.trainable.train_embeddings else (
                 f"run {self.run} trained the output head (finetune.train_embeddings), so the rows its secrets "
                 "started from are not in the model")
         if need == "references":
@@ -219,7 +219,7 @@ class AttackContext:
         # the text zlib compresses: new tokens decode to nothing, as under the base tokenizer (an external run's
         # tokenizer spells them <|canary_j|>, whose digits would make zlib differ from the loss per canary)
         vocab = meta["base_vocab_size"]
-        canaries = canaries if self.info["params"]["canaries"] else {}
+        canaries = canaries if self.info.params["canaries"] else {}
         if self.info["params"]["user_canaries"]:  # the user-level audit's rows: no reference log-probs (contrast
             canaries = {**canaries, AUDIT_USERS_KIND: read_audit_users(self.where.canaries)[1]}  # reads none)
         out = []

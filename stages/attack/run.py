@@ -55,7 +55,7 @@ def run_attacks(run: str, params, where: Locations, record: RunRecord, dataset: 
     """Check every attack's requirements, score every item once per model, run the attacks, write it all
     (``dataset``: the run's dataset's spec, resolved by the caller from the params it read; ``references``: RMIA's
     reference fine-tunes, the reference section)."""
-    ctx = AttackContext(run, params, where, record, dataset, device=pick_device(record["params"]["device"]),
+    ctx = AttackContext(run, params, where, record, dataset, device=pick_device(record.params["device"]),
                         references=references)
     attacks, skipped = plan_attacks(run, params, ctx.has)
     for name, why in skipped.items():

@@ -50,10 +50,10 @@ def median_interval(values, confidence: float = 0.95) -> dict:
             "n": n}
 
 
-def ideal_pooled(privacy: dict, ms: list[int], k_pos: int, k_neg: int, trials: int, seed: int) -> np.ndarray:
+def ideal_pooled(privacy: PrivacyRecord, ms: list[int], k_pos: int, k_neg: int, trials: int, seed: int) -> np.ndarray:
     """(trials, 3) simulated pooled counts (m, r, v): each trial K independent ideal runs (``ceiling.ideal_counts``,
     the same per-run rule), summed."""
-    q, T, sigma = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"]
+    q, T, sigma = privacy.sample_rate, privacy.steps, privacy.noise_multiplier
     per_run = [np.array(ideal_counts(q, T, sigma, m=m, k_pos=k_pos, k_neg=k_neg, trials=trials,
                                  seed=stream("audit.ideal_pooled").int_seed(seed, key=str(i))))
                for i, m in enumerate(ms)]
@@ -67,7 +67,7 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
     first = members[0]["privacy"]
     keys = ("sample_rate", "steps", "noise_multiplier", "epsilon_spent", "delta", "optimizer")
     for mem in members[1:]:
-        diff = [k for k in keys if mem["privacy"].get(k) != first.get(k)]
+        diff = [k for k in keys if getattr(mem["privacy"], k) != getattr(first, k)]
         if diff:
             raise ValueError(f"run {mem['run']} differs from {members[0]['run']} in {', '.join(diff)}: "
                              "replicas of a recipe must share its privacy parameters")
@@ -83,10 +83,10 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
     all_seeds = [s for mem in members for s in mem["seeds"]]
     out = {"recipe": members[0]["run"], "runs": [mem["run"] for mem in members], "seeds": sorted(set(all_seeds)),
            "seed_status": status, "k_pos_per_run": k_pos, "k_neg_per_run": k_neg,
-           "m": m, "r": r, "v": v, "delta": delta, "accountant_epsilon": float(first["epsilon_spent"]),
-           "sample_rate": first["sample_rate"], "steps": first["steps"],
-           "noise_multiplier": first["noise_multiplier"], "optimizer": first.get("optimizer"),
-           "secure_rng": bool(PrivacyRecord.from_json(first).secure_rng),
+           "m": m, "r": r, "v": v, "delta": delta, "accountant_epsilon": float(first.epsilon_spent),
+           "sample_rate": first.sample_rate, "steps": first.steps,
+           "noise_multiplier": first.noise_multiplier, "optimizer": first.optimizer,
+           "secure_rng": bool(first.secure_rng),
            **bounds(m, r, v, delta, confidences, gdp=True), **curve_bounds(m, r, v, first, delta, confidences),
            "curve_assumption": CURVE_ASSUMPTION, "streams": DERIVATION}
     trials, seed = params.ceiling.trials, params.ceiling.seed
@@ -101,7 +101,7 @@ def pooled_test(members: list[dict], rule: tuple[int, int], delta: float, params
     per_m: dict[int, np.ndarray] = {}  # runs of one m share the same simulated counts (same seed): drawn once
     for single, (mi, _, vi) in zip(singles, counts):
         if mi not in per_m:
-            per_m[mi] = np.array(ideal_counts(first["sample_rate"], first["steps"], first["noise_multiplier"], m=mi,
+            per_m[mi] = np.array(ideal_counts(first.sample_rate, first.steps, first.noise_multiplier, m=mi,
                                               k_pos=k_pos, k_neg=k_neg, trials=trials, seed=seed))[:, 2]
         single["ideal_percentile"], single["ideal_percentile_mcse"] = percentile_mc(vi, per_m[mi])
     out["single_runs"] = singles

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
+from ..finetune.schema import PrivacyRecord
 from ..shared.bounds.ceiling import ideal_audit, ideal_counts, last_iterate_epsilon, percentile_mc
 from ..shared.bounds.curve import ASSUMPTION as CURVE_ASSUMPTION
 from ..shared.bounds.curve import curve_epsilon_lower_bound
@@ -118,31 +119,31 @@ def primary_test(canaries: Canaries, params, delta: float, run: str, dp: bool = 
                for c in p.confidences}}
 
 
-def curve_bounds(m: int, r: int, v: int, privacy: dict, delta: float, confidences) -> dict:
+def curve_bounds(m: int, r: int, v: int, privacy: PrivacyRecord, delta: float, confidences) -> dict:
     """curve_eps_lb_<c> and curve_sigma_lb_<c>: the f-DP test against the run's own (q, T) curve (``curve.py``)."""
     out = {}
     # an external run's record names the trainer's claim: its q and T are read against our PRV accountant
-    accountant = privacy.get("accountant") if privacy.get("accountant") in ("prv", "rdp") else "prv"
+    accountant = privacy.accountant if privacy.accountant in ("prv", "rdp") else "prv"
     for c in confidences:
-        res = curve_epsilon_lower_bound(m, r, v, privacy["sample_rate"], privacy["steps"], delta, c, accountant)
+        res = curve_epsilon_lower_bound(m, r, v, privacy.sample_rate, privacy.steps, delta, c, accountant)
         out[BoundKeys(c).stat("curve_eps_lb")] = res["epsilon"]
         out[BoundKeys(c).stat("curve_sigma_lb")] = res["sigma"]
     return out
 
 
-def with_ceiling(primary: dict, privacy: dict, params) -> dict:
+def with_ceiling(primary: dict, privacy: PrivacyRecord, params) -> dict:
     """A DP run's primary test next to the accountant's epsilon, the last-iterate epsilon and the ideal audit
     of the same test (same m, k_pos, k_neg, delta, confidences) under that model, with the run's percentile in it
     and every simulated figure's Monte Carlo error. No ratio of the run's bound to the ideal's median is recorded:
     one run's ratio to a median reads a distribution as a number (its percentile is the reading)."""
-    q, T, sigma, delta = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"], primary["delta"]
+    q, T, sigma, delta = privacy.sample_rate, privacy.steps, privacy.noise_multiplier, primary["delta"]
     counts = ideal_counts(q, T, sigma, m=primary["m"], k_pos=primary["k_pos"], k_neg=primary["k_neg"],
                           trials=params.ceiling.trials, seed=params.ceiling.seed)
     ideal = ideal_audit(q, T, sigma, m=primary["m"], k_pos=primary["k_pos"], k_neg=primary["k_neg"], delta=delta,
                         confidences=params.confidences, trials=params.ceiling.trials, seed=params.ceiling.seed,
                         counts=counts)
     pct, pct_se = percentile_mc(primary["v"], np.array([c[2] for c in counts]))
-    out = {**primary, "accountant_epsilon": float(privacy["epsilon_spent"]),
+    out = {**primary, "accountant_epsilon": float(privacy.epsilon_spent),
            "last_iterate_epsilon": last_iterate_epsilon(q, T, sigma, delta),
            **{k: v for k, v in ideal.items() if k.startswith("ideal_")},
            "ideal_trials": ideal["trials"], "ideal_correct_median": ideal["correct_median"],

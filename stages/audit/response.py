@@ -19,6 +19,7 @@ import math
 import numpy as np
 from scipy.stats import binom
 
+from ..finetune.schema import PrivacyRecord
 from .roc import bootstrap_mean_ci
 
 BINS = ("0", "1", "2", "3+")
@@ -34,13 +35,13 @@ def ideal_z(bin_: str, sample_rate: float, steps: int, noise_multiplier: float) 
     return float((k * w).sum() / w.sum()) / scale if w.sum() > 0 else float("nan")
 
 
-def canary_response(canaries: dict, kind: str, inclusions: dict[str, int], privacy: dict, bootstrap: int,
-                    seed: int, min_count: int) -> dict | None:
+def canary_response(canaries: dict, kind: str, inclusions: dict[str, int], privacy: PrivacyRecord,
+                    bootstrap: int, seed: int, min_count: int) -> dict | None:
     """Per attack that scored ``kind``: per inclusion bin, canaries, mean z [95% bootstrap; none for a bin of fewer
     than ``min_count`` canaries], and the ideal z (DP)."""
     if kind not in canaries:
         return None
-    dp = bool(privacy.get("dp"))
+    dp = privacy.dp
     out: dict = {"kind": kind, "bins": list(BINS), "ideal_model": "linear last-iterate (heuristic)" if dp else None,
                  "attacks": {}}
     for attack, (ids, s, y) in canaries[kind].items():
@@ -55,11 +56,11 @@ def canary_response(canaries: dict, kind: str, inclusions: dict[str, int], priva
             rows[b] = {"canaries": int(sel.sum()), "mean_z": float(vals.mean()) if len(vals) else None,
                        "ci95": list(ci) if (ci := bootstrap_mean_ci(vals, bootstrap, seed, min_count=min_count))
                        else None,
-                       "ideal_z": ideal_z(b, privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"])
+                       "ideal_z": ideal_z(b, privacy.sample_rate, privacy.steps, privacy.noise_multiplier)
                        if dp else None}
         slope = np.polyfit(counts[y], z[y], 1)[0] if len(set(counts[y].tolist())) > 1 else float("nan")
         shift = float(z[y].mean()) if y.any() and sd > 0 else None
         out["attacks"][attack] = {"bins": rows, "z_per_inclusion": float(slope), "member_shift": shift,
-                                  "ideal_z_per_inclusion": (1 / (math.sqrt(privacy["steps"])
-                                                                 * privacy["noise_multiplier"])) if dp else None}
+                                  "ideal_z_per_inclusion": (1 / (math.sqrt(privacy.steps)
+                                                                 * privacy.noise_multiplier)) if dp else None}
     return out

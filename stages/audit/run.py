@@ -19,7 +19,7 @@ from ..shared.core.seeds import DERIVATION
 from .iid import sanity_check
 from .ledger import design_key, read_ledger
 from .pooled import pooled_test
-from .schema import METRICS_VERSION, Metrics
+from .schema import METRICS_VERSION, Metrics, metrics_of
 from .shift import shift_check
 from .summary import audit_delta, audit_run, groups_of
 from .user_level import user_test_name
@@ -29,7 +29,7 @@ log = logging.getLogger("stages.audit")
 
 def run_seeds(run_dir, canary_seed: int | None) -> list[int]:
     """The seeds a run drew from: its canaries' (``canaries.seed``) and its own (``finetune.seed``)."""
-    own = read_run(run_dir)["params"]["seed"]
+    own = read_run(run_dir).params["seed"]
     return sorted({int(s) for s in (canary_seed, own) if s is not None})
 
 
@@ -41,7 +41,7 @@ def pool_member(run: str, run_dir, scores_dir, seeds: list[int], params) -> dict
     if p.kind not in groups:
         raise DataError(f"{scores_dir}: {p.attack}: no {p.kind!r} canaries scored (the pooled test needs them)")
     s, y = groups[p.kind]
-    return {"run": run, "seeds": seeds, "privacy": info["privacy"], "scores": s, "labels": y}
+    return {"run": run, "seeds": seeds, "privacy": info.privacy, "scores": s, "labels": y}
 
 
 def replica_primary(repo, name: str, params) -> tuple[tuple, dict]:
@@ -53,7 +53,7 @@ def replica_primary(repo, name: str, params) -> tuple[tuple, dict]:
     groups = {g: (s, y, i) for g, s, y, i in groups_of(table)}
     if params.primary.kind not in groups:
         raise DataError(f"{where.scores_dir(name)}: {params.primary.attack}: no {params.primary.kind!r} canaries")
-    return groups[params.primary.kind], read_run(Path(repo) / where.run_dir(name))["privacy"]
+    return groups[params.primary.kind], read_run(Path(repo) / where.run_dir(name)).privacy
 
 
 def status_of(params, raw: dict, recipe: str, seeds, test: str | None = None) -> tuple[str, str]:
@@ -70,13 +70,13 @@ def pooled_tests(params, where: Locations, pools: dict, canary_seed: int | None,
     out = {}
     for run, replicas in pools.items():
         own = where.run_dir(run)
-        if not read_run(own)["privacy"].get("dp"):
+        if not read_run(own).privacy.dp:
             raise ConfigError(f"audit.pooled.{run}: run {run} is not a DP run (the pooled test sits next to an "
                               "accountant's epsilon)")
         members = [pool_member(run, own, where.scores_dir(run), run_seeds(own, canary_seed), params)]
         for name, loc in replicas:
             members.append(pool_member(name, loc.run_dir(name), loc.scores_dir(name),
-                                       [read_run(loc.run_dir(name))["params"]["seed"]], params))
+                                       [read_run(loc.run_dir(name)).params["seed"]], params))
         delta = audit_delta(params, members[0]["privacy"])
         rule = params.pooled[run]
         status, design = status_of(params, raw, run, [s for mem in members for s in mem["seeds"]])
@@ -102,7 +102,7 @@ def declared_rankings(where: Locations, runs: list[str]) -> dict[str, list[list[
 
 def audit(params, runs: list[str], where: Locations, raw: dict, pools: dict | None = None,
           canary_seed: int | None = None) -> tuple[Metrics, list[dict]]:
-    """(metrics.json content, ROC points of every run's membership scores); ``pools``: recipe -> its replicas'
+    """(the metrics record, ROC points of every run's membership scores); ``pools``: recipe -> its replicas'
     (name, Locations) for the pooled tests of audit.pooled; ``canary_seed``: canaries.seed and ``raw``: the params
     (a bound's seed status: the seed ledger and the recipe's design)."""
     guard = None
@@ -123,13 +123,13 @@ def audit(params, runs: list[str], where: Locations, raw: dict, pools: dict | No
             res["audit_primary"].update(seeds=seeds, seed_status=status, design=design)
         if res.get("audit_user"):  # its own coins (canaries.audit_users.seed) and the run's draws (finetune.seed)
             seeds = sorted({int(section_of(raw, "canaries.audit_users.seed")),
-                            int(read_run(where.run_dir(run))["params"]["seed"])})
+                            int(read_run(where.run_dir(run)).params["seed"])})
             status, design = status_of(params, raw, run, seeds, test=user_test_name(run))
             res["audit_user"].update(seeds=seeds, seed_status=status, design=design)
     primary = params.primary
     registered = {**dataclasses.asdict(primary), "confidences": list(primary.confidences),
                   "runs": {r: dataclasses.asdict(g) for r, g in primary.runs.items()}}
-    metrics: Metrics = {
+    metrics = {
         "schema_version": METRICS_VERSION,
         "audit_params": {"primary": registered,
                          "primary_sha256": hashlib.sha256(json.dumps(registered, sort_keys=True).encode()).hexdigest(),
@@ -151,22 +151,23 @@ def audit(params, runs: list[str], where: Locations, raw: dict, pools: dict | No
         "planned": {name: planned_ceiling(regime, primary, params.confidences, params.ceiling.trials,
                                           params.ceiling.seed) for name, regime in params.ceiling.planned.items()},
     }
-    return metrics, [row for _, roc in results.values() for row in roc]
+    return metrics_of(metrics, "audit"), [row for _, roc in results.values() for row in roc]
 
 
 def log_summary(metrics: Metrics) -> None:
-    for run, res in metrics["runs"].items():
-        p = res.get("audit_primary")
+    for run, res in metrics.runs.items():
+        p = res.audit_primary
         if p:
-            eps = " ".join(f"{k}={v:.3f}" for k, v in p.items() if "eps_lb" in k and v is not None
+            eps = " ".join(f"{k}={v:.3f}" for k, v in p.bounds.items() if "eps_lb" in k and isinstance(v, float)
                            and not k.startswith("ideal"))
-            log.info("%s primary %s/%s (%d of %d right, %s seeds): %s", run, p["attack"], p["kind"], p["v"], p["r"],
-                     p.get("seed_status"), eps)
-        for atk, kinds in res["attacks"].items():
+            log.info("%s primary %s/%s (%d of %d right, %s seeds): %s", run, p.attack, p.kind, p.v, p.r,
+                     p.seed_status.value, eps)
+        for atk, kinds in res.attacks.items():
             for kind, m in kinds.items():
-                tprs = " ".join(f"TPR@{f}={t['value']:.3f}" for f, t in m["tpr_at_fpr"].items())
-                log.info("%s/%s/%s: AUROC=%.3f %s", run, atk, kind, m["auroc"], tprs)
-    for recipe, p in (metrics.get("pooled") or {}).items():
+                tprs = " ".join(f"TPR@{f}={t.value:.3f}" for f, t in m.tpr_at_fpr.items())
+                log.info("%s/%s/%s: AUROC=%s %s", run, atk, kind, "none" if m.auroc is None else f"{m.auroc:.3f}",
+                         tprs)
+    for recipe, p in metrics.pooled.items():
         log.info("%s pooled over %d runs (%s seeds): %d of %d right, eps-hat95 %.3f (GDP %.3f, own curve %s)",
-                 recipe, len(p["runs"]), p["seed_status"], p["v"], p["r"], p["eps_lb_95"] if "eps_lb_95" in p else 0,
-                 p.get("gdp_eps_lb_95") or 0, p.get("curve_eps_lb_95"))
+                 recipe, len(p.runs), p.seed_status.value, p.v, p.r, p.bounds.get("eps_lb_95") or 0,
+                 p.bounds.get("gdp_eps_lb_95") or 0, p.bounds.get("curve_eps_lb_95"))

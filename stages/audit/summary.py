@@ -15,22 +15,22 @@ from ..attack.schema import (
     same_ranking,
 )
 from ..canaries.schema import AUDIT_USERS_KIND
-from ..finetune.schema import PrivacyRecord, read_manifest, read_run
+from ..finetune.schema import PrivacyRecord, RunRecord, read_manifest, read_run
 from ..shared.core.errors import ConfigError, DataError
 from .exposure import summarize
 from .primary import Canaries, exploratory_family, primary_test, with_ceiling
 from .response import canary_response
 from .roc import bootstrap_mean_ci, paired_auroc_difference, roc_curve, roc_metrics
-from .schema import NON_CANARY_GROUPS, RunMetrics
+from .schema import NON_CANARY_GROUPS
 from .shift import blind_pool
 from .user_level import user_test, with_user_ideal
 
 
-def audit_delta(params, privacy: dict) -> float:
+def audit_delta(params, privacy: PrivacyRecord) -> float:
     """The delta of the null hypothesis: audit.delta, else the run's own (DP) delta, else the fallback."""
     if params.delta is not None:
         return params.delta
-    return float(privacy["delta"]) if privacy.get("dp") else params.fallback_delta
+    return float(privacy.delta) if privacy.dp else params.fallback_delta
 
 
 def audit_table(groups, params) -> dict:
@@ -58,7 +58,7 @@ def canary_groups(canaries: Canaries, attack: str, groups) -> None:
 def _cell_metrics(s: np.ndarray, y: np.ndarray, params) -> dict:
     both = 0 < y.sum() < len(y)
     return roc_metrics(s, y, params.fprs, params.bootstrap, params.seed, params.min_per_side) if both else \
-        {"members": int(y.sum()), "non_members": int((~y).sum()), "auroc": None}
+        {"members": int(y.sum()), "non_members": int((~y).sum()), "auroc": None, "auroc_ci95": None, "tpr_at_fpr": {}}
 
 
 def by_length(groups, users: dict[str, dict], params) -> tuple[dict[str, dict], dict[str, dict]]:
@@ -122,13 +122,13 @@ def roc_rows(run: str, attack: str, groups) -> list[dict]:
     return rows
 
 
-def trainable_summary(info: dict) -> dict:
+def trainable_summary(info: RunRecord) -> dict:
     """What the run trained: paradigm, own rows of new tokens and of vocabulary secret tokens, parameter count."""
-    t = info["trainable"]
-    return {"paradigm": t["paradigm"], "secret_rows": info["params"]["secret_rows"], "lora_r": t["lora_r"],
-            "lora_targets": t["lora_targets"],
-            "virtual_tokens": t["virtual_tokens"], "new_token_rows": t["num_new_tokens"],
-            "secret_token_rows": len(t["secret_rows"]), "parameters": info["trainable_parameters"]}
+    t = info.trainable
+    targets = t.lora_targets if isinstance(t.lora_targets, str) else list(t.lora_targets)
+    return {"paradigm": t.paradigm, "secret_rows": info.params["secret_rows"], "lora_r": t.lora_r,
+            "lora_targets": targets, "virtual_tokens": t.virtual_tokens, "new_token_rows": t.num_new_tokens,
+            "secret_token_rows": len(t.secret_rows), "parameters": info.trainable_parameters}
 
 
 def member_inclusions(run_dir: Path) -> dict[str, int]:
@@ -136,18 +136,18 @@ def member_inclusions(run_dir: Path) -> dict[str, int]:
     return {r["candidate_id"]: r["inclusions"] for r in read_manifest(run_dir, "canary") if r["member"]}
 
 
-def run_header(info: dict, record: AttackRecord) -> RunMetrics:
+def run_header(info: RunRecord, record: AttackRecord) -> dict:
     """What the audit copies from the run's record (training, privacy, utility, what it trained), the attacks to
     fill and those the run could not have."""
     return {
-        "privacy": info["privacy"],
+        "privacy": info.privacy.to_json(),
         # public quantities only: the member count and q x n are the auditor's (the run's auditor.json)
-        "training": {**{k: info[k] for k in ("steps", "sample_rate", "expected_exposures_per_member",
-                                             "n_population")},
-                     "public_divisor": PrivacyRecord.from_json(info["privacy"]).public_divisor},
+        "training": {"steps": info.steps, "sample_rate": info.sample_rate,
+                     "expected_exposures_per_member": info.expected_exposures_per_member,
+                     "n_population": info.n_population, "public_divisor": info.privacy.public_divisor},
         "trainable": trainable_summary(info),
-        "dataset": info["params"]["dataset"],
-        "utility": {"valid_nll": info["valid"]["nll"], "valid_perplexity": info["valid"]["perplexity"]},
+        "dataset": info.params["dataset"],
+        "utility": {"valid_nll": info.valid.nll, "valid_perplexity": info.valid.perplexity},
         "attacks": {},
         # attacks of the default list the run cannot have, with the reason (attack.attacks: left out, not failed)
         "attacks_skipped": dict(record.skipped),
@@ -156,14 +156,14 @@ def run_header(info: dict, record: AttackRecord) -> RunMetrics:
 
 
 def audit_run(run_dir: Path, scores_dir: Path, params, canary_users: dict[str, dict],
-              audit_users: tuple[dict[str, int], int] | None = None) -> tuple[RunMetrics, list[dict]]:
-    """The run's metrics (training, privacy, utility, every attack summarised) and its ROC points, from the
-    fine-tuned run's record and manifest (``run_dir``) and its attacks' scores (``scores_dir``);
+              audit_users: tuple[dict[str, int], int] | None = None) -> tuple[dict, list[dict]]:
+    """The run's metrics (``schema.RunMetrics`` as JSON: training, privacy, utility, every attack summarised) and its
+    ROC points, from the fine-tuned run's record and manifest (``run_dir``) and its attacks' scores (``scores_dir``);
     ``canary_users``: canary user -> its canary_users row (user inference per length); ``audit_users``: (audit-user row
     id -> its user, rows per user) of the canaries stage's audit users (the user-level test), or None."""
     record = read_record(scores_dir)
     info = read_run(run_dir)
-    delta = audit_delta(params, info["privacy"])
+    delta = audit_delta(params, info.privacy)
     result = run_header(info, record)
     if "user_inference" in record.attacks:
         result["user_score"] = record.user_score
@@ -198,21 +198,20 @@ def audit_run(run_dir: Path, scores_dir: Path, params, canary_users: dict[str, d
             result["exposure"] = summarize(table)
         elif family == "memorization":
             result.setdefault("memorization", {})[attack] = memorization_summary(table, params,
-                                                                                 info["secret_control"])
-    primary = primary_test(canaries, params, delta, record.run, dp=bool(info["privacy"].get("dp")))
-    result["audit_primary"] = with_ceiling(primary, info["privacy"], params) if primary and info["privacy"].get("dp") \
-        else primary
-    if info["params"]["user_canaries"]:
+                                                                                 info.secret_control)
+    primary = primary_test(canaries, params, delta, record.run, dp=info.privacy.dp)
+    result["audit_primary"] = with_ceiling(primary, info.privacy, params) if primary and info.privacy.dp else primary
+    if info.params["user_canaries"]:
         result["audit_user"] = audit_user(user_rows, audit_users, info, params, delta, record.run)
     result["audit_exploratory"] = exploratory_family(canaries, params, delta, same_ranking(record.attacks))
-    if canaries and not info["external"]:  # an external run's inclusion counts are unknown
+    if canaries and not info.external:  # an external run's inclusion counts are unknown
         result["canary_response"] = canary_response(canaries, params.primary.kind, member_inclusions(run_dir),
-                                                    info["privacy"], params.bootstrap, params.seed,
+                                                    info.privacy, params.bootstrap, params.seed,
                                                     params.min_per_side)
     return result, roc
 
 
-def audit_user(user_rows, audit_users: tuple[dict[str, int], int] | None, info: dict, params, delta: float,
+def audit_user(user_rows, audit_users: tuple[dict[str, int], int] | None, info: RunRecord, params, delta: float,
                run: str) -> dict:
     """The run's user-level one-run test over the audit users (``user_level.py``), with its ideal for a DP run."""
     if audit_users is None:
@@ -222,7 +221,7 @@ def audit_user(user_rows, audit_users: tuple[dict[str, int], int] | None, info: 
                           "(add it to the run's attack list)")
     _, s, y, ids = user_rows
     test = user_test(ids, s, y, audit_users[0], audit_users[1], params, delta)
-    return with_user_ideal(test, info["privacy"], params) if info["privacy"].get("dp") else test
+    return with_user_ideal(test, info.privacy, params) if info.privacy.dp else test
 
 
 def memorization_summary(table, params, control: dict | None) -> dict:

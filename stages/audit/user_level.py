@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..finetune.schema import PrivacyRecord
 from ..shared.bounds.ceiling import ideal_counts, percentile_mc, quantile_mc, trial_bounds
 from ..shared.bounds.keys import IDEAL_SUMMARIES, BoundKeys, clip_guesses, mc_interval_key
 from ..shared.bounds.one_run import epsilon_lower_bound, guesses
@@ -93,16 +94,16 @@ def ideal_summaries(counts, delta: float, confidence: float) -> dict:
     return out
 
 
-def with_user_ideal(test: dict, privacy: dict, params) -> dict:
+def with_user_ideal(test: dict, privacy: PrivacyRecord, params) -> dict:
     """A DP run's user-level test next to the accountant's epsilon (about the run's own unit) and the ideal of the
     same test: the median and 10/90 % quantiles of its simulated bounds (each with its Monte Carlo interval) and the
     run's percentile in it."""
-    q, T, sigma = privacy["sample_rate"], privacy["steps"], privacy["noise_multiplier"]
-    unit = privacy["unit"]
+    q, T, sigma = privacy.sample_rate, privacy.steps, privacy.noise_multiplier
+    unit = privacy.unit
     counts = ideal_counts(q, T, sigma, m=test["m"], k_pos=test["k_pos"], k_neg=test["k_neg"],
                           trials=params.ceiling.trials, seed=params.ceiling.seed,
                           rows=test["k"] if unit == "example" else 1)
-    out = {**test, "mechanism_unit": unit, "accountant_epsilon": float(privacy["epsilon_spent"]),
+    out = {**test, "mechanism_unit": unit, "accountant_epsilon": float(privacy.epsilon_spent),
            "ideal_trials": params.ceiling.trials, "ideal_assumption": USER_IDEAL_ASSUMPTION}
     for c in params.confidences:
         out.update(ideal_summaries(counts, test["delta"], c))

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from ..shared.core.artifacts import Locations
 from ..shared.core.io import atomic_file, read_json
+from ..shared.core.records import record_json
 from ..shared.lm.trainable import Trainable
 from .inputs import Inputs
 from .loop import TrainResult, world
 from .params import FinetuneParams
-from .schema import RUN_VERSION, TIMING_FILE, AuditorRecord, PrivacyRecord, RunRecord
+from .schema import RUN_VERSION, TIMING_FILE, AuditorRecord, PrivacyRecord, RunRecord, Valid
 
 
 def canary_shares(canary_ex, formatted_ex, pool, scheduled, q: float, scheduled_rate: float) -> dict:
@@ -58,49 +59,44 @@ def run_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, result:
                where: Locations, utility: dict, privacy: PrivacyRecord) -> RunRecord:
     """run.json: public quantities only (the candidate pool's size, q, T, the privacy record); member counts and
     member-only statistics go to ``auditor_record``."""
-    return {
-        "version": RUN_VERSION,
-        "run": run,
-        "params": dataclasses.asdict(ft),
-        "trainable": model.spec.to_json(),  # as built: LoRA targets "auto" resolved (lm.trainable.build_model)
-        "device": str(device),
-        "world_size": world()[1],  # data-parallel processes (finetune.distributed)
-        "base_model": read_json(where.base_model / "source.json", "base_model"),
-        "num_new_tokens": ft.new_tokens(meta),
-        "new_token_init": meta["new_token_init"],
-        "n_population": inputs.population,
-        "has_canaries": bool(inputs.canaries),
-        "has_formatted": bool(inputs.formatted),
-        "canary_users": sorted(inputs.canary_users),
-        "secret_control": inputs.secret_control,
-        "sample_rate": result.sample_rate,
-        "steps": result.steps,
-        "expected_exposures_per_member": (ft.canary_repetitions if inputs.scheduled
-                                          else result.sample_rate * result.steps),
-        "canary_insertion": ft.canary_insertion,
-        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "final_loss": result.log[-1].get("loss") if result.log else None,  # DP runs: none (loop.dp_record)
-        "valid": {"rows": len(inputs.evals), **utility},
-        "privacy": privacy.to_json(),
-        "external": None,
-    }
+    return RunRecord(
+        version=RUN_VERSION,
+        run=run,
+        params=record_json(ft),
+        trainable=model.spec,  # as built: LoRA targets "auto" resolved (lm.trainable.build_model)
+        device=str(device),
+        world_size=world()[1],  # data-parallel processes (finetune.distributed)
+        base_model=read_json(where.base_model / "source.json", "base_model"),
+        num_new_tokens=ft.new_tokens(meta),
+        new_token_init=meta["new_token_init"],
+        n_population=inputs.population,
+        has_canaries=bool(inputs.canaries),
+        has_formatted=bool(inputs.formatted),
+        canary_users=sorted(inputs.canary_users),
+        secret_control=inputs.secret_control,
+        sample_rate=result.sample_rate,
+        steps=result.steps,
+        expected_exposures_per_member=(ft.canary_repetitions if inputs.scheduled
+                                       else result.sample_rate * result.steps),
+        canary_insertion=ft.canary_insertion,
+        trainable_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
+        final_loss=result.log[-1].get("loss") if result.log else None,  # DP runs: none (loop.dp_record)
+        valid=Valid(rows=len(inputs.evals), **utility),
+        privacy=privacy,
+        external=None,
+    )
 
 
 def auditor_record(run: str, inputs: Inputs, sample_rate: float, scheduled_rate: float,
                    expected_drawn_batch: float | None, gradients: dict | None, scheduled=None) -> AuditorRecord:
     """auditor.json: the run's member counts and member-only statistics (``schema.AuditorRecord``); the canary
     shares are per step (pool at rate q, ``scheduled`` at ``scheduled_rate``; an external run: the exported set)."""
-    return {
-        "version": RUN_VERSION, "run": run,
-        "n_examples": len(inputs.pool),
-        "n_text_rows": len(inputs.text),
-        "n_member_canaries": {k: len(v) for k, v in inputs.members.items()},
-        "n_formatted_rows": len(inputs.formatted),
-        **canary_shares(inputs.canaries, inputs.formatted, inputs.pool,
-                        inputs.scheduled if scheduled is None else scheduled, sample_rate, scheduled_rate),
-        "expected_drawn_batch": expected_drawn_batch,
-        "canary_gradients": gradients,
-    }
+    shares = canary_shares(inputs.canaries, inputs.formatted, inputs.pool,
+                           inputs.scheduled if scheduled is None else scheduled, sample_rate, scheduled_rate)
+    return AuditorRecord(version=RUN_VERSION, run=run, n_examples=len(inputs.pool), n_text_rows=len(inputs.text),
+                         n_member_canaries={k: len(v) for k, v in inputs.members.items()},
+                         n_formatted_rows=len(inputs.formatted), **shares,
+                         expected_drawn_batch=expected_drawn_batch, canary_gradients=gradients)
 
 
 def external_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, model, device, where: Locations,
@@ -108,19 +104,19 @@ def external_record(run: str, ft: FinetuneParams, meta: dict, inputs: Inputs, mo
     """run.json of a run trained elsewhere and imported (``external.py``): the trainer's claim as ``privacy``, the
     imported files' digests as ``external``."""
     spec = ft.trainable(meta)
-    return {
-        "version": RUN_VERSION, "run": run, "params": dataclasses.asdict(ft),
-        "trainable": Trainable(**{**dataclasses.asdict(spec), "paradigm": "external", "lora_targets": ()}).to_json(),
-        "device": str(device), "world_size": 1,
-        "base_model": read_json(where.base_model / "source.json", "base_model"),
-        "num_new_tokens": meta["num_new_tokens"], "new_token_init": meta["new_token_init"],
-        "n_population": inputs.population, "has_canaries": bool(inputs.canaries),
-        "has_formatted": bool(inputs.formatted), "canary_users": sorted(inputs.canary_users),
-        "secret_control": inputs.secret_control,
-        "sample_rate": privacy.sample_rate, "steps": privacy.steps,
-        "expected_exposures_per_member": None, "canary_insertion": "external",
-        "trainable_parameters": sum(p.numel() for p in model.parameters()), "final_loss": None,
-        "valid": {"rows": len(inputs.evals), **utility},
-        "privacy": privacy.to_json(),
-        "external": external,
-    }
+    return RunRecord(
+        version=RUN_VERSION, run=run, params=record_json(ft),
+        trainable=Trainable(**{**dataclasses.asdict(spec), "paradigm": "external", "lora_targets": ()}),
+        device=str(device), world_size=1,
+        base_model=read_json(where.base_model / "source.json", "base_model"),
+        num_new_tokens=meta["num_new_tokens"], new_token_init=meta["new_token_init"],
+        n_population=inputs.population, has_canaries=bool(inputs.canaries),
+        has_formatted=bool(inputs.formatted), canary_users=sorted(inputs.canary_users),
+        secret_control=inputs.secret_control,
+        sample_rate=privacy.sample_rate, steps=privacy.steps,
+        expected_exposures_per_member=None, canary_insertion="external",
+        trainable_parameters=sum(p.numel() for p in model.parameters()), final_loss=None,
+        valid=Valid(rows=len(inputs.evals), **utility),
+        privacy=privacy,
+        external=external,
+    )

@@ -20,13 +20,15 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..shared.core.errors import DataError
 from ..shared.core.io import read_json, read_table, write_json, write_table
+from ..shared.core.records import read_record, record, record_json
+from ..shared.lm.spec import Trainable
 
 RUN_VERSION = 9  # what a reader refuses when it differs (the history of the versions: git log -L of this line)
 RUN_FILE = "run.json"
@@ -132,11 +134,25 @@ def no_dp_record(sample_rate: float | None, steps: int | None, external: bool | 
     return PrivacyRecord(dp=False, epsilon_spent=math.inf, sample_rate=sample_rate, steps=steps, external=external)
 
 
-class RunRecord(TypedDict):
+@record
+class Valid:
+    """The validation split's utility (the run's own held-out rows)."""
+
+    rows: int
+    tokens: int
+    nll: float | None
+    perplexity: float | None
+
+
+@record
+class RunRecord:
+    """run.json: public quantities only (member counts and member-only statistics: ``AuditorRecord``)."""
+
     version: int
     run: str
-    params: dict[str, Any]  # the finetune params of the run (finetune deep-merged with runs.<run>)
-    trainable: dict[str, Any]  # stages.shared.lm.trainable.Trainable.to_json()
+    #: the finetune params the run used (finetune deep-merged with runs.<run>, as FinetuneParams validated them)
+    params: dict[str, Any]
+    trainable: Trainable  # as built: LoRA targets "auto" resolved (lm.trainable.build_model)
     device: str
     world_size: int  # data-parallel processes that trained it (finetune.distributed)
     base_model: dict[str, Any]  # data/models/base/source.json
@@ -146,21 +162,22 @@ class RunRecord(TypedDict):
     has_canaries: bool  # trained with member canaries (finetune.canaries)
     has_formatted: bool  # trained with the formatted canary rows
     canary_users: list[str]
-    secret_control: dict[str, Any] | None  # finetune.schema.secret_control's record (None: no randomised control)
-    sample_rate: float
-    steps: int
-    expected_exposures_per_member: float
+    secret_control: dict[str, Any] | None  # finetune.text.secret_control's record (None: no randomised control)
+    sample_rate: float | None  # None: an external run with no claim
+    steps: int | None
+    expected_exposures_per_member: float | None
     canary_insertion: str
     trainable_parameters: int
-    final_loss: float | None
-    valid: dict[str, Any]  # rows, tokens, nll, perplexity
-    privacy: dict[str, Any]  # PrivacyRecord.to_json() (read it with PrivacyRecord.from_json)
+    final_loss: float | None  # DP runs: none (loop.dp_record)
+    valid: Valid
+    privacy: PrivacyRecord
     #: a run trained elsewhere (finetune.external): model_kind (hf | peft), files (path -> sha-256 of the imported
     #: copy in external/), membership_sha256, claim (whether the privacy record is the trainer's claim); else None
     external: dict[str, Any] | None
 
 
-class AuditorRecord(TypedDict):
+@record
+class AuditorRecord:
     """auditor.json: what only the auditor may see of a run (functions of who is a member). Beside the weights and
     manifest.parquet in the run's directory; ``leakaudit release`` leaves it out, as it leaves the manifest."""
 
@@ -171,47 +188,41 @@ class AuditorRecord(TypedDict):
     n_member_canaries: dict[str, int]  # kind -> member canaries inserted
     n_formatted_rows: int
     canary_share_of_tokens: float
-    canary_share_of_loss_tokens: float
     formatted_canary_share_of_tokens: float
+    canary_share_of_loss_tokens: float
     formatted_canary_share_of_loss_tokens: float
     #: q x n_examples: the expected drawn batch (private: n counts members; the public divisor is q x n_population,
     #: privacy.public_divisor)
     expected_drawn_batch: float | None
     #: the canaries' gradient diagnostics per kind (finetune.diagnostics; DP runs, else None)
-    canary_gradients: dict[str, Any] | None
+    canary_gradients: dict[str, dict[str, Any]] | None
 
 
-def _write_record(path: Path, record: dict, schema: type, what: str) -> None:
-    missing = [k for k in schema.__annotations__ if k not in record]
-    if missing:
-        raise ValueError(f"{what} lacks {', '.join(missing)}")
-    write_json(path, record)
-
-
-def _read_record(path: Path, run: str, what: str) -> dict:
-    record = read_json(path, f"finetune@{run}")
-    if record.get("version") != RUN_VERSION:
-        raise DataError(f"{path}: {what} version {record.get('version')!r}, expected {RUN_VERSION} "
-                        f"(rerun the finetune@{run} stage)")
-    return record
+def _read_record(path: Path, cls: type, run: str, what: str):
+    data = read_json(path, f"finetune@{run}")
+    version = data.get("version") if isinstance(data, dict) else None
+    if version != RUN_VERSION:
+        raise DataError(f"{path}: {what} version {version!r}, expected {RUN_VERSION} "
+                        f"(regenerate it: dvc repro finetune@{run})")
+    return read_record(cls, data, str(path))
 
 
 def write_auditor(path: Path, record: AuditorRecord) -> None:
-    _write_record(path, record, AuditorRecord, "auditor record")
+    write_json(path, record_json(record))
 
 
 def read_auditor(run_dir: Path, run: str | None = None) -> AuditorRecord:
     """auditor.json of a fine-tuned run (the auditor-only record)."""
-    return _read_record(Path(run_dir) / AUDITOR_FILE, run or Path(run_dir).name, "auditor record")
+    return _read_record(Path(run_dir) / AUDITOR_FILE, AuditorRecord, run or Path(run_dir).name, "auditor record")
 
 
 def write_run(path: Path, record: RunRecord) -> None:
-    _write_record(path, record, RunRecord, "run record")
+    write_json(path, record_json(record))
 
 
 def read_run(run_dir: Path, run: str | None = None) -> RunRecord:
     """run.json of a fine-tuned run; a missing file names the stage to run, another version is refused."""
-    return _read_record(Path(run_dir) / RUN_FILE, run or Path(run_dir).name, "run record")
+    return _read_record(Path(run_dir) / RUN_FILE, RunRecord, run or Path(run_dir).name, "run record")
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..attack.schema import read_record
-from ..audit.schema import read_metrics, read_roc
+from ..audit.schema import metrics_of, read_roc
 from ..finetune.schema import read_auditor, read_run
 from ..shared.core import lineage as lin
 from ..shared.core.artifacts import Locations
 from ..shared.core.formatting import flatten
-from ..shared.core.io import atomic_file, write_json
+from ..shared.core.io import atomic_file, read_json, write_json
 from .headline import headline_markdown, headline_metrics
 from .inputs import Inputs
 from .render import to_html, to_markdown
@@ -67,13 +67,14 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
-    metrics = read_metrics(where.metrics)
+    numbers_file = read_json(where.metrics, "audit")  # the lineage ids are its JSON paths
+    metrics = metrics_of(numbers_file, str(where.metrics))
     verified = lin.verify_outputs(lock, "audit")
     inp = Inputs(metrics, read_roc(where.roc), where, lock, git, verified, out_dir / "plots", out_dir,
-                 lin.number_lineage(metrics, lock, git, verified),
-                 {r: read_run(where.run_dir(r), r)["base_model"] for r in metrics["runs"]},
-                 variance_dir, study_dir, selfcheck, threat_models(where, list(metrics["runs"])),
-                 {r: read_auditor(where.run_dir(r), r) for r in metrics["runs"]}, selfcheck_mutants,
+                 lin.number_lineage(numbers_file, lock, git, verified),
+                 {r: read_run(where.run_dir(r), r).base_model for r in metrics.runs},
+                 variance_dir, study_dir, selfcheck, threat_models(where, list(metrics.runs)),
+                 {r: read_auditor(where.run_dir(r), r) for r in metrics.runs}, selfcheck_mutants,
                  user_level_plan, user_level, user_inference, positive_control)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
@@ -83,7 +84,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
     heads = inp.heads
     with atomic_file(out_dir / "headline.md") as tmp:  # the Prefect run's markdown artifact
         tmp.write_text(headline_markdown(heads, link=False))
-    write_json(out_dir / "headline.json", headline_metrics(heads, flatten(metrics, numbers_only=True), inp.runs,
-                                                           inp.bounds))
+    numbers = flatten(numbers_file, numbers_only=True)
+    write_json(out_dir / "headline.json", headline_metrics(heads, numbers, inp.runs, inp.bounds))
     write_json(out_dir / "lineage.json", inp.lineage)
     return inp.lineage

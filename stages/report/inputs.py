@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..audit.schema import Metrics, bound_keys, fpr_keys
+from ..audit.schema import Metrics, RunMetrics, bound_keys, fpr_keys
 from ..shared.bounds.keys import BoundKeys
 from ..shared.core.artifacts import Locations
 from ..shared.core.io import write_json
@@ -37,8 +37,8 @@ class Inputs:
     positive_control: Path | None = None  # the instruments' positive control (flows/positive_control.py)
 
     @property
-    def runs(self) -> dict:
-        return self.metrics["runs"]
+    def runs(self) -> dict[str, RunMetrics]:
+        return self.metrics.runs
 
     @property
     def bounds(self) -> list[BoundKeys]:
@@ -52,7 +52,7 @@ class Inputs:
     @cached_property
     def heads(self) -> list:
         """The headline block's content, per run (shown at the top, in its lineage table and in headline.md/json)."""
-        return headlines(self.runs, self.bases, self.bounds, self.headline_fpr, self.metrics.get("pooled"),
+        return headlines(self.runs, self.bases, self.bounds, self.headline_fpr, self.metrics.pooled,
                          self.threats)
 
     def plot_data(self, kind: str, name: str, points: list[dict]) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..audit.schema import Exposure
+
 
 def roc_plot(panels: dict[str, dict[str, tuple[np.ndarray, np.ndarray, float]]], title: str, path: Path) -> None:
     """One log-log ROC panel per attack, a curve per item group (canary kind, text, users)."""
@@ -101,7 +103,7 @@ def privacy_plot(profile: list[dict], curves: dict, eps: float, delta: float, ep
     plt.close(fig)
 
 
-def exposure_plot(summary: dict, title: str, path: Path) -> None:
+def exposure_plot(summary: dict[str, Exposure], title: str, path: Path) -> None:
     """Mean exposure of inserted canaries against their number of repetitions, per format."""
     import matplotlib
 
@@ -110,10 +112,10 @@ def exposure_plot(summary: dict, title: str, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for fmt, s in summary.items():
-        if fmt == "all" or not s["mean_exposure_by_repetitions"]:
+        if fmt == "all" or not s.mean_exposure_by_repetitions:
             continue
-        reps = sorted(s["mean_exposure_by_repetitions"], key=int)
-        ax.plot([int(r) for r in reps], [s["mean_exposure_by_repetitions"][r] for r in reps], "o-", label=fmt)
+        reps = sorted(s.mean_exposure_by_repetitions, key=int)
+        ax.plot([int(r) for r in reps], [s.mean_exposure_by_repetitions[r] for r in reps], "o-", label=fmt)
     ax.axhline(1.0, color="k", ls=":", lw=0.8, label="median exposure by chance (1)")
     ax.set_xlabel("repetitions in training")
     ax.set_ylabel("exposure (bits)")
@@ -171,8 +173,8 @@ def region_points(eps: float, delta: float, curves: dict, n: int = 60) -> list[d
     return pts + roc_points(curves)
 
 
-def exposure_points(summary: dict) -> list[dict]:
+def exposure_points(summary: dict[str, Exposure]) -> list[dict]:
     """(format, repetitions, mean exposure) rows: the exposure plot's data for `dvc plots`."""
     return [{"format": fmt_name, "repetitions": int(k), "mean_exposure": float(v)}
-            for fmt_name, m in summary.items() for k, v in sorted(m.get("mean_exposure_by_repetitions", {}).items(),
+            for fmt_name, m in summary.items() for k, v in sorted(m.mean_exposure_by_repetitions.items(),
                                                                    key=lambda kv: int(kv[0]))]

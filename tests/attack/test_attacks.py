@@ -7,6 +7,7 @@ import torch
 from testkit.data import users_dataset
 from testkit.models import make_tiny_lm
 from testkit.project import params, project_raw
+from testkit.records import run_record
 
 from stages.attack.acr import gcg_shortest_prompt
 from stages.attack.catalog import ATTACKS
@@ -149,8 +150,7 @@ def test_attacks_name_what_a_run_lacks(tmp_path, attack, dataset, canaries, need
     where = locations(raw)
     (tmp_path / "canaries").mkdir()
     (tmp_path / "canaries" / "formatted.parquet").write_text("")
-    record = {"params": {**raw["finetune"], "dataset": dataset}, "has_canaries": canaries,
-              "has_formatted": False, "num_new_tokens": 0}
+    record = run_record(params_overrides={"dataset": dataset}, has_canaries=canaries, num_new_tokens=0)
     ctx = AttackContext("r1", params(AttackParams, "attack"), where, record, get_dataset(dataset),
                         device=torch.device("cpu"))
     reasons = [ctx.has(n) for n in ATTACKS.get(attack).needs]
@@ -166,8 +166,7 @@ def test_the_enron_datasets_carry_text_secrets(tmp_path, dataset):
     Enron's secrets file), so only the file's absence is missing here."""
     raw = project_raw()
     raw["secrets"]["out_dir"] = str(tmp_path / "secrets")
-    record = {"params": {**raw["finetune"], "dataset": dataset}, "has_canaries": True, "has_formatted": False,
-              "num_new_tokens": 0}
+    record = run_record(params_overrides={"dataset": dataset}, num_new_tokens=0)
     ctx = AttackContext("r1", params(AttackParams, "attack"), locations(raw), record, get_dataset(dataset),
                         device=torch.device("cpu"))
     assert ctx.has("secrets:text") == f"no secrets file {tmp_path / 'secrets' / 'enron.parquet'} (run the " \

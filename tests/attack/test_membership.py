@@ -7,6 +7,7 @@ import pytest
 import torch
 from testkit.models import tiny_canary_lm
 from testkit.project import params, project_raw
+from testkit.records import run_record
 
 from stages.attack.catalog import ATTACKS
 from stages.attack.context import AttackContext, Item
@@ -28,8 +29,8 @@ def ctx(tiny_base):
     CanaryLMs) are set in place of a run's: the attacks read them exactly as a run's."""
     raw = project_raw()
     raw["model"]["out"] = str(tiny_base)
-    record = {"params": {**raw["finetune"], "dataset": "enron_users", "objective": "nwp"}, "has_canaries": False,
-              "has_formatted": False, "num_new_tokens": 0, "external": None}
+    record = run_record(params_overrides={"dataset": "enron_users", "objective": "nwp"}, has_canaries=False,
+                        num_new_tokens=0)
     c = AttackContext("r1", params(AttackParams, "attack", batch_size=4, ez_min_errors=1), locations(raw), record,
                       get_dataset("enron_users"), device=torch.device("cpu"))
     torch.manual_seed(0)

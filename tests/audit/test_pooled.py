@@ -1,20 +1,23 @@
 """The pooled test over a recipe's independent runs, efficiency intervals (stages/audit/pooled.py)."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from testkit.project import params
 
 from stages.audit.params import AuditParams
 from stages.audit.pooled import design_look, median_interval, pooled_test
+from stages.finetune.schema import PrivacyRecord
 from stages.shared.bounds.one_run import epsilon_lower_bound, guesses
 
-PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
-           "delta": 1e-5, "optimizer": "DP-adamw", "accountant": "prv", "secure_rng": False}
+PRIVACY = PrivacyRecord(dp=True, sample_rate=0.23, steps=10, noise_multiplier=0.8154, epsilon_spent=8.0, delta=1e-5,
+                        optimizer="DP-adamw", accountant="prv", secure_rng=False)
 
 
 def _member(run, seed, shift, n=400):
     rng = np.random.default_rng(seed)
     y = rng.random(n) < 0.5
-    return {"run": run, "seeds": [seed], "privacy": dict(PRIVACY), "scores": rng.normal(size=n) + shift * y,
+    return {"run": run, "seeds": [seed], "privacy": PRIVACY, "scores": rng.normal(size=n) + shift * y,
             "labels": y}
 
 
@@ -40,7 +43,7 @@ def test_the_pooled_bound_is_the_one_run_bound_on_the_concatenated_counts():
 
 def test_replicas_must_share_the_recipes_privacy():
     other = _member("a_r2", 8, 1.0)
-    other["privacy"]["noise_multiplier"] = 0.9
+    other["privacy"] = replace(PRIVACY, noise_multiplier=0.9)
     with pytest.raises(ValueError, match="noise_multiplier"):
         pooled_test([_member("a", 7, 1.0), other], (20, 0), 1e-5, _params(), "confirmation")
 

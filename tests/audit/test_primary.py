@@ -4,15 +4,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from testkit.project import params
+from testkit.records import run_record
 
 from stages.attack.schema import SCORES, AttackRecord, write_record
 from stages.audit.params import AuditParams
 from stages.audit.summary import audit_run, by_length
-from stages.finetune.schema import RUN_VERSION, write_manifest
+from stages.finetune.schema import PrivacyRecord, write_manifest, write_run
 from stages.shared.bounds.ceiling import last_iterate_epsilon
 from stages.shared.bounds.one_run import epsilon_lower_bound, guesses
 from stages.shared.core.errors import ConfigError, DataError
-from stages.shared.core.io import write_json, write_table
+from stages.shared.core.io import write_table
 
 M = 1000
 
@@ -42,17 +43,11 @@ def _write(scores_dir, dp: bool, primary_strength=0.2, other_strength=3.0, decla
         rows = [{"item_id": f"{k}-{i}", "group": k, "member": bool(members[k][i]), "score": float(per_kind[k][i])}
                 for k in per_kind for i in range(M)]
         write_table(pa.Table.from_pylist(rows, schema=SCORES), scores_dir / f"{attack}.parquet", SCORES)
-    privacy = ({"dp": True, "delta": 1e-5, "epsilon_spent": 8.0, "noise_multiplier": 0.57,
-                "accountant": "prv", "sample_rate": 0.0286,
-                "steps": 80} if dp else {"dp": False, "epsilon_spent": "inf", "sample_rate": 0.0286, "steps": 80})
-    record = {"steps": 80, "sample_rate": 0.0286, "expected_exposures_per_member": 2.3,
-              "n_population": 2150, "privacy": privacy, "version": RUN_VERSION,
-              "params": {"dataset": "personachat", "secret_rows": True, "user_canaries": False},
-              "valid": {"nll": 3.0, "perplexity": 20.0},
-              "trainable": {"paradigm": "lora", "lora_r": 8, "lora_targets": ["q_proj"], "virtual_tokens": 16,
-                            "num_new_tokens": 1000, "secret_rows": [5, 6]}, "trainable_parameters": 1234,
-              "external": None, "secret_control": None}
-    write_json(scores_dir / "run" / "run.json", record)  # the fine-tuned run's record and manifest
+    privacy = PrivacyRecord(dp=True, delta=1e-5, epsilon_spent=8.0, noise_multiplier=0.57, accountant="prv",
+                            sample_rate=0.0286, steps=80) if dp else None
+    record = run_record(privacy, {"dataset": "personachat", "secret_rows": True, "user_canaries": False})
+    (scores_dir / "run").mkdir(parents=True, exist_ok=True)
+    write_run(scores_dir / "run" / "run.json", record)  # the fine-tuned run's record and manifest
     write_manifest(scores_dir / "run", [
         {"source": "canary", "candidate_id": f"{k}-{i}", "group": k, "member": bool(members[k][i]), "rank": i,
          "inclusions": int(i % 4) if members[k][i] else 0, "prompt": None, "target": None}
@@ -132,7 +127,7 @@ def test_canary_users_are_summarised_per_substring_length():
     assert (out["1"]["members"], out["1"]["non_members"], out["1"]["auroc"]) == (2, 2, 1.0)
     assert out["5"]["auroc"] == pytest.approx(0.75) and out["5"]["auroc_ci95"] is None  # 2 vs 2: no interval,
     assert out["5"]["auroc_p_exact"] == pytest.approx(2 / 6)  # the exact p instead (2 of C(4, 2) rank as well)
-    assert out["25"] == {"members": 2, "non_members": 0, "auroc": None}
+    assert out["25"] == {"members": 2, "non_members": 0, "auroc": None, "auroc_ci95": None, "tpr_at_fpr": {}}
 
 
 def test_capped_documents_are_summarised_against_every_held_out_user_of_the_length():

@@ -1,20 +1,24 @@
 """The shift guard states its power and words its verdict by it: a detectable shift is flagged, a shift too small
 for the pool's size reads "guard too weak at this size" (never "no shift"), and a clean pool under a strong attack
 reads "no shift detected". Pools are scored by the real blind classifier (stages/attack/blind.py)."""
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from testkit import records
 from testkit.project import params
 
 from stages.attack.blind import blind_scores, feature_differences, pool_fingerprint
 from stages.audit.params import AuditParams
 from stages.audit.roc import auroc, paired_auroc_difference, roc_curve, roc_metrics
+from stages.audit.schema import Blind, GroupMetrics, Metrics, RunMetrics, ShiftCheck
 from stages.audit.shift import blind_pool, detectable_auroc, shift_check, verdict
 from stages.report.inputs import Inputs
 from stages.report.render import to_markdown
 from stages.report.sections.blind import blind_section
 from stages.report.sections.membership import canary_users_table, mia_section
+from stages.shared.core.records import read_record
 
 AUDIT = params(AuditParams, "audit", bootstrap=300, shift_check={"power_trials": 1000})
 WORDS = [f"w{i}" for i in range(400)]
@@ -41,6 +45,30 @@ def _run(texts, members, mia_auroc, tag):
                                                                    "tpr_at_fpr": {}}}}}
 
 
+def _group(m: dict, where: str) -> GroupMetrics:
+    """One pool's ROC metrics as the audit wrote them (``roc_metrics``), read as the report reads them."""
+    return read_record(GroupMetrics, m, where)
+
+
+def _run_record(r: dict, **fields) -> RunMetrics:
+    """A run as the report reads it: a committed run with the audit's blind pools (as ``shift_check`` left them) and
+    attacks of ``r`` (``_run``) in place of its own, and ``fields`` replaced."""
+    return records.run_metrics(
+        blind={g: read_record(Blind, pool, f"blind.{g}") for g, pool in r["blind"].items()},
+        attacks={atk: {g: _group(m, f"attacks.{atk}.{g}") for g, m in groups.items()}
+                 for atk, groups in r["attacks"].items()}, **fields)
+
+
+def _metrics(runs: dict[str, RunMetrics], **fields) -> Metrics:
+    """The committed metrics with only ``runs`` (and ``fields``) replaced, ``audit.min_per_side`` 10."""
+    committed = records.committed_metrics()
+    return records.metrics(runs=runs, audit_params=replace(committed.audit_params, min_per_side=10), **fields)
+
+
+def _inputs(metrics: Metrics, roc: dict | None = None, out: Path = Path(".")) -> Inputs:
+    return Inputs(metrics, roc or {}, None, {}, {}, True, out, out)
+
+
 def test_a_detectable_shift_is_flagged_and_a_too_small_one_reads_guard_too_weak():
     rng = np.random.default_rng(0)
     members = [True] * 100 + [False] * 100
@@ -56,8 +84,8 @@ def test_a_detectable_shift_is_flagged_and_a_too_small_one_reads_guard_too_weak(
     assert not got["small"]["flagged"] and got["small"]["verdicts"] == {"small": "too_weak"}
     assert got["small"]["power"]["auroc"] > 0.56
     assert got["clean"]["verdicts"] == {"clean": "no_shift"}  # a 0.9 attack on a clean pool: that shift would show
-    inputs = Inputs({"runs": runs, "shift_check": check, "audit_params": {"min_per_side": 10}}, {}, None, {}, {},
-                    True, Path("."), Path("."))
+    inputs = _inputs(_metrics({run: _run_record(r) for run, r in runs.items()},
+                              shift_check=read_record(ShiftCheck, check, "shift_check")))
     md = to_markdown("t", [blind_section(inputs)], Path("."))
     rows = {r.split("|")[2].strip(): r for r in md.splitlines() if r.startswith("| text ")}
     assert "INVALID MIA: distribution shift" in rows["big"]
@@ -73,8 +101,8 @@ def test_runs_sharing_a_pool_are_tested_once_and_judged_by_their_own_attacks():
     check = shift_check({"nondp": strong, "dp": weak}, AUDIT)
     assert check["family_size"] == 1 and check["pools"][0]["runs"] == ["nondp", "dp"]
     assert check["pools"][0]["verdicts"] == {"nondp": "no_shift", "dp": "too_weak"}
-    inputs = Inputs({"runs": {"nondp": strong, "dp": weak}, "shift_check": check, "audit_params": {}}, {}, None, {},
-                    {}, True, Path("."), Path("."))
+    inputs = _inputs(_metrics({"nondp": _run_record(strong), "dp": _run_record(weak)},
+                              shift_check=read_record(ShiftCheck, check, "shift_check")))
     md = to_markdown("t", [blind_section(inputs)], Path("."))
     assert "nondp: no shift detected; dp: guard too weak at this size" in md
 
@@ -93,10 +121,10 @@ def test_no_interval_below_the_minimum_per_side_only_the_exact_p():
     m = roc_metrics(scores, members, [0.01], 100, 0, min_per_side=10)
     assert m["auroc"] == 1.0 and m["auroc_ci95"] is None and m["tpr_at_fpr"]["0.01"]["ci95"] is None
     assert m["auroc_p_exact"] == pytest.approx(0.25)  # 1 of the 4 relabellings ranks the lone non-member last
-    runs = {"users": {"attacks": {"user_inference": {"canary_users": m}},
-                      "canary_users_by_length": {"user_inference": {"1": m}}}}
-    inputs = Inputs({"runs": runs, "audit_params": {"min_per_side": 10}}, {}, None, {}, {}, True, Path("."),
-                    Path("."))
+    g = _group(m, "canary_users")
+    runs = {"users": records.run_metrics(attacks={"user_inference": {"canary_users": g}},
+                                         canary_users_by_length={"user_inference": {"1": g}})}
+    inputs = _inputs(_metrics(runs))
     table = canary_users_table(inputs)
     cell = table.rows[0][-1]
     assert "[" not in cell and "exact p = 0.250" in cell and "1.000 [1.000, 1.000]" not in cell
@@ -124,12 +152,16 @@ def test_the_mia_table_shows_the_difference_and_no_interval_for_small_sides(tmp_
     m["minus_blind"] = {"value": 0.08, "ci95": (0.01, 0.15)}
     small = roc_metrics(s_users, y_users, [0.01], 200, 0, 10)
     small["minus_blind"] = paired_auroc_difference(s_users, s_users[::-1], y_users, 200, 0, 10)
-    runs = {"r": {"dataset": "enron_users", "privacy": {"dp": False},
-                  "attacks": {"loss": {"text": m}, "user_inference": {"users": small}},
-                  "blind": {"text": {"flagged": False}, "users": {"flagged": False}}}}
+    template = records.run_metrics()  # a run without DP, with both blind pools: here neither flagged
+    assert not template.privacy.dp
+    runs = {"r": replace(template, dataset="enron_users",
+                         attacks={"loss": {"text": _group(m, "text")},
+                                  "user_inference": {"users": _group(small, "users")}},
+                         attacks_skipped={}, canary_users_by_length=None, audit_exploratory=None, audit_primary=None,
+                         blind={g: replace(template.blind[g], flagged=False) for g in ("text", "users")})}
     roc = {("r", "loss", "text"): roc_curve(s_text, y_text),
            ("r", "user_inference", "users"): roc_curve(s_users, y_users)}
-    inputs = Inputs({"runs": runs, "audit_params": {"min_per_side": 10}}, roc, None, {}, {}, True, tmp_path, tmp_path)
+    inputs = _inputs(_metrics(runs), roc, tmp_path)
     md = to_markdown("t", [mia_section(inputs)], tmp_path)
     rows = {r.split("|")[3].strip(): r.split("|") for r in md.splitlines() if r.startswith("| r ")}
     assert "0.080 [0.010, 0.150]" in rows["text"][6] and "[" in rows["text"][5]

@@ -1,11 +1,14 @@
 """The one-run audit over canary users (audit.user, stages/audit/user_level.py): per-user sums of row scores, the
 Steinke test over users, and the ideal of the same test under example-level and user-level DP."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from testkit.project import params
 
 from stages.audit.params import AuditParams
 from stages.audit.user_level import per_user, user_test, with_user_ideal
+from stages.finetune.schema import PrivacyRecord
 from stages.shared.core.privacy import calibrate_sigma
 
 
@@ -51,9 +54,9 @@ def test_the_ideal_of_example_level_dp_exceeds_user_level_dps_for_users_of_k_row
     p = _audit()
     sigma = calibrate_sigma(2.0, 1e-5, 0.23, 10, "prv")
     t = user_test(*_rows(shift=0.0)[:3], _rows()[3], 4, p, 1e-5)
-    rec = {"sample_rate": 0.23, "steps": 10, "noise_multiplier": sigma, "epsilon_spent": 2.0}
-    example = with_user_ideal(t, {**rec, "unit": "example"}, p)
-    user = with_user_ideal(t, {**rec, "unit": "user"}, p)
+    rec = PrivacyRecord(dp=True, sample_rate=0.23, steps=10, noise_multiplier=sigma, epsilon_spent=2.0)
+    example = with_user_ideal(t, replace(rec, unit="example"), p)
+    user = with_user_ideal(t, replace(rec, unit="user"), p)
     # studies.yaml user_level's plan at 20,000 trials: 2.49 and 0.34 (reports/user_level_plan.json)
     assert example["ideal_eps_lb_95_median"] > 2.0 > 1.0 > user["ideal_eps_lb_95_median"]
     assert user["mechanism_unit"] == "user" and "heuristic" in user["ideal_assumption"]

@@ -3,10 +3,14 @@ run.json and auditor.json; another version or an unknown key is refused."""
 import math
 
 import pytest
+from testkit.models import finetune_params
 
 from stages.finetune.schema import (
     RUN_VERSION,
+    AuditorRecord,
     PrivacyRecord,
+    RunRecord,
+    Valid,
     no_dp_record,
     read_auditor,
     read_run,
@@ -15,6 +19,8 @@ from stages.finetune.schema import (
 )
 from stages.shared.core.errors import DataError
 from stages.shared.core.io import read_json, write_json
+from stages.shared.core.records import record_json
+from stages.shared.lm.trainable import Trainable
 
 DP_HERE = PrivacyRecord(dp=True, epsilon_spent=7.996, sample_rate=0.23, steps=10, target_epsilon=8.0, delta=1e-5,
                         noise_multiplier=0.815, max_grad_norm=1.0, accountant="prv", public_divisor=322.0,
@@ -47,26 +53,39 @@ def test_the_privacy_record_writes_what_its_kind_has_and_states_its_rng_as_a_fla
         PrivacyRecord.from_json({**here, "rng": "seeded (finetune.seed)"})  # a record of the older version
 
 
+def _run_record() -> RunRecord:
+    return RunRecord(version=RUN_VERSION, run="r", params=record_json(finetune_params()), device="cpu", world_size=1,
+                     trainable=Trainable(paradigm="lora", lora_r=8, lora_alpha=16, lora_dropout=0.0,
+                                         lora_targets=("q_proj", "v_proj"), virtual_tokens=16, num_new_tokens=0,
+                                         new_token_init="mean", secret_rows=(), train_embeddings=False),
+                     base_model={"name_or_path": "tiny"}, num_new_tokens=0, new_token_init="mean",
+                     n_population=1402, has_canaries=True, has_formatted=True, canary_users=[], secret_control=None,
+                     sample_rate=0.23, steps=10, expected_exposures_per_member=2.3, canary_insertion="poisson",
+                     trainable_parameters=10, final_loss=None,
+                     valid=Valid(rows=4, tokens=40, nll=3.0, perplexity=20.1), privacy=DP_HERE, external=None)
+
+
 def test_run_and_auditor_records_round_trip_and_refuse_another_version(tmp_path):
-    run = {"version": RUN_VERSION, "run": "r", "params": {"dataset": "personachat"}, "trainable": {}, "device": "cpu",
-           "world_size": 1, "base_model": {}, "num_new_tokens": 0, "new_token_init": "mean", "n_population": 1402,
-           "has_canaries": True, "has_formatted": True, "canary_users": [], "secret_control": None,
-           "sample_rate": 0.23, "steps": 10, "expected_exposures_per_member": 2.3, "canary_insertion": "poisson",
-           "trainable_parameters": 10, "final_loss": None, "valid": {"rows": 4}, "privacy": DP_HERE.to_json(),
-           "external": None}
+    run = _run_record()
     (tmp_path / "r").mkdir()
     write_run(tmp_path / "r" / "run.json", run)
     back = read_run(tmp_path / "r")
-    assert back == run and PrivacyRecord.from_json(back["privacy"]) == DP_HERE
-    auditor = {"version": RUN_VERSION, "run": "r", "n_examples": 150, "n_text_rows": 100,
-               "n_member_canaries": {"new_token": 50}, "n_formatted_rows": 0, "canary_share_of_tokens": 0.1,
-               "canary_share_of_loss_tokens": 0.2, "formatted_canary_share_of_tokens": 0.0,
-               "formatted_canary_share_of_loss_tokens": 0.0, "expected_drawn_batch": 34.5, "canary_gradients": None}
+    assert back == run and back.privacy == DP_HERE and back.params["seed"] == run.params["seed"]
+    auditor = AuditorRecord(version=RUN_VERSION, run="r", n_examples=150, n_text_rows=100,
+                            n_member_canaries={"new_token": 50}, n_formatted_rows=0, canary_share_of_tokens=0.1,
+                            canary_share_of_loss_tokens=0.2, formatted_canary_share_of_tokens=0.0,
+                            formatted_canary_share_of_loss_tokens=0.0, expected_drawn_batch=34.5,
+                            canary_gradients=None)
     write_auditor(tmp_path / "r" / "auditor.json", auditor)
     assert read_auditor(tmp_path / "r") == auditor
-    with pytest.raises(ValueError, match="lacks expected_drawn_batch"):
-        write_auditor(tmp_path / "r" / "auditor.json",
-                      {k: v for k, v in auditor.items() if k != "expected_drawn_batch"})
-    write_json(tmp_path / "r" / "run.json", {**run, "version": RUN_VERSION - 1})
-    with pytest.raises(DataError, match=f"expected {RUN_VERSION} \\(rerun the finetune@r stage\\)"):
+    raw = read_json(tmp_path / "r" / "auditor.json")
+    del raw["expected_drawn_batch"]
+    write_json(tmp_path / "r" / "auditor.json", raw)
+    with pytest.raises(DataError, match="auditor.json: missing key 'expected_drawn_batch'"):
+        read_auditor(tmp_path / "r")
+    write_json(tmp_path / "r" / "run.json", {**record_json(run), "version": RUN_VERSION - 1})
+    with pytest.raises(DataError, match=f"expected {RUN_VERSION} \\(regenerate it: dvc repro finetune@r\\)"):
+        read_run(tmp_path / "r")
+    write_json(tmp_path / "r" / "run.json", {**record_json(run), "device_name": "cpu"})
+    with pytest.raises(DataError, match="run.json: unknown key 'device_name'"):
         read_run(tmp_path / "r")

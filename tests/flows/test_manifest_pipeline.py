@@ -24,8 +24,8 @@ def test_every_attacks_member_labels_are_the_manifests(reproduced_template):
         manifest = {(r["source"], r["candidate_id"]): r["member"] for r in read_manifest(d / "data/models" / name)}
         record = read_auditor(d / "data/models" / name)  # the member counts: the auditor-only record
         text = [m for (s, _), m in manifest.items() if s == "text"]
-        assert sum(text) == record["n_text_rows"] and len(text) == 2 * record["n_text_rows"]
-        for kind, n in record["n_member_canaries"].items():
+        assert sum(text) == record.n_text_rows and len(text) == 2 * record.n_text_rows
+        for kind, n in record.n_member_canaries.items():
             assert sum(m for (s, c), m in manifest.items() if s == "canary" and c.startswith(f"{kind}-")) == n
         for f in sorted((d / "data/scores" / name).glob("*.parquet")):
             t = pq.read_table(f).to_pylist()

@@ -121,7 +121,7 @@ def test_a_dp_runs_published_outputs_hold_no_member_count(reproduced_template, t
     from stages.finetune.schema import read_auditor
 
     d = reproduced_template.path
-    n = read_auditor(d / "data/models/dp")["n_examples"]
+    n = read_auditor(d / "data/models/dp").n_examples
     published = [d / "reports/metrics.json", d / "data/models/dp/run.json"]
     for f in published:
         found = _numbers_and_keys(json.loads(f.read_text()))
@@ -160,7 +160,7 @@ def test_two_processes_train_like_one(reproduced_project):
     one, two = (project / "data/models/dp", project / "data/models_2proc/dp")
     from stages.finetune.schema import read_auditor
 
-    n = read_auditor(two)["n_examples"]  # the stage log names public quantities only, never the member count
+    n = read_auditor(two).n_examples  # the stage log names public quantities only, never the member count
     stage_log = [ln for ln in (res.stdout + res.stderr).splitlines() if "run dp:" in ln]
     assert stage_log and not any(re.search(rf"\b{n}\b", ln) for ln in stage_log), stage_log
     r1, r2 = (json.loads((d / "run.json").read_text()) for d in (one, two))

@@ -63,6 +63,7 @@ def test_a_dvc_experiments_pooled_test_is_recorded_with_its_baseline(tmp_path):
 
     from stages.audit.params import AuditParams
     from stages.audit.pooled import pooled_test
+    from stages.finetune.schema import PrivacyRecord
 
     run = lambda *a: subprocess.run(list(a), cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
     run("git", "init", "-q")
@@ -76,8 +77,8 @@ def test_a_dvc_experiments_pooled_test_is_recorded_with_its_baseline(tmp_path):
     for name, seed in (("dp_eps8", 7001), ("dp_eps8_r2", 7002)):
         y = rng.random(300) < 0.5
         members.append({"run": name, "seeds": [seed], "scores": rng.normal(size=300) + 2.0 * y, "labels": y,
-                        "privacy": {"sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8, "epsilon_spent": 8.0,
-                                    "delta": 1e-5, "optimizer": "DP-sgd", "secure_rng": False, "dp": True}})
+                        "privacy": PrivacyRecord(sample_rate=0.23, steps=10, noise_multiplier=0.8, epsilon_spent=8.0,
+                                                 delta=1e-5, optimizer="DP-sgd", secure_rng=False, dp=True)})
     pooled = pooled_test(members, (20, 0), 1e-5, audit, "confirmation")
     (tmp_path / "pooled_fixture.json").write_text(json.dumps({"pooled": {"dp_eps8": pooled}}))
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"audit": {

@@ -6,13 +6,13 @@ import json
 from types import SimpleNamespace
 
 from testkit.project import ROOT
+from testkit.records import committed_metrics
 
 from stages.report.sections.positive_control import null_wording, positive_control_section
 
 
 def _inputs(tmp_path, table):
-    metrics = json.loads((ROOT / "reports" / "metrics.json").read_text())
-    return SimpleNamespace(positive_control=table, plots_dir=tmp_path / "plots", runs=metrics["runs"])
+    return SimpleNamespace(positive_control=table, plots_dir=tmp_path / "plots", runs=committed_metrics().runs)
 
 
 def test_the_section_renders_the_committed_results(tmp_path):

@@ -1,6 +1,20 @@
 """Report sections that turn checks into words: the blind-baseline verdicts and the canary-kind comparison."""
+from dataclasses import replace
 from pathlib import Path
 
+from testkit.records import committed_metrics, group, metrics, run_metrics
+
+from stages.audit.schema import (
+    Blind,
+    Difference,
+    Interval,
+    LargestAuroc,
+    Power,
+    ShiftCheck,
+    ShiftPool,
+    TrainableSummary,
+    Verdict,
+)
 from stages.report.inputs import Inputs
 from stages.report.render import to_markdown
 from stages.report.sections.blind import blind_section
@@ -9,34 +23,37 @@ from stages.shared.bounds.keys import BoundKeys
 
 
 def _pool(auroc, p, flagged, d, fp, v):
-    return {"items": 40, "folds": 5, "members": 20, "non_members": 20, "auroc": auroc, "pool": fp,
-            "auroc_ci95": [auroc - .1, auroc + .1], "p_value": p, "flagged": flagged, "verdict": v,
-            "test": "Mann-Whitney (normal approximation)",
-            "differences": [{"feature": "log characters", "members": 4.1, "non_members": 5.0, "d": d}]}
+    return Blind(items=40, folds=5, members=20, non_members=20, auroc=auroc, pool=fp,
+                 auroc_ci95=[auroc - .1, auroc + .1], p_value=p, flagged=flagged, verdict=Verdict(v),
+                 test="Mann-Whitney (normal approximation)", detectable_auroc=None,
+                 differences=[Difference(feature="log characters", members=4.1, non_members=5.0, d=d)])
 
 
 def _row(pool, runs, attacks):
-    return {"pool": pool["pool"], "group": "text", "runs": runs, "power": {"auroc": 0.7, "power": 0.8, "trials": 500},
-            "largest_model_auroc": {r: {"auroc": 0.8, "attack": a} for r, a in zip(runs, attacks)},
-            "verdicts": {r: pool["verdict"] for r in runs},
-            **{k: pool[k] for k in ("members", "non_members", "auroc", "auroc_ci95", "p_value", "test", "flagged")}}
+    return ShiftPool(pool=pool.pool, group="text", runs=runs, power=Power(auroc=0.7, power=0.8, trials=500, level=0.01),
+                     largest_model_auroc={r: LargestAuroc(auroc=0.8, attack=a) for r, a in zip(runs, attacks)},
+                     verdicts={r: pool.verdict for r in runs}, members=pool.members, non_members=pool.non_members,
+                     auroc=pool.auroc, auroc_ci95=pool.auroc_ci95, p_value=pool.p_value, test=pool.test,
+                     flagged=pool.flagged)
 
 
 def _inputs(runs, rows):
-    metrics = {"runs": runs, "shift_check": {"alpha": 0.05, "family_size": len(rows), "pools": rows},
-               "audit_params": {"min_per_side": 10}}
-    return Inputs(metrics, {}, None, {}, {}, True, Path("."), Path("."))
+    check = ShiftCheck(alpha=0.05, family_size=len(rows), per_test_alpha=0.05 / max(len(rows), 1),
+                       correction="bonferroni", power_model="binormal", flagged=[], pools=rows)
+    audit_params = replace(committed_metrics().audit_params, min_per_side=10)
+    return Inputs(metrics(runs=runs, shift_check=check, audit_params=audit_params), {}, None, {}, {}, True, Path("."),
+                  Path("."))
 
 
 def test_a_flagged_pool_is_called_invalid_and_says_what_differs():
     a = _pool(0.85, 0.001, True, -1.3, "aaaaaaaaaaaa", "shift")
     b = _pool(0.5, 0.4, False, 0.1, "bbbbbbbbbbbb", "no_shift")
-    mb = {"value": 0.02, "ci95": [-0.05, 0.09]}
-    runs = {"a": {"attacks": {"loss": {"text": {"auroc": 0.8, "auroc_ci95": [0.7, 0.9]}}}, "blind": {"text": a}},
-            "b": {"attacks": {"loss": {"text": {"auroc": 0.82, "auroc_ci95": [0.7, 0.9], "minus_blind": mb}}},
-                  "blind": {"text": b}},
-            "c": {"attacks": {"zlib": {"text": {"auroc": 0.75, "auroc_ci95": [0.6, 0.8], "minus_blind": mb}}},
-                  "blind": {"text": b}}}
+    mb = Interval(value=0.02, ci95=[-0.05, 0.09])
+    runs = {"a": run_metrics(attacks={"loss": {"text": group(0.8, auroc_ci95=[0.7, 0.9])}}, blind={"text": a}),
+            "b": run_metrics(attacks={"loss": {"text": group(0.82, auroc_ci95=[0.7, 0.9], minus_blind=mb)}},
+                             blind={"text": b}),
+            "c": run_metrics(attacks={"zlib": {"text": group(0.75, auroc_ci95=[0.6, 0.8], minus_blind=mb)}},
+                             blind={"text": b})}
     md = to_markdown("t", [blind_section(_inputs(runs, [_row(a, ["a"], ["loss"]),
                                                         _row(b, ["b", "c"], ["loss", "zlib"])]))], Path("."))
     rows = [ln for ln in md.splitlines() if ln.startswith("| text ")]
@@ -48,27 +65,28 @@ def test_a_flagged_pool_is_called_invalid_and_says_what_differs():
 
 
 def test_kinds_sentence_is_true_to_the_parameterisation():
-    t = {"paradigm": "lora", "lora_r": 8, "lora_targets": ["q_proj", "v_proj"], "virtual_tokens": 16,
-         "new_token_rows": 1000, "secret_token_rows": 990, "parameters": 2_000_000, "secret_rows": True}
+    t = TrainableSummary(paradigm="lora", lora_r=8, lora_targets=["q_proj", "v_proj"], virtual_tokens=16,
+                         new_token_rows=1000, secret_token_rows=990, parameters=2_000_000, secret_rows=True)
     fair = _kinds_sentence({"nondp": t})
     assert "differ only in how the secret is chosen" in fair and "990 vocabulary tokens" in fair and "LoRA r=8" in fair
-    unfair = _kinds_sentence({"nondp": {**t, "secret_rows": False, "secret_token_rows": 0}})
+    unfair = _kinds_sentence({"nondp": replace(t, secret_rows=False, secret_token_rows=0)})
     assert "Not a like-for-like comparison" in unfair and "differ only" not in unfair
 
 
 def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_path):
     import json
 
+    from stages.audit.schema import AttackResponse, CanaryResponse, ResponseBin
     from stages.report.sections.response import response_section
     from stages.report.sections.study import study_section
 
-    bins = {b: {"canaries": n, "mean_z": z, "ci95": [z - .1, z + .1], "ideal_z": iz}
+    bins = {b: ResponseBin(canaries=n, mean_z=z, ci95=[z - .1, z + .1], ideal_z=iz)
             for b, n, z, iz in (("0", 550, 0.0, 0.0), ("1", 150, 0.2, 0.39), ("2", 150, 0.5, 0.78),
                                 ("3+", 150, 0.8, 1.3))}
-    runs = {"dp": {"canary_response": {"kind": "new_token", "bins": ["0", "1", "2", "3+"], "ideal_model": "linear",
-                                       "attacks": {"whitebox": {"bins": bins, "z_per_inclusion": 0.27,
-                                                                "ideal_z_per_inclusion": 0.39}}}},
-            "nondp": {}}
+    response = CanaryResponse(kind="new_token", bins=["0", "1", "2", "3+"], ideal_model="linear",
+                              attacks={"whitebox": AttackResponse(bins=bins, z_per_inclusion=0.27, member_shift=None,
+                                                                  ideal_z_per_inclusion=0.39)})
+    runs = {"dp": run_metrics("dp_eps8", canary_response=response), "nondp": run_metrics(canary_response=None)}
     auditor = {"dp": {"canary_gradients": {"new_token": {
         "canaries": 32, "clip_norm": 1.0, "norm_median": 51.0, "norm_p10": 45.0, "norm_p90": 57.0, "clipped_share": 1.0,
         "own_rows_share_median": 0.99, "own_rows_share_p10": 0.91}}}}
@@ -94,13 +112,14 @@ def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_pat
 def test_canary_designs_reads_the_bound_at_the_audits_clipped_guess_counts():
     """The primary asks for more guesses than a kind has canaries: the audit clipped them (audit.schema.clip_guesses),
     and the report must find the exploratory test at the clipped counts, not show no bound."""
+    from stages.audit.schema import ExploratoryTest
     from stages.report.sections.canary_designs import _family_bound
 
-    tests = [{"attack": "loss", "same_ranking": [], "kind": "random", "m": 40, "k_pos": 40, "k_neg": 0,
-              "eps_lb_95": 1.2},
-             {"attack": "loss", "same_ranking": [], "kind": "random", "m": 40, "k_pos": 10, "k_neg": 10,
-              "eps_lb_95": 0.4}]
-    r = {"audit_exploratory": {"tests": tests}}
+    tests = [ExploratoryTest(attack="loss", same_ranking=[], kind="random", m=40, k_pos=40, k_neg=0, r=40, v=40,
+                             bounds={"eps_lb_95": 1.2}),
+             ExploratoryTest(attack="loss", same_ranking=[], kind="random", m=40, k_pos=10, k_neg=10, r=20, v=20,
+                             bounds={"eps_lb_95": 0.4})]
+    r = run_metrics(audit_exploratory=replace(committed_metrics().runs["nondp"].audit_exploratory, tests=tests))
     assert _family_bound(r, "loss", "random", {"k_pos": 100, "k_neg": 50}, BoundKeys(0.95)) == 1.2
     assert _family_bound(r, "loss", "random", {"k_pos": 10, "k_neg": 10}, BoundKeys(0.95)) == 0.4
     assert _family_bound(r, "zlib", "random", {"k_pos": 10, "k_neg": 10}, BoundKeys(0.95)) is None
@@ -109,13 +128,16 @@ def test_canary_designs_reads_the_bound_at_the_audits_clipped_guess_counts():
 def test_training_table_needs_no_timings():
     """Run records carry no train_seconds (timings are not artifacts): the training table neither reads nor shows
     them."""
+    from stages.audit.schema import Training, Utility
+    from stages.finetune.schema import PrivacyRecord
     from stages.report.sections.training import training_section
 
-    run = {"dataset": "personachat", "privacy": {"dp": True, "noise_multiplier": 0.8, "max_grad_norm": 1.0,
-                                                  "grad_sample_mode": "bk", "epsilon_spent": 8.0,
-                                                  "sample_rate": 0.2, "steps": 10, "secure_rng": False},
-           "training": {"sample_rate": 0.2, "steps": 10, "expected_exposures_per_member": 2.0, "n_population": 100},
-           "utility": {"valid_perplexity": 70.0}}
+    run = run_metrics("dp_eps8", dataset="personachat",
+                      privacy=PrivacyRecord(dp=True, noise_multiplier=0.8, max_grad_norm=1.0, grad_sample_mode="bk",
+                                            epsilon_spent=8.0, sample_rate=0.2, steps=10, secure_rng=False),
+                      training=Training(sample_rate=0.2, steps=10, expected_exposures_per_member=2.0,
+                                        n_population=100, public_divisor=None),
+                      utility=Utility(valid_nll=None, valid_perplexity=70.0))
     md = to_markdown("t", [training_section(_inputs({"dp": run}, []))], Path("."))
     assert ("seconds" not in md
             and "| dp | personachat | yes | 0.800 | 1.000 | 0.200 | 10 | 2.000 | 100 | 70.000 |" in md)

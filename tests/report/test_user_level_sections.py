@@ -1,9 +1,12 @@
 """The report's user-level sections: the runs' one-run tests over canary users, and the comparison's committed table
 (reports/user_level.json) with its prediction and what is not run yet."""
 import json
+from dataclasses import replace
 
 from testkit.project import ROOT
+from testkit.records import committed_metrics, run_metrics
 
+from stages.audit.schema import SeedStatus
 from stages.report.sections.user_level import user_audit_section, user_comparison_section
 from stages.shared.bounds.keys import BoundKeys
 
@@ -50,13 +53,15 @@ def test_the_comparison_table_shows_each_experiments_rows_and_says_what_is_not_r
 
 
 def test_the_runs_user_level_tests_are_one_row_each_with_their_status():
-    runs = {"a": {"privacy": {"dp": True, "epsilon_spent": 8.0},
-                  "audit_user": {"m": 1000, "k": 2, "r": 100, "v": 77, "delta": 1e-5, "eps_lb_95": 0.8,
-                                 "eps_lb_99": 0.64, "mechanism_unit": "user", "ideal_eps_lb_95_median": 0.75,
-                                 "ideal_eps_lb_95_median_mc95": [0.75, 0.75], "ideal_percentile": 60.0,
-                                 "ideal_percentile_mcse": 0.3, "canary_user_auroc": 0.66,
-                                 "canary_user_auroc_ci95": [0.63, 0.69], "seeds": [0], "seed_status": "development"}},
-            "b": {"privacy": {"dp": False}}}
+    template = committed_metrics().runs["user_dp"]
+    user = replace(template.audit_user, m=1000, k=2, r=100, v=77, delta=1e-5, mechanism_unit="user",
+                   bounds={"eps_lb_95": 0.8, "eps_lb_99": 0.64, "ideal_eps_lb_95_median": 0.75,
+                           "ideal_eps_lb_95_median_mc95": [0.75, 0.75]},
+                   ideal_percentile=60.0, ideal_percentile_mcse=0.3, canary_user_auroc=0.66,
+                   canary_user_auroc_ci95=[0.63, 0.69], seeds=[0], seed_status=SeedStatus.DEVELOPMENT)
+    runs = {"a": run_metrics("user_dp", privacy=replace(template.privacy, dp=True, epsilon_spent=8.0),
+                             audit_user=user),
+            "b": run_metrics("nondp", privacy=replace(template.privacy, dp=False), audit_user=None)}
     s = user_audit_section(runs, KEYS)
     (row,) = s.tables[0].rows
     assert row[0] == "a" and row[1] == "user-level DP, accountant ε 8.00" and row[3] == "77 of 100"

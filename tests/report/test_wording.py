@@ -2,15 +2,17 @@
 inputs (reports/metrics.json, reports/audit_study/, the committed variance analysis and self-check), and the docs,
 carry none of the sentences a review found wrong, and the report's Gaussian-vs-composed figures are what the audit's
 own code computes."""
-import copy
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from testkit import records
 from testkit.project import ROOT, project_raw
 
+from stages.audit.schema import Metrics, SeedStatus
 from stages.report.build import SECTIONS
 from stages.report.headline import headline_markdown, headlines
 from stages.report.inputs import Inputs
@@ -48,7 +50,7 @@ PROVE = re.compile(r"\bprov(?:e|es|ed|en|ing)\b|\bproofs?\b", re.IGNORECASE)
 EFFICIENCY = re.compile(r"\befficienc(?:y|ies)\b", re.IGNORECASE)
 
 
-def _inputs(metrics: dict, out: Path) -> Inputs:
+def _inputs(metrics: Metrics, out: Path) -> Inputs:
     raw = project_raw()
     path = lambda key: ROOT / section_of(raw, key) if section_of(raw, key) else None  # noqa: E731
     variance = path("variance.out_dir")
@@ -60,7 +62,7 @@ def _inputs(metrics: dict, out: Path) -> Inputs:
                   user_level=path("report.user_level"))
 
 
-def render(metrics: dict, out: Path) -> str:
+def render(metrics: Metrics, out: Path) -> str:
     """report.md and index.html as the report stage writes them, every section that needs no data folder."""
     inp = _inputs(metrics, out)
     sections = [s for s in (f(inp) for f in SECTIONS if getattr(f, "__name__", "") not in NEEDS_DATA) if s]
@@ -68,8 +70,8 @@ def render(metrics: dict, out: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def committed_metrics() -> dict:
-    return json.loads((ROOT / "reports/metrics.json").read_text())
+def committed_metrics() -> Metrics:
+    return records.committed_metrics()
 
 
 @pytest.fixture(scope="module")
@@ -131,12 +133,12 @@ def test_the_headline_names_a_clean_confirmation_set(committed_metrics, report):
     from stages.shared.core.seeds import DERIVATION
 
     raw = project_raw()
-    pooled = committed_metrics["pooled"]["dp_eps8"]
+    pooled = committed_metrics.pooled["dp_eps8"]
     registry = load(SeedRegistry, "audit.seeds", ROOT / "params.yaml", raw)
     ledger = read_ledger(ROOT / registry.ledger)
-    assert pooled["seed_status"] == "confirmation" and pooled["design"] == design_key(raw, "dp_eps8")
-    assert ledger.status("dp_eps8", pooled["seeds"], pooled["design"], DERIVATION, registry).value == "confirmation"
-    seeds = ", ".join(map(str, pooled["seeds"]))
+    assert pooled.seed_status is SeedStatus.CONFIRMATION and pooled.design == design_key(raw, "dp_eps8")
+    assert ledger.status("dp_eps8", pooled.seeds, pooled.design, DERIVATION, registry).value == "confirmation"
+    seeds = ", ".join(map(str, pooled.seeds))
     assert f"confirmation: seeds {seeds}, committed before their first recorded run" in report
 
 
@@ -153,20 +155,22 @@ def test_no_single_run_efficiency(report):
 
 
 def test_the_gaussian_note_is_right_per_run(report, committed_metrics):
-    nondp = [run for run, r in committed_metrics["runs"].items()
-             if not r["privacy"].get("dp") and (r.get("audit_primary") or {}).get("gdp_eps_lb_95") is not None]
+    nondp = [run for run, r in committed_metrics.runs.items()
+             if not r.privacy.dp and r.audit_primary is not None
+             and r.audit_primary.bounds.get("gdp_eps_lb_95") is not None]
     assert nondp  # the committed inputs have a run without DP and with a Gaussian bound: its note is checked here
     assert "no DP here: the ε of the Gaussian mechanism these guesses reject" in report
-    heads = headlines(committed_metrics["runs"], {}, [BoundKeys(0.95), BoundKeys(0.99)], "0.01")
+    heads = headlines(committed_metrics.runs, {}, [BoundKeys(0.95), BoundKeys(0.99)], "0.01")
     for h in heads:
         for f in h.figures:
             if f.key == "audit_gdp_eps_lb_95":
-                dp = committed_metrics["runs"][h.run]["privacy"].get("dp")
+                dp = committed_metrics.runs[h.run].privacy.dp
                 assert ("exact" in f.note) == bool(dp), (h.run, f.note)
                 assert ("no DP here" in f.note) == (not dp), (h.run, f.note)
-    run = copy.deepcopy(committed_metrics["runs"][nondp[0]])
-    run["privacy"].update(dp=True, sample_rate=0.23, epsilon_spent=8.0, delta=1e-5, target_epsilon=8.0,
-                          noise_multiplier=0.8, accountant="prv", optimizer="DP-sgd")
+    run = committed_metrics.runs[nondp[0]]
+    run = replace(run, privacy=replace(run.privacy, dp=True, sample_rate=0.23, epsilon_spent=8.0, delta=1e-5,
+                                       target_epsilon=8.0, noise_multiplier=0.8, accountant="prv",
+                                       optimizer="DP-sgd"))
     note = next(f.note for f in headlines({"x": run}, {}, [BoundKeys(0.95)], "0.01")[0].figures
                 if f.key == "audit_gdp_eps_lb_95")
     assert "exact only at q = 1, which DP-SGD at q = 0.23 < 1 does not meet" in note
@@ -197,26 +201,35 @@ def test_every_ideal_median_and_percentile_shows_its_monte_carlo_error(committed
     """A simulated median shows its Monte Carlo interval (a bound moves in steps: a median between two counts'
     bounds has a small standard error and may be either, so never "± 0.018"), a percentile its binomial error; older
     output without them says they were not recorded rather than print a bare 500-trial figure."""
-    m = copy.deepcopy(committed_metrics)
-    p = m["pooled"]["dp_eps8"]
-    p.update(ideal_eps_lb_95_median=1.9214, ideal_eps_lb_95_median_mcse=0.0175, ideal_percentile=10.8625,
-             ideal_eps_lb_95_median_mc95=[1.8527, 1.9214], ideal_percentile_mcse=0.206,
-             ideal_gdp_eps_lb_95_median_mcse=0.0258, ideal_trials=20000)
-    for s in p["single_runs"]:
-        s["ideal_percentile_mcse"] = 0.25
-    primary = m["runs"]["dp_eps8"]["audit_primary"]
-    primary.update(ideal_eps_lb_95_median_mcse=0.0, ideal_eps_lb_95_median_mc95=[1.39, 1.39],
-                   ideal_gdp_eps_lb_95_median_mcse=0.01, ideal_percentile_mcse=0.18)
+    p = committed_metrics.pooled["dp_eps8"]
+    p = replace(p, bounds={**p.bounds, "ideal_eps_lb_95_median": 1.9214, "ideal_eps_lb_95_median_mcse": 0.0175,
+                           "ideal_eps_lb_95_median_mc95": [1.8527, 1.9214],
+                           "ideal_gdp_eps_lb_95_median_mcse": 0.0258},
+                ideal_percentile=10.8625, ideal_percentile_mcse=0.206, ideal_trials=20000,
+                single_runs=[replace(s, ideal_percentile_mcse=0.25) for s in p.single_runs])
+    run = committed_metrics.runs["dp_eps8"]
+    primary = run.audit_primary
+    primary = replace(primary, bounds={**primary.bounds, "ideal_eps_lb_95_median_mcse": 0.0,
+                                       "ideal_eps_lb_95_median_mc95": [1.39, 1.39],
+                                       "ideal_gdp_eps_lb_95_median_mcse": 0.01},
+                      ideal_percentile_mcse=0.18)
+    m = records.metrics(runs={**committed_metrics.runs, "dp_eps8": replace(run, audit_primary=primary)},
+                        pooled={**committed_metrics.pooled, "dp_eps8": p})
     md = render(m, tmp_path)
     assert "1.921, Monte Carlo interval 1.853–1.921" in md and "10.9 ± 0.2" in md
     assert "± 0.018" not in md and "1.390, Monte Carlo interval 1.390–1.390" in md
     assert "median ε̂ of 1.92, Monte Carlo interval 1.85–1.92, this count sits at their percentile 10.9 ± 0.2" in md
-    older = copy.deepcopy(committed_metrics)  # as the audit wrote it before the errors existed (500 trials)
-    q = older["pooled"]["dp_eps8"]
-    for rec in (q, *q["single_runs"], older["runs"]["dp_eps8"]["audit_primary"]):
-        for key in [k for k in rec if k.endswith(("_mcse", "_mc95"))]:
-            del rec[key]
-    q.update(ideal_eps_lb_95_median=1.8527, ideal_trials=500)
+    def without_errors(rec):  # every Monte Carlo error gone: a bound's key left out, the percentile's None
+        bounds = {k: v for k, v in rec.bounds.items() if not k.endswith(("_mcse", "_mc95"))}
+        return replace(rec, bounds=bounds, ideal_percentile_mcse=None)
+
+    # as the audit wrote it before the errors existed (500 trials)
+    q = without_errors(committed_metrics.pooled["dp_eps8"])
+    q = replace(q, bounds={**q.bounds, "ideal_eps_lb_95_median": 1.8527}, ideal_trials=500,
+                single_runs=[without_errors(s) for s in q.single_runs])
+    older = records.metrics(runs={**committed_metrics.runs,
+                                  "dp_eps8": replace(run, audit_primary=without_errors(run.audit_primary))},
+                            pooled={**committed_metrics.pooled, "dp_eps8": q})
     old = render(older, tmp_path / "old")
     assert "1.853 (Monte Carlo interval not recorded)" in old
     assert "(Monte Carlo error not recorded, 500 trials)" in old  # a percentile without its error

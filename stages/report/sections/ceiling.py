@@ -1,8 +1,9 @@
 """What the audit could show: accountant ε, last-iterate ε and the ideal audit next to the measured one."""
 from __future__ import annotations
 
+from ...audit.schema import Planned
 from ...shared.core.formatting import Table, fmt
-from ..headline import mc
+from ..figures import mc
 from ..inputs import Inputs
 from ..plots import ceiling_plot
 from ..render import Section
@@ -18,21 +19,22 @@ def ceiling_section(inp: Inputs) -> Section | None:
                f"ideal {label} median ± MC error [p10, p90]", f"measured {label}", "percentile in ideal ± MC error",
                f"ideal GDP {label} median ± MC error [p10, p90]", f"measured GDP {label}", "simulated trials"])
     rows = []
-    regimes = [(run, r["audit_primary"], r["privacy"]) for run, r in inp.runs.items()
-               if (r.get("audit_primary") or {}).get("last_iterate_epsilon") is not None]
-    regimes += [(f"{name} (planned, not run)", p, p) for name, p in (inp.metrics.get("planned") or {}).items()]
-    for name, p, pv in regimes:
-        ideal = [p[first.ideal("eps_lb", q)] for q in ("p10", "median", "p90")]
-        ideal_gdp = [p[first.ideal("gdp_eps_lb", q)] for q in ("p10", "median", "p90")]
-        t.rows.append([name, pv["sample_rate"], pv["steps"], pv["noise_multiplier"], f"{p['delta']:.2g}",
-                       p["accountant_epsilon"], p["last_iterate_epsilon"],
-                       f"{mc(p, first.ideal())} [{fmt(ideal[0])}, {fmt(ideal[2])}]", p.get(first.eps_lb),
-                       mc(p, "ideal_percentile", 1) if p.get("ideal_percentile") is not None else "–",
+    regimes = [(run, r.audit_primary, r.privacy) for run, r in inp.runs.items()
+               if r.audit_primary is not None and r.audit_primary.last_iterate_epsilon is not None]
+    regimes += [(f"{name} (planned, not run)", p, p) for name, p in inp.metrics.planned.items()]
+    for name, p, pv in regimes:  # pv: the run's privacy record, or the planned regime itself (its q, T, σ)
+        ideal = [p.bounds[first.ideal("eps_lb", q)] for q in ("p10", "median", "p90")]
+        ideal_gdp = [p.bounds[first.ideal("gdp_eps_lb", q)] for q in ("p10", "median", "p90")]
+        percentile = None if isinstance(p, Planned) else p.ideal_percentile  # a planned regime has no measured count
+        t.rows.append([name, pv.sample_rate, pv.steps, pv.noise_multiplier, f"{p.delta:.2g}",
+                       p.accountant_epsilon, p.last_iterate_epsilon,
+                       f"{mc(p, first.ideal())} [{fmt(ideal[0])}, {fmt(ideal[2])}]", p.bounds.get(first.eps_lb),
+                       mc(p, "ideal_percentile", 1) if percentile is not None else "–",
                        f"{mc(p, first.ideal('gdp_eps_lb'))} [{fmt(ideal_gdp[0])}, {fmt(ideal_gdp[2])}]",
-                       p.get(first.gdp_eps_lb), p.get("ideal_trials")])
-        rows.append({"name": name, "accountant": p["accountant_epsilon"], "last_iterate": p["last_iterate_epsilon"],
-                     "ideal": ideal, "ideal_gdp": ideal_gdp, "measured": p.get(first.eps_lb),
-                     "measured_gdp": p.get(first.gdp_eps_lb)})
+                       p.bounds.get(first.gdp_eps_lb), p.ideal_trials])
+        rows.append({"name": name, "accountant": p.accountant_epsilon, "last_iterate": p.last_iterate_epsilon,
+                     "ideal": ideal, "ideal_gdp": ideal_gdp, "measured": p.bounds.get(first.eps_lb),
+                     "measured_gdp": p.bounds.get(first.gdp_eps_lb)})
     if not rows:
         return None
     png = inp.plots_dir / "ceiling.png"

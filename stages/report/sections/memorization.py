@@ -11,16 +11,15 @@ def memorization_section(inp: Inputs) -> Section | None:
     mem = Table(["run", "dataset", "metric", "secrets", "fine-tuned", "base model", "fine-tuned − base [95% CI]",
                  "control: held-out secrets (fine-tuned − base) [95% CI]", "control"])
     for run, r in inp.runs.items():
-        for atk, m in (r.get("memorization") or {}).items():
-            t, u = m["trained"], m["untrained"]
-            c = m.get("control") or {}
-            how = (f"randomised: a seeded coin per secret ({c['coin_trained']} trained, {c['coin_held_out']} held "
-                   f"out; {c['rows_dropped']} rows with a held-out secret dropped; {c['trained_still_present']} of "
-                   f"the {c['coin_trained']} coin-trained secrets still in a training row)") if m.get("randomised") \
+        for atk, m in (r.memorization or {}).items():
+            t, u, c = m.trained, m.untrained, m.control
+            how = (f"randomised: a seeded coin per secret ({c.coin_trained} trained, {c.coin_held_out} held "
+                   f"out; {c.rows_dropped} rows with a held-out secret dropped; {c.trained_still_present} of "
+                   f"the {c.coin_trained} coin-trained secrets still in a training row)") if m.randomised \
                 else "NOT randomised: trained = occurs in a training row (confounded by frequency)"
-            mem.rows.append([run, r["dataset"], atk.upper(), t["secrets"], t["score"], t["base_score"],
-                             ci(t["minus_base"], t["minus_base_ci95"]) if t["secrets"] else "–",
-                             f"{ci(u['minus_base'], u['minus_base_ci95'])} (n={u['secrets']})" if u["secrets"] else "–",
+            mem.rows.append([run, r.dataset, atk.upper(), t.secrets, t.score, t.base_score,
+                             ci(t.minus_base, t.minus_base_ci95) if t.secrets else "–",
+                             f"{ci(u.minus_base, u.minus_base_ci95)} (n={u.secrets})" if u.secrets else "–",
                              how])
     if not mem.rows:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ...audit.schema import covers_chance, instrument_rows, measure, sees
+from ...audit.schema import RunMetrics, covers_chance, instrument_rows, measure, sees
 from ...shared.core.formatting import Table, ci, fmt
 from ..inputs import Inputs
 from ..render import Section
@@ -28,9 +28,9 @@ def _shown(row: dict | None) -> str:
     return shown
 
 
-def default_rows(runs: dict, dataset: str) -> tuple[str | None, dict]:
+def default_rows(runs: dict[str, RunMetrics], dataset: str) -> tuple[str | None, dict]:
     """The default run on ``dataset`` without DP, and its rows by (instrument, pool), from this report's metrics."""
-    run = next((r for r, m in runs.items() if m.get("dataset") == dataset and not m["privacy"]["dp"]), None)
+    run = next((r for r, m in runs.items() if m.dataset == dataset and not m.privacy.dp), None)
     if run is None:
         return None, {}
     return run, {(x["instrument"], x["pool"]): x for x in instrument_rows(runs[run])}

@@ -3,35 +3,37 @@ diagnostics (``runs.<run>.canary_response`` of metrics.json; ``canary_gradients`
 auditor.json, labelled so)."""
 from __future__ import annotations
 
+from ...audit.schema import ResponseBin, RunMetrics
 from ...shared.core.formatting import Table, fmt
 from ..render import Section
 
 
-def _cell(b: dict) -> str:
-    if b["mean_z"] is None:
+def _cell(b: ResponseBin) -> str:
+    if b.mean_z is None:
         return "–"
-    lo_hi = b.get("ci95")
-    return f"{fmt(b['mean_z'])} [{fmt(lo_hi[0])}, {fmt(lo_hi[1])}]" if lo_hi else fmt(b["mean_z"])
+    lo_hi = b.ci95
+    return f"{fmt(b.mean_z)} [{fmt(lo_hi[0])}, {fmt(lo_hi[1])}]" if lo_hi else fmt(b.mean_z)
 
 
-def response_section(runs: dict, auditor: dict | None = None) -> Section | None:
-    """``auditor``: run -> its auditor.json (member-only statistics, shown labelled as the auditor's)."""
+def response_section(runs: dict[str, RunMetrics], auditor: dict | None = None) -> Section | None:
+    """``runs``: the metrics' runs (``Inputs.runs``); ``auditor``: run -> its auditor.json (member-only statistics,
+    shown labelled as the auditor's)."""
     tables, paras = [], []
     for run, r in runs.items():
-        resp = r.get("canary_response")
-        if not resp:
+        resp = r.canary_response
+        if resp is None:
             continue
-        attacks = list(resp["attacks"])
-        dp = resp["ideal_model"] is not None
+        attacks = list(resp.attacks)
+        dp = resp.ideal_model is not None
         t = Table(["run", "steps that sampled the canary", "canaries", *[f"{a}: mean z [95% CI]" for a in attacks],
                    *(["ideal canary z (linear model)"] if dp else [])])
-        first = resp["attacks"][attacks[0]]["bins"]
-        for b in resp["bins"]:
-            t.rows.append([run, b, first[b]["canaries"], *[_cell(resp["attacks"][a]["bins"][b]) for a in attacks],
-                           *([fmt(first[b]["ideal_z"])] if dp else [])])
+        first = resp.attacks[attacks[0]].bins
+        for b in resp.bins:
+            t.rows.append([run, b, first[b].canaries, *[_cell(resp.attacks[a].bins[b]) for a in attacks],
+                           *([fmt(first[b].ideal_z)] if dp else [])])
         t.rows.append([run, "z per inclusion (slope over members)", "",
-                       *[fmt(resp["attacks"][a]["z_per_inclusion"]) for a in attacks],
-                       *([fmt(resp["attacks"][attacks[0]]["ideal_z_per_inclusion"])] if dp else [])])
+                       *[fmt(resp.attacks[a].z_per_inclusion) for a in attacks],
+                       *([fmt(resp.attacks[attacks[0]].ideal_z_per_inclusion)] if dp else [])])
         tables.append(t)
         g = (auditor or {}).get(run, {}).get("canary_gradients")
         if g:

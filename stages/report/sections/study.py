@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ...shared.core.formatting import Table
-from ..headline import mc, optimizer_label
+from ..figures import mc, optimizer_label
 from ..render import Section
 
 
@@ -74,7 +74,8 @@ def pooled_tables(study_dir: Path) -> list[Table]:
                "percentile in ideal", "accountant ε", "design commit", "seeds registered", "runs at commit",
                "superseded"])
     for r in data["rows"]:
-        t.rows.append([r.get("ledger_status", "not in the ledger"), r["phase"], r["recipe"], optimizer_label(r),
+        t.rows.append([r.get("ledger_status", "not in the ledger"), r["phase"], r["recipe"],
+                       optimizer_label(r.get("optimizer")),
                        r.get("streams", "not recorded"),
                        ", ".join(map(str, r["seeds"])), r["m"],
                        f"{r['v']} of {r['r']}", r["eps_lb_95"], r["gdp_eps_lb_95"], r["curve_eps_lb_95"],
@@ -89,7 +90,7 @@ def pooled_tables(study_dir: Path) -> list[Table]:
                    "confirmation sets", "bar: median ε̂95 of its confirmation sets", "superseded"])
         for g in designs:
             d.rows.append([g["recipe"], (g.get("design") or "?")[:10], (g.get("design_commit") or "?")[:10],
-                           optimizer_label(g),
+                           optimizer_label(g.get("optimizer")),
                            ", ".join(map(str, g["m_per_run"])), ", ".join(g["rule_per_run"]), g["streams"],
                            g["confirmation_sets"], g["median_eps_lb_95"],
                            f"yes: {g['superseded_reason']}" if g.get("superseded") else "no"])

@@ -1,13 +1,14 @@
 """Summary: commit, dvc.lock check, base model, what the canaries and data are, and the primary test."""
 from __future__ import annotations
 
+from ...audit.schema import AuditParamsRecord
 from ...shared.core.formatting import fmt
 from ..inputs import Inputs
 from ..render import Section
 
 
 def summary_section(inp: Inputs) -> Section:
-    git, ap = inp.git, inp.metrics.get("audit_params", {})
+    git, ap = inp.git, inp.metrics.audit_params
     base = next(iter(inp.bases.values()), {})
     return Section("Summary", paragraphs=[
         f"Git commit `{git.get('commit') or 'unknown'}`" + (" (working tree dirty)" if git.get("dirty") else "")
@@ -21,17 +22,17 @@ def summary_section(inp: Inputs) -> Section:
         "split by dialogue into train/valid/test, since the train split is not available offline). Enron and "
         "TOFU are real samples (see Data); secrets extracted from them are real strings, never shown here.",
         _primary_sentence(ap) + " δ = "
-        + (f"{ap['delta']:g} for every run" if ap.get("delta") is not None else
+        + (f"{ap.delta:g} for every run" if ap.delta is not None else
            f"the run's own δ for DP runs (so ε̂ and the accountant's ε are at the same δ) and "
-           f"{ap.get('fallback_delta', 0):g} for runs without DP") + "."
+           f"{ap.fallback_delta:g} for runs without DP") + "."
         + " AUROC and TPR intervals: 95% stratified "
-        f"bootstrap over members and non-members ({ap.get('bootstrap')} resamples). TPR at FPR x is the best "
+        f"bootstrap over members and non-members ({ap.bootstrap} resamples). TPR at FPR x is the best "
         "TPR at an empirical FPR ≤ x (no interpolation).",
     ])
 
 
-def _primary_sentence(ap: dict) -> str:
-    p = ap["primary"]
+def _primary_sentence(ap: AuditParamsRecord) -> str:
+    p = ap.primary  # audit.primary as registered (a params echo: a dict)
     return (f"Headline ε̂ of every run with canaries: one one-run test (Steinke et al. 2023) fixed in "
             f"params.yaml `audit.primary` — the `{p['attack']}` score on `{p['kind']}` "
             f"canaries, the {p['k_pos']} highest guessed \"in\" and the {p['k_neg']} lowest \"out\"; ε̂ is the "
@@ -43,7 +44,7 @@ def _primary_sentence(ap: dict) -> str:
             "pooled test over all of them (`audit.pooled`). `git log -p params.yaml` shows when "
             "`audit.primary` "
             "last changed, and dvc.lock records the value this audit used (params sha256 "
-            f"`{(ap.get('primary_sha256') or '?')[:16]}…`; reports/lineage.json gives every number's params, inputs "
+            f"`{(ap.primary_sha256 or '?')[:16]}…`; reports/lineage.json gives every number's params, inputs "
             "and commit). Every other attack × kind × "
             "guess-count bound is exploratory and Bonferroni-corrected over its family; no uncorrected maximum is "
             "reported as a bound.")

@@ -6,30 +6,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...audit.schema import RunMetrics
 from ...shared.bounds.keys import BoundKeys, mc_interval_key
 from ...shared.core.formatting import Table, ci, fmt
-from ..headline import mc, status_words
+from ..figures import mc, status_words
 from ..render import Section
 
 
-def user_audit_section(runs: dict, keys: list[BoundKeys]) -> Section | None:
+def user_audit_section(runs: dict[str, RunMetrics], keys: list[BoundKeys]) -> Section | None:
     """One row per run with the user-level test: its mechanism and unit, the test's counts and bounds, the ideal
     of the same test under the run's mechanism (DP runs) and the per-user AUROC."""
-    tested = {run: r["audit_user"] for run, r in runs.items() if r.get("audit_user")}
+    tested = {run: r.audit_user for run, r in runs.items() if r.audit_user is not None}
     if not tested or not keys:
         return None
     t = Table(["run", "mechanism", "canary users (m), rows each (k)", "right of guesses",
                *[f"{k.label} (δ)" for k in keys], f"ideal {keys[0].label} median; this count's percentile",
                "per-user AUROC [95% CI]", "seeds"])
     for run, u in tested.items():
-        pv = runs[run]["privacy"]
-        mech = (f"{u['mechanism_unit']}-level DP, accountant ε {fmt(pv['epsilon_spent'], 2)}" if pv.get("dp")
-                else "no DP")
-        ideal = (f"{mc(u, keys[0].ideal(), 2)}; {mc(u, 'ideal_percentile', 1)}" if u.get(keys[0].ideal()) is not None
-                 else "– (no DP)")
-        t.rows.append([run, mech, f"{u['m']}, {u['k']}", f"{u['v']} of {u['r']}",
-                       *[f"{fmt(u[k.eps_lb], 2)} ({u['delta']:.0e})" for k in keys], ideal,
-                       ci(u["canary_user_auroc"], u["canary_user_auroc_ci95"]), status_words(u)])
+        pv = runs[run].privacy
+        mech = f"{u.mechanism_unit}-level DP, accountant ε {fmt(pv.epsilon_spent, 2)}" if pv.dp else "no DP"
+        ideal = (f"{mc(u, keys[0].ideal(), 2)}; {mc(u, 'ideal_percentile', 1)}"
+                 if u.bounds.get(keys[0].ideal()) is not None else "– (no DP)")
+        t.rows.append([run, mech, f"{u.m}, {u.k}", f"{u.v} of {u.r}",
+                       *[f"{fmt(u.bounds[k.eps_lb], 2)} ({u.delta:.0e})" for k in keys], ideal,
+                       ci(u.canary_user_auroc, u.canary_user_auroc_ci95), status_words(u)])
     return Section("Users: the one-run audit over canary users", tables=[t], paragraphs=[
         "Each canary user (canaries.audit_users) is a fair seeded coin; a held-in user's k rows, each a random prefix "
         "before the user's own new token, were all trained on, a held-out user's none. A user's score is the sum of "

@@ -73,12 +73,12 @@ def _sha256(path: Path) -> str:
 def release(run: str, run_dir: Path, base_dir: Path, out: Path) -> dict:
     """Write run ``run``'s model (from ``run_dir``, over the base model in ``base_dir``) and the base tokenizer to
     ``out`` (replaced atomically); returns the release manifest."""
-    from ...shared.lm.trainable import Trainable, load_model
+    from ...shared.lm.trainable import load_model
 
     info = read_run(run_dir, run)
-    if info["external"]:
+    if info.external:
         raise ConfigError(f"release: run {run} was trained elsewhere; its model is the trainer's own")
-    spec = Trainable.from_json(info["trainable"])
+    spec = info.trainable
     model, tok = load_model(base_dir, run_dir, spec, torch.device("cpu"))
     lm = causal_lm(model)
     out = Path(out)
@@ -91,11 +91,11 @@ def release(run: str, run_dir: Path, base_dir: Path, out: Path) -> dict:
         present = {p.name for p in Path(run_dir).iterdir()}
         manifest = {
             "version": RELEASE_VERSION, "run": run, "paradigm": spec.paradigm,
-            "base_model": {k: v for k, v in info["base_model"].items()
+            "base_model": {k: v for k, v in info.base_model.items()
                            if k in ("name_or_path", "package", "package_version", "sha256", "architecture")},
             "vocabulary": {"base": model.base_vocab, "new_tokens": model.num_new},
-            "privacy": {k: info["privacy"].get(k) for k in ("dp", "epsilon_spent", "delta", "noise_multiplier",
-                                                            "sample_rate", "steps", "max_grad_norm", "accountant")},
+            "privacy": {k: getattr(info.privacy, k) for k in ("dp", "epsilon_spent", "delta", "noise_multiplier",
+                                                              "sample_rate", "steps", "max_grad_norm", "accountant")},
             "files": files,
             "left_out": {name: why for name, why in LEFT_OUT.items() if name in present},
         }

@@ -13,9 +13,10 @@ stream and a constant learning rate, so the first steps of a longer run draw the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-from ...audit.schema import TEXT_ATTACKS, covers_chance, instrument_rows, measure, sees
+from ...audit.schema import TEXT_ATTACKS, Metrics, covers_chance, instrument_rows, measure, sees
 from ...shared.core.errors import ConfigError
 from ...shared.core.params import check
 
@@ -102,8 +103,15 @@ def study_overrides(design: PositiveControlParams, dataset: str) -> list[str]:
             for line in (f"++runs.{run}={_hydra(over)}", f"++attack.runs.{run}={attacks}")]
 
 
-#: a prediction's verdict
-CONFIRMED, NOT_CONFIRMED, NOT_MEASURED = "confirmed", "not confirmed", "not measured"
+class PredictionVerdict(str, Enum):
+    """A prediction's verdict: every check holds, one does not, or none was measured."""
+
+    CONFIRMED = "confirmed"
+    NOT_CONFIRMED = "not confirmed"
+    NOT_MEASURED = "not measured"
+
+
+CONFIRMED, NOT_CONFIRMED, NOT_MEASURED = PredictionVerdict
 
 
 def users_loss(user_scores: list[dict]) -> dict:
@@ -118,20 +126,20 @@ def users_loss(user_scores: list[dict]) -> dict:
     return {"held_in": a, "held_out": b, "gap": b - a, "users": [len(held_in), len(held_out)]}
 
 
-def dataset_rows(design: PositiveControlParams, dataset: str, metrics: dict, user_scores: dict[str, list]) -> dict:
+def dataset_rows(design: PositiveControlParams, dataset: str, metrics: Metrics,
+                 user_scores: dict[str, list]) -> dict:
     """One experiment's checkpoints (run, epochs, steps, epsilon, the validation loss and the users' losses) and
     rows (each instrument's measure at each checkpoint), from its metrics.json and the ``loss`` attack's per-user
     scores of each run (``users_loss``)."""
     checkpoints, rows = [], []
     for e in (*design.epochs, "dp"):
         run = run_name(dataset, e)
-        r = metrics["runs"][run]
-        pv = r["privacy"]
-        dp = bool(pv["dp"])
+        r = metrics.runs[run]
+        pv = r.privacy
         point = {"run": run, "checkpoint": e, "epochs": design.epochs[-1] if e == "dp" else e,
-                 "steps": r["training"]["steps"], "sample_rate": r["training"]["sample_rate"],
-                 "dp": dp, "epsilon": pv["epsilon_spent"] if dp else None, "delta": pv.get("delta") if dp else None,
-                 "valid_nll": r["utility"]["valid_nll"], "users_loss": users_loss(user_scores[run])}
+                 "steps": r.training.steps, "sample_rate": r.training.sample_rate,
+                 "dp": pv.dp, "epsilon": pv.epsilon_spent if pv.dp else None, "delta": pv.delta if pv.dp else None,
+                 "valid_nll": r.utility.valid_nll, "users_loss": users_loss(user_scores[run])}
         checkpoints.append(point)
         rows += [{"run": run, "checkpoint": e, "epsilon": point["epsilon"], **row} for row in instrument_rows(r)]
     return {"checkpoints": checkpoints, "rows": rows}
@@ -154,7 +162,7 @@ def _check(experiment: dict, what: str, value, holds: bool) -> dict:
     return {"experiment": experiment["experiment"], "what": what, "value": value, "holds": bool(holds)}
 
 
-def _verdict(checks: list[dict]) -> str:
+def _verdict(checks: list[dict]) -> PredictionVerdict:
     if not checks:
         return NOT_MEASURED
     return CONFIRMED if all(c["holds"] for c in checks) else NOT_CONFIRMED

@@ -9,11 +9,12 @@ from testkit.project import params
 
 from stages.audit.params import AuditParams
 from stages.audit.pooled import pooled_test
+from stages.finetune.schema import PrivacyRecord
 from stages.shared.bounds import one_run
 from stages.shared.bounds.ceiling import ideal_audit, ideal_counts, percentile_mc, quantile_mc, trial_bounds
 
-PRIVACY = {"dp": True, "sample_rate": 0.23, "steps": 10, "noise_multiplier": 0.8154, "epsilon_spent": 8.0,
-           "delta": 1e-5, "optimizer": "DP-sgd", "accountant": "prv", "secure_rng": False}
+PRIVACY = PrivacyRecord(dp=True, sample_rate=0.23, steps=10, noise_multiplier=0.8154, epsilon_spent=8.0, delta=1e-5,
+                        optimizer="DP-sgd", accountant="prv", secure_rng=False)
 
 
 def test_the_quantile_interval_covers_and_its_error_shrinks_like_one_over_root_n():
@@ -70,7 +71,7 @@ def test_every_ideal_median_and_percentile_has_its_monte_carlo_error():
     members = []
     for run, seed in (("a", 7), ("a_r2", 8), ("a_r3", 9)):
         y = rng.random(400) < 0.5
-        members.append({"run": run, "seeds": [seed], "privacy": dict(PRIVACY), "labels": y,
+        members.append({"run": run, "seeds": [seed], "privacy": PRIVACY, "labels": y,
                         "scores": rng.normal(size=400) + 1.0 * y})
     pooled = pooled_test(members, (20, 0), 1e-5, params(AuditParams, "audit", ceiling={"trials": 200, "planned": {}}),
                          "confirmation")

@@ -7,8 +7,9 @@ import pytest
 import torch
 from testkit.models import NUM_NEW, SECRET_ROWS
 from testkit.models import tiny_canary_lm as tiny_model
+from testkit.records import run_record
 
-from stages.finetune.schema import AUDITOR_FILE, MANIFEST_FILE, RUN_VERSION
+from stages.finetune.schema import AUDITOR_FILE, MANIFEST_FILE, PrivacyRecord, write_run
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.io import write_json
 from stages.shared.lm.trainable import save_model
@@ -62,9 +63,9 @@ def test_release_writes_the_model_alone_and_it_loads_with_transformers(tiny_base
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     save_model(model, run_dir)
-    write_json(run_dir / "run.json", {"version": RUN_VERSION, "external": None, "trainable": model.spec.to_json(),
-                                      "base_model": {"architecture": "LlamaForCausalLM", "sha256": "x"},
-                                      "privacy": {"dp": True, "epsilon_spent": 8.0, "delta": 1e-5}})
+    write_run(run_dir / "run.json", run_record(
+        PrivacyRecord(dp=True, epsilon_spent=8.0, sample_rate=0.1, steps=10, delta=1e-5), trainable=model.spec,
+        base_model={"architecture": "LlamaForCausalLM", "sha256": "x"}))
     write_json(run_dir / AUDITOR_FILE, {"n_examples": 1399})
     (run_dir / MANIFEST_FILE).write_bytes(b"membership")
     out = tmp_path / "released"

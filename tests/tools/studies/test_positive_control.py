@@ -1,12 +1,17 @@
 """The positive control (stages/tools/studies/positive_control.py, flows/positive_control.py): the design is validated
 naming the key, each checkpoint is a run at q T epochs with the DP counterpart at the last one's steps, the flow's
 overrides give valid params, the rows are read off metrics.json, and each prediction's verdict follows its checks."""
+import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from testkit import records
+from testkit.records import group, run_metrics
 
-from stages.audit.schema import instrument_rows
+from stages.audit.schema import Arm, Memorization, RunMetrics, Utility, instrument_rows
+from stages.finetune.schema import PrivacyRecord
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import build
 from stages.tools.studies.positive_control import (
@@ -78,21 +83,29 @@ def test_the_flows_overrides_give_valid_params_with_only_the_studys_runs(tmp_pat
 
 
 def _auroc(auroc, ci=None, p=None, members=20, non_members=20):
-    return {"auroc": auroc, "auroc_ci95": ci, "auroc_p_exact": p, "members": members, "non_members": non_members}
+    return group(auroc, members, non_members, auroc_ci95=ci, auroc_p_exact=p)
 
 
-def _run(strength: float, dp: bool = False) -> dict:
+def _arm(value, ci):
+    return Arm(secrets=16, score=None, base_score=None, minus_base=value, max_minus_base=None, minus_base_ci95=ci)
+
+
+def _run(strength: float, dp: bool = False) -> RunMetrics:
     """A run's metrics.json entry whose text attacks and user inference sit at ``strength`` (interval +-0.1)."""
     ci = [strength - 0.1, strength + 0.1]
-    return {"privacy": {"dp": dp, "epsilon_spent": 7.9 if dp else "inf", "delta": 1e-5},
-            "training": {"steps": 8, "sample_rate": 0.25}, "utility": {"valid_nll": 2.0},
-            "attacks": {"loss": {"text": _auroc(strength, ci)}, "ez_mia": {"text": _auroc(strength + 0.01, ci)},
-                        "user_inference": {"users": _auroc(strength, ci)}},
-            "blind": {"text": _auroc(0.5, [0.4, 0.6])},
-            "memorization": {"vmr": {"trained": {"secrets": 16, "minus_base": strength - 0.5,
-                                                 "minus_base_ci95": [strength - 0.6, strength - 0.4]},
-                                     "untrained": {"secrets": 16, "minus_base": 0.0, "minus_base_ci95": [0.0, 0.0]}}},
-            "other": {"eia": {"f1": 0.2}}}
+    base = run_metrics()
+    return run_metrics(
+        privacy=PrivacyRecord(dp=dp, epsilon_spent=7.9 if dp else math.inf, delta=1e-5 if dp else None,
+                              sample_rate=0.25, steps=8),
+        training=replace(base.training, steps=8, sample_rate=0.25), utility=Utility(valid_nll=2.0,
+                                                                                    valid_perplexity=None),
+        attacks={"loss": {"text": _auroc(strength, ci)}, "ez_mia": {"text": _auroc(strength + 0.01, ci)},
+                 "user_inference": {"users": _auroc(strength, ci)}},
+        blind={"text": replace(base.blind["text"], auroc=0.5, auroc_ci95=[0.4, 0.6], members=20, non_members=20)},
+        memorization={"vmr": Memorization(randomised=True, trained=_arm(strength - 0.5, [strength - 0.6,
+                                                                                        strength - 0.4]),
+                                          untrained=_arm(0.0, [0.0, 0.0]))},
+        other={"eia": {"f1": 0.2}})
 
 
 def _users(gap: float) -> list[dict]:
@@ -111,8 +124,8 @@ def test_rows_are_read_off_metrics_and_the_users_losses_give_the_gap():
 
 
 def _experiment(design, strengths, gaps, dp_strength) -> dict:
-    metrics = {"runs": {f"pc_tofu_authors_e{e}": _run(s) for e, s in zip(design.epochs, strengths)}}
-    metrics["runs"]["pc_tofu_authors_dp"] = _run(dp_strength, dp=True)
+    runs = {f"pc_tofu_authors_e{e}": _run(s) for e, s in zip(design.epochs, strengths)}
+    metrics = records.metrics(runs={**runs, "pc_tofu_authors_dp": _run(dp_strength, dp=True)})
     users = {f"pc_tofu_authors_e{e}": _users(g) for e, g in zip(design.epochs, gaps)}
     users["pc_tofu_authors_dp"] = _users(0.0)
     return {"experiment": "positive-control-tofu-authors-s9", **dataset_rows(design, "tofu_authors", metrics, users)}
