@@ -3,7 +3,6 @@ installed or downloaded, nothing secret is printed."""
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import shutil
 import tempfile
@@ -76,16 +75,17 @@ def derived(repo: Path) -> str:
     """Per run, what params imply but do not state: the candidate pool (text rows, formatted rows and every canary,
     member or not), q = batch size / pool and the expected exposures q T, as the run's last fine-tune recorded them
     (run.json: public quantities); a run not trained yet says so."""
+    from stages.finetune.schema import RUN_FILE, read_run
     from stages.params import load_params
     from stages.shared.core.formatting import Table, fmt, md_table
 
     params = load_params(repo / "params.yaml")
     t = Table(["run", "dataset", "batch size", "steps T", "candidate pool", "q", "q T", "DP"])
     for run, ft in params.runs.items():
-        record = repo / params.locations.run_dir(run) / "run.json"
-        info = json.loads(record.read_text()) if record.is_file() else None
-        q = info["sample_rate"] if info else None
-        t.rows.append([run, ft.dataset, ft.batch_size, ft.steps, info["n_population"] if info else "not trained yet",
+        run_dir = repo / params.locations.run_dir(run)
+        info = read_run(run_dir, run) if (run_dir / RUN_FILE).is_file() else None
+        q = info.sample_rate if info else None
+        t.rows.append([run, ft.dataset, ft.batch_size, ft.steps, info.n_population if info else "not trained yet",
                        fmt(q, 4) if q is not None else "–", fmt(q * ft.steps, 3) if q is not None else "–",
                        f"({ft.dp.epsilon}, {ft.dp.delta or 'n^-1.1'})" if ft.dp.enabled else "no"])
     return md_table(t)

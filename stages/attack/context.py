@@ -220,7 +220,7 @@ class AttackContext:
         # tokenizer spells them <|canary_j|>, whose digits would make zlib differ from the loss per canary)
         vocab = meta["base_vocab_size"]
         canaries = canaries if self.info.params["canaries"] else {}
-        if self.info["params"]["user_canaries"]:  # the user-level audit's rows: no reference log-probs (contrast
+        if self.info.params["user_canaries"]:  # the user-level audit's rows: no reference log-probs (contrast
             canaries = {**canaries, AUDIT_USERS_KIND: read_audit_users(self.where.canaries)[1]}  # reads none)
         out = []
         for kind, rows in canaries.items():

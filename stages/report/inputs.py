@@ -29,7 +29,7 @@ class Inputs:
     study_dir: Path | None = None  # the audit design study (reports/audit_study/, flows/audit_study.py)
     selfcheck: Path | None = None  # the DP engine self-check (reports/selfcheck.json, leakaudit selfcheck)
     threats: dict = field(default_factory=dict)  # attack -> the threat model it declares (its attack records)
-    auditor: dict = field(default_factory=dict)  # run -> its auditor-only record (finetune's auditor.json)
+    auditor: dict = field(default_factory=dict)  # run -> its AuditorRecord (finetune's auditor.json, auditor-only)
     selfcheck_mutants: Path | None = None  # the self-check's mutant flag rates (benchmarks/selfcheck_mutants.py)
     user_level_plan: Path | None = None  # the user-level comparison's plan (flows/user_level_plan.py)
     user_level: Path | None = None  # the user-level comparison's table (flows/user_level.py)

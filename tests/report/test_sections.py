@@ -77,6 +77,7 @@ def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_pat
     import json
 
     from stages.audit.schema import AttackResponse, CanaryResponse, ResponseBin
+    from stages.finetune.schema import RUN_VERSION, AuditorRecord
     from stages.report.sections.response import response_section
     from stages.report.sections.study import study_section
 
@@ -87,9 +88,14 @@ def test_canary_response_and_study_sections_show_what_explains_the_audit(tmp_pat
                               attacks={"whitebox": AttackResponse(bins=bins, z_per_inclusion=0.27, member_shift=None,
                                                                   ideal_z_per_inclusion=0.39)})
     runs = {"dp": run_metrics("dp_eps8", canary_response=response), "nondp": run_metrics(canary_response=None)}
-    auditor = {"dp": {"canary_gradients": {"new_token": {
-        "canaries": 32, "clip_norm": 1.0, "norm_median": 51.0, "norm_p10": 45.0, "norm_p90": 57.0, "clipped_share": 1.0,
-        "own_rows_share_median": 0.99, "own_rows_share_p10": 0.91}}}}
+    gradients = {"new_token": {"canaries": 32, "clip_norm": 1.0, "norm_median": 51.0, "norm_p10": 45.0,
+                               "norm_p90": 57.0, "clipped_share": 1.0, "own_rows_share_median": 0.99,
+                               "own_rows_share_p10": 0.91}}
+    auditor = {"dp": AuditorRecord(version=RUN_VERSION, run="dp", n_examples=150, n_text_rows=100,
+                                   n_member_canaries={"new_token": 50}, n_formatted_rows=0,
+                                   canary_share_of_tokens=0.1, formatted_canary_share_of_tokens=0.0,
+                                   canary_share_of_loss_tokens=0.2, formatted_canary_share_of_loss_tokens=0.0,
+                                   expected_drawn_batch=34.5, canary_gradients=gradients)}
     assert "51.0" not in to_markdown("t", [response_section(runs)], Path("."))  # metrics.json alone: no gradients
     md = to_markdown("t", [response_section(runs, auditor)], Path("."))
     assert "whitebox: mean z [95% CI]" in md and "ideal canary z (linear model)" in md

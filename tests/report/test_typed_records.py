@@ -8,7 +8,7 @@ from pathlib import Path
 from testkit.project import ROOT
 
 import stages.audit.schema as schema
-from stages.finetune.schema import PrivacyRecord
+from stages.finetune.schema import AuditorRecord, PrivacyRecord, RunRecord, Valid
 
 REPORT = ROOT / "stages" / "report"
 #: the report's inputs that are not metrics records yet (the studies' and tools' own JSON files), per module: the
@@ -24,7 +24,8 @@ UNTYPED = {
 
 def _record_fields() -> set[str]:
     classes = [c for _, c in inspect.getmembers(schema, inspect.isclass)
-               if dataclasses.is_dataclass(c) and c.__module__ == schema.__name__] + [PrivacyRecord]
+               if dataclasses.is_dataclass(c) and c.__module__ == schema.__name__] + [PrivacyRecord, RunRecord,
+                                                                                AuditorRecord, Valid]
     assert len(classes) > 20
     return {f.name for c in classes for f in dataclasses.fields(c) if f.name != "bounds"}
 

@@ -59,10 +59,35 @@ def _loss_panel(ax, ex: dict, epochs: list, dp_x: float, dp_label: str) -> None:
     ax.legend(fontsize=6)
 
 
+def _vmr_panel(ax, ex: dict, epochs: list, dp_x: float) -> None:
+    """VMR minus the base model's of the trained secrets and of the held-out control against epochs, with their 95%
+    intervals, the DP counterpart hollow at ``dp_x``."""
+    for arm, style in (("trained", "o-"), ("held_out", "s--")):
+        own = {r["checkpoint"]: r for r in ex["rows"] if (r["instrument"], r["pool"]) == ("vmr", arm)}
+        if not own:
+            continue
+        xs = [e for e in epochs if e in own]
+        ys = [own[e]["value"] for e in xs]
+        err = [[y - (own[e]["ci95"] or (y, y))[0] for e, y in zip(xs, ys)],
+               [(own[e]["ci95"] or (y, y))[1] - y for e, y in zip(xs, ys)]]
+        bars = ax.errorbar(xs, ys, yerr=err, fmt=style, ms=3, capsize=2, lw=1, label=POOLS[arm])
+        if "dp" in own:
+            d = own["dp"]
+            ci95 = d["ci95"] or (d["value"], d["value"])
+            ax.errorbar([dp_x], [d["value"]], yerr=[[d["value"] - ci95[0]], [ci95[1] - d["value"]]], fmt=style[0],
+                        mfc="none", ms=4, capsize=2, color=bars[0].get_color())
+    ax.axhline(0.0, color="k", ls=":", lw=0.8)
+    ax.set_title(f"{ex['dataset']}: VMR of real secrets", fontsize=8)
+    ax.set_ylabel("VMR minus base (95% CI)", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, loc="upper left")
+
+
 def dose_plot(experiments: list[dict], dp_label: str, path) -> None:
     """A column per dataset; a row per pool (text rows, real users, canary users): each AUROC instrument against
-    epochs with its 95% interval, the DP counterpart hollow at the right; the last row the loss of held-in and
-    held-out users' attacker samples and of the validation rows."""
+    epochs with its 95% interval, the DP counterpart hollow at the right; a row for VMR where an experiment has it
+    (trained secrets and the held-out control, minus the base model); the last row the loss of held-in and held-out
+    users' attacker samples and of the validation rows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,7 +98,9 @@ def dose_plot(experiments: list[dict], dp_label: str, path) -> None:
     names = list(dict.fromkeys(r["instrument"] for e in experiments for r in e["rows"]
                                if "auroc" in r and r["instrument"] != "blind"))
     colour = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
-    fig, axes = plt.subplots(len(pools) + 1, len(experiments), figsize=(4.4 * len(experiments), 2.6 * len(pools) + 2),
+    vmr = any(r["instrument"] == "vmr" for e in experiments for r in e["rows"])
+    n_rows = len(pools) + vmr + 1
+    fig, axes = plt.subplots(n_rows, len(experiments), figsize=(4.4 * len(experiments), 2.6 * (n_rows - 1) + 2),
                              squeeze=False, sharex="col")
     for j, ex in enumerate(experiments):
         epochs = [c["epochs"] for c in ex["checkpoints"] if not c["dp"]]
@@ -103,6 +130,11 @@ def dose_plot(experiments: list[dict], dp_label: str, path) -> None:
             if j == 0:
                 ax.set_ylabel("AUROC (95% CI)", fontsize=8)
                 ax.legend(fontsize=6, loc="lower left", ncol=2)
+        if vmr:
+            if any(r["instrument"] == "vmr" for r in ex["rows"]):
+                _vmr_panel(axes[-2][j], ex, epochs, dp_x)
+            else:
+                axes[-2][j].set_axis_off()
         _loss_panel(axes[-1][j], ex, epochs, dp_x, dp_label)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,8 +179,9 @@ def positive_control_section(inp: Inputs) -> Section | None:
         png = inp.plots_dir / "positive_control.png"
         dose_plot(data["experiments"], f"({design['dp']['epsilon']:g}, {design['dp']['delta']:g})", png)
         images.append(("Dose-response: each membership instrument's AUROC against epochs on the memorising profile, "
-                       "the DP counterpart at the right; below, the loss of held-in and held-out users' attacker "
-                       "samples and of the validation rows", png))
+                       "the DP counterpart at the right; VMR of the trained secrets and of the held-out control "
+                       "(minus the base model) where measured; below, the loss of held-in and held-out users' "
+                       "attacker samples and of the validation rows", png))
     r = design["recipe"]
     recipe = (f"{'full fine-tuning' if r['paradigm'] == 'full' else r['paradigm']}, {r['optimizer']} at lr "
               f"{r['lr']:g}, {'no canaries' if not r['canaries'] else 'with canaries'}")

@@ -4,6 +4,7 @@ auditor.json, labelled so)."""
 from __future__ import annotations
 
 from ...audit.schema import ResponseBin, RunMetrics
+from ...finetune.schema import AuditorRecord
 from ...shared.core.formatting import Table, fmt
 from ..render import Section
 
@@ -15,7 +16,8 @@ def _cell(b: ResponseBin) -> str:
     return f"{fmt(b.mean_z)} [{fmt(lo_hi[0])}, {fmt(lo_hi[1])}]" if lo_hi else fmt(b.mean_z)
 
 
-def response_section(runs: dict[str, RunMetrics], auditor: dict | None = None) -> Section | None:
+def response_section(runs: dict[str, RunMetrics],
+                     auditor: dict[str, AuditorRecord] | None = None) -> Section | None:
     """``runs``: the metrics' runs (``Inputs.runs``); ``auditor``: run -> its auditor.json (member-only statistics,
     shown labelled as the auditor's)."""
     tables, paras = [], []
@@ -35,7 +37,8 @@ def response_section(runs: dict[str, RunMetrics], auditor: dict | None = None) -
                        *[fmt(resp.attacks[a].z_per_inclusion) for a in attacks],
                        *([fmt(resp.attacks[attacks[0]].ideal_z_per_inclusion)] if dp else [])])
         tables.append(t)
-        g = (auditor or {}).get(run, {}).get("canary_gradients")
+        own = (auditor or {}).get(run)
+        g = own.canary_gradients if own is not None else None
         if g:
             gt = Table(["run (auditor-only: its auditor.json)", "kind", "canaries measured",
                         "gradient norm median [p10, p90]", "clip norm", "share clipped",
