@@ -107,6 +107,9 @@ def dose_plot(experiments: list[dict], dp_label: str, path) -> None:
         dp_x = epochs[-1] * 1.7
         for i, pool in enumerate(pools):
             ax = axes[i][j]
+            if not any(r["pool"] == pool and "auroc" in r for r in ex["rows"]):
+                ax.set_axis_off()  # this dataset has no such pool (TOFU has no canary users)
+                continue
             for k, name in enumerate(names):
                 own = {r["checkpoint"]: r for r in ex["rows"] if (r["instrument"], r["pool"]) == (name, pool)}
                 if not own:
