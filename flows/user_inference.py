@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from flows.runtime.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
+from stages.audit.schema import metrics_of
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of
@@ -73,7 +74,8 @@ def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
                               f"(`dvc exp remove {name}`, or restore that design)")
         params_text, kept = keep_records(repo, rev, name, records)
         raw = yaml.safe_load(params_text)
-        metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
+        path = section_of(raw, "audit.out")
+        metrics = metrics_of(json.loads(vcs.git(repo, "show", f"{rev}:{path}")), f"{name}:{path}")
         length = section_of(raw, "canaries.users.lengths")[0]
         seed = section_of(raw, "canaries.users.seed")
         out["experiments"].append({"experiment": name, "commit": rev, "length": length, "seed": seed,

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from flows.runtime.experiments import carried, experiment_commits, keep_records, preset_lines, write_table
+from stages.audit.schema import metrics_of
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of
@@ -82,7 +83,8 @@ def table(repo: Path, plan: dict, records: Path) -> dict:
     for name, rev in sorted(commits.items()):
         params_text, kept = keep_records(repo, rev, name, records)
         raw = yaml.safe_load(params_text)
-        metrics = json.loads(vcs.git(repo, "show", f"{rev}:{section_of(raw, 'audit.out')}"))
+        path = section_of(raw, "audit.out")
+        metrics = metrics_of(json.loads(vcs.git(repo, "show", f"{rev}:{path}")), f"{name}:{path}")
         out["experiments"].append({"experiment": name, "commit": rev, "k": section_of(raw, "canaries.audit_users.rows"),
                                    "seed": section_of(raw, "canaries.seed"),
                                    **kept,

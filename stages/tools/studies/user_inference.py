@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...audit.schema import Metrics
 from ...shared.core.params import check
 
 #: the study's three mechanisms: run name -> (mechanism, DP unit or None)
@@ -59,22 +60,22 @@ def study_overrides(design: UserInferenceStudyParams, length: int) -> list[str]:
             *[f"++attack.runs.{run}=[{design.attack}]" for run in MECHANISMS]]
 
 
-def inference_rows(metrics: dict, attack: str, length: int, seed: int, design_commit: str | None) -> list[dict]:
+def inference_rows(metrics: Metrics, attack: str, length: int, seed: int, design_commit: str | None) -> list[dict]:
     """Per mechanism: the length's canary users together ("mixed" documents), then each documents count's held-in
-    users against every held-out user of the length, from one experiment's metrics.json."""
+    users against every held-out user of the length, from one experiment's metrics.json (its ``Metrics`` record)."""
     rows = []
     for run, (label, unit) in MECHANISMS.items():
-        r = metrics["runs"][run]
-        pv = r["privacy"]
-        common = {"mechanism": label, "unit": unit, "epsilon": pv["epsilon_spent"] if pv["dp"] else None,
-                  "delta": pv["delta"] if pv["dp"] else None, "length": length,
-                  "valid_perplexity": r["utility"]["valid_perplexity"], "seed": seed, "design_commit": design_commit}
-        cells = [("mixed", r["canary_users_by_length"][attack][str(length)])]
-        cells += sorted(((key.split(":", 1)[1], m) for key, m in (r.get("canary_users_by_documents") or {}).get(
+        r = metrics.runs[run]
+        pv = r.privacy
+        common = {"mechanism": label, "unit": unit, "epsilon": pv.epsilon_spent if pv.dp else None,
+                  "delta": pv.delta if pv.dp else None, "length": length,
+                  "valid_perplexity": r.utility.valid_perplexity, "seed": seed, "design_commit": design_commit}
+        cells = [("mixed", (r.canary_users_by_length or {})[attack][str(length)])]
+        cells += sorted(((key.split(":", 1)[1], m) for key, m in (r.canary_users_by_documents or {}).get(
             attack, {}).items() if key.split(":", 1)[0] == str(length)),
                         key=lambda c: (c[0] == "all", int(c[0]) if c[0] != "all" else 0))
         for documents, m in cells:
             rows.append({**common, "documents": documents if documents in ("mixed", "all") else int(documents),
-                         "members": m["members"], "non_members": m["non_members"], "auroc": m["auroc"],
-                         "auroc_ci95": m.get("auroc_ci95"), "auroc_p_exact": m.get("auroc_p_exact")})
+                         "members": m.members, "non_members": m.non_members, "auroc": m.auroc,
+                         "auroc_ci95": m.auroc_ci95, "auroc_p_exact": m.auroc_p_exact})
     return [{k: row[k] for k in ROW_KEYS} for row in rows]

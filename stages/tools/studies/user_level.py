@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...audit.schema import Metrics
 from ...audit.user_level import ideal_summaries
 from ...shared.bounds.ceiling import ideal_counts
+from ...shared.core.errors import DataError
 from ...shared.core.params import Accountant, check
 from ...shared.core.privacy import calibrate_sigma
 from ...shared.core.seeds import stream
@@ -128,25 +130,28 @@ def mechanism_run(mechanism: str, design: UserLevelPlanParams, k: int, seed: int
             "user_canaries": True, "dp": dp}
 
 
-def comparison_rows(metrics: dict, design_commit: str | None) -> list[dict]:
-    """One row per mechanism and audit unit from one experiment's metrics.json: the example-level test (audit.primary
-    over the new-token canaries; ``canary_user_auroc`` is then the per-canary AUROC of its attack) and the user-level
-    test over the audit users (``audit_user``)."""
+def comparison_rows(metrics: Metrics, design_commit: str | None) -> list[dict]:
+    """One row per mechanism and audit unit from one experiment's metrics.json (its ``Metrics`` record): the
+    example-level test (audit.primary over the new-token canaries; ``canary_user_auroc`` is then the per-canary AUROC
+    of its attack) and the user-level test over the audit users (``audit_user``)."""
     rows = []
     for run, (label, _) in MECHANISMS.items():
-        r = metrics["runs"][run]
-        pv, u, p = r["privacy"], r["audit_user"], r["audit_primary"]
-        per_canary = r["attacks"][p["attack"]][p["kind"]]
-        common = {"mechanism": label, "epsilon": pv["epsilon_spent"] if pv["dp"] else None,
-                  "valid_perplexity": r["utility"]["valid_perplexity"]}
+        r = metrics.runs[run]
+        pv, u, p = r.privacy, r.audit_user, r.audit_primary
+        if u is None or p is None:
+            raise DataError(f"runs.{run}: no {'audit_user' if u is None else 'audit_primary'} (the comparison needs "
+                            "the user-level and the example-level test of every mechanism)")
+        per_canary = r.attacks[p.attack][p.kind]
+        common = {"mechanism": label, "epsilon": pv.epsilon_spent if pv.dp else None,
+                  "valid_perplexity": r.utility.valid_perplexity}
         for unit, test, auroc, ci, members in (
-                ("example", p, per_canary["auroc"], per_canary["auroc_ci95"],
-                 (per_canary["members"], per_canary["non_members"])),
-                ("user", u, u["canary_user_auroc"], u["canary_user_auroc_ci95"], (u["members"], u["non_members"]))):
-            rows.append({**common, "unit": unit, "delta": test["delta"], "k": u["k"] if unit == "user" else 1,
-                         "m": test["m"], "r": test["r"], "v": test["v"], "eps_lb_95": test["eps_lb_95"],
-                         "ideal_eps_lb_95_median": test["ideal_eps_lb_95_median"] if pv["dp"] else None,
-                         "ideal_percentile": test["ideal_percentile"] if pv["dp"] else None, "canary_user_auroc": auroc,
+                ("example", p, per_canary.auroc, per_canary.auroc_ci95, (per_canary.members, per_canary.non_members)),
+                ("user", u, u.canary_user_auroc, u.canary_user_auroc_ci95, (u.members, u.non_members))):
+            rows.append({**common, "unit": unit, "delta": test.delta, "k": u.k if unit == "user" else 1,
+                         "m": test.m, "r": test.r, "v": test.v, "eps_lb_95": test.bounds["eps_lb_95"],
+                         "ideal_eps_lb_95_median": test.bounds["ideal_eps_lb_95_median"] if pv.dp else None,
+                         "ideal_percentile": test.ideal_percentile if pv.dp else None, "canary_user_auroc": auroc,
                          "canary_user_auroc_ci95": ci, "members": members[0], "non_members": members[1],
-                         "seeds": test["seeds"], "seed_status": test["seed_status"], "design_commit": design_commit})
+                         "seeds": list(test.seeds), "seed_status": test.seed_status.value,
+                         "design_commit": design_commit})
     return [{k: row[k] for k in ROW_KEYS} for row in rows]

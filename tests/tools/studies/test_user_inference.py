@@ -2,10 +2,14 @@
 than 100 users a side, the rows carry each mechanism's length cell and its documents cells, and the flow's overrides
 give valid params with every TOFU author a canary user."""
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from testkit import records
+from testkit.records import group, run_metrics
 
+from stages.audit.schema import Utility
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import build
 from stages.tools.studies.user_inference import MECHANISMS, ROW_KEYS, UserInferenceStudyParams, inference_rows
@@ -23,18 +27,20 @@ def test_the_design_is_validated_naming_the_key():
 
 
 def _cell(members, auroc, ci=(0.6, 0.8)):
-    return {"members": members, "non_members": 100, "auroc": auroc, "auroc_ci95": list(ci)}
+    return group(auroc, members, 100, auroc_ci95=list(ci))
 
 
 def test_rows_are_the_length_cell_then_each_documents_cell_per_mechanism():
     def run(dp):
-        return {"privacy": {"dp": dp, "epsilon_spent": 8.0, "delta": 1e-5} if dp else {"dp": False},
-                "utility": {"valid_perplexity": 20.0},
-                "canary_users_by_length": {"user_inference": {"10": _cell(100, 0.7)}},
-                "canary_users_by_documents": {"user_inference": {"10:all": _cell(33, 0.9), "10:1": _cell(34, 0.55),
-                                                                 "25:1": _cell(34, 0.5)}}}
+        privacy = (replace(run_metrics("dp_eps8").privacy, epsilon_spent=8.0, delta=1e-5) if dp
+                   else run_metrics("nondp").privacy)
+        return run_metrics(privacy=privacy, utility=Utility(valid_nll=3.0, valid_perplexity=20.0),
+                           canary_users_by_length={"user_inference": {"10": _cell(100, 0.7)}},
+                           canary_users_by_documents={"user_inference": {"10:all": _cell(33, 0.9),
+                                                                         "10:1": _cell(34, 0.55),
+                                                                         "25:1": _cell(34, 0.5)}})
 
-    metrics = {"runs": {"ui_nondp": run(False), "ui_example": run(True), "ui_user": run(True)}}
+    metrics = records.metrics(runs={"ui_nondp": run(False), "ui_example": run(True), "ui_user": run(True)})
     rows = inference_rows(metrics, "user_inference", 10, 7, "abc")
     assert len(rows) == 3 * len(MECHANISMS) and all(tuple(r) == ROW_KEYS for r in rows)
     nondp = [r for r in rows if r["mechanism"] == "no DP"]

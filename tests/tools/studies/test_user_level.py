@@ -2,8 +2,13 @@
 k
 times the inclusions against the same noise, under user-level DP one unit's; the published point (epsilon 2, q 0.23,
 T 10, 1000 canary users, 100 "in" guesses: about 2.49 at k = 4, the 3.47 cap at k = 8, about 0.4 user-level)."""
-import pytest
+from dataclasses import replace
 
+import pytest
+from testkit import records
+from testkit.records import group, run_metrics
+
+from stages.audit.schema import SeedStatus
 from stages.shared.bounds.ceiling import ideal_counts
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import build
@@ -41,27 +46,31 @@ def test_the_design_is_validated_naming_the_key():
         build(UserLevelPlanParams, {**good, "m": 16, "k_pos": 10}, "user_level")
 
 
-def _test(v, lb, ideal=None, **kw):
-    t = {"m": 1000, "r": 100, "v": v, "delta": 1e-5, "eps_lb_95": lb, "seeds": [3401], "seed_status": "confirmation",
-         **kw}
-    return {**t, "ideal_eps_lb_95_median": ideal, "ideal_percentile": 40.0} if ideal is not None else t
+def _test(template, v, lb, ideal=None, **fields):
+    """``template`` (a committed AuditUser or Primary) with the fields the comparison reads replaced; a DP run's
+    ideal only with ``ideal``."""
+    bounds = {"eps_lb_95": lb, **({"ideal_eps_lb_95_median": ideal} if ideal is not None else {})}
+    return replace(template, m=1000, r=100, v=v, delta=1e-5, bounds=bounds, seeds=[3401],
+                   seed_status=SeedStatus.CONFIRMATION, ideal_percentile=40.0 if ideal is not None else None, **fields)
 
 
 def test_the_comparison_has_one_row_per_mechanism_and_audit_unit_with_the_issues_keys():
     from stages.tools.studies.user_level import MECHANISMS, ROW_KEYS, comparison_rows
 
     def run(dp, unit, lb_user):
-        privacy = {"dp": dp, "epsilon_spent": 2.0 if dp else float("inf"), "unit": unit}
-        user = _test(80, lb_user, 0.4 if dp else None, k=4, members=490, non_members=510, canary_user_auroc=0.6,
-                     canary_user_auroc_ci95=[0.55, 0.65])
-        primary = _test(60, 0.2, 0.3 if dp else None, attack="contrast", kind="new_token")
-        return {"privacy": privacy, "audit_user": user, "audit_primary": primary,
-                "utility": {"valid_perplexity": 30.0},
-                "attacks": {"contrast": {"new_token": {"auroc": 0.55, "auroc_ci95": [0.5, 0.6], "members": 480,
-                                                       "non_members": 520}}}}
+        privacy = (replace(run_metrics("user_dp").privacy, epsilon_spent=2.0, unit=unit) if dp
+                   else run_metrics("nondp").privacy)
+        user = _test(run_metrics("user_dp").audit_user, 80, lb_user, 0.4 if dp else None, k=4, members=490,
+                     non_members=510, canary_user_auroc=0.6, canary_user_auroc_ci95=[0.55, 0.65])
+        primary = _test(run_metrics("dp_eps8").audit_primary, 60, 0.2, 0.3 if dp else None, attack="contrast",
+                        kind="new_token")
+        base = run_metrics()
+        return run_metrics(privacy=privacy, audit_user=user, audit_primary=primary,
+                           utility=replace(base.utility, valid_perplexity=30.0),
+                           attacks={"contrast": {"new_token": group(0.55, 480, 520, auroc_ci95=[0.5, 0.6])}})
 
-    metrics = {"runs": {"ul_example": run(True, "example", 2.4), "ul_user": run(True, "user", 0.3),
-                        "ul_nondp": run(False, None, 3.4)}}
+    metrics = records.metrics(runs={"ul_example": run(True, "example", 2.4), "ul_user": run(True, "user", 0.3),
+                                    "ul_nondp": run(False, None, 3.4)})
     rows = comparison_rows(metrics, "abc")
     assert len(rows) == 2 * len(MECHANISMS) and all(tuple(r) == ROW_KEYS for r in rows)
     by = {(r["mechanism"], r["unit"]): r for r in rows}
@@ -69,6 +78,7 @@ def test_the_comparison_has_one_row_per_mechanism_and_audit_unit_with_the_issues
     assert by[("example-level DP-SGD", "example")]["k"] == 1 and by[("no DP", "user")]["epsilon"] is None
     assert by[("no DP", "user")]["ideal_eps_lb_95_median"] is None and by[("no DP", "user")]["design_commit"] == "abc"
     assert by[("example-level DP-SGD", "example")]["members"] == 480  # the canaries' counts, not the users'
+    assert type(by[("no DP", "user")]["seed_status"]) is str  # the table's rows are plain JSON values
 
 
 def test_the_flows_overrides_give_valid_params_for_each_mechanism(tmp_path):
