@@ -125,10 +125,10 @@ def roc_rows(run: str, attack: str, groups) -> list[dict]:
 def trainable_summary(info: RunRecord) -> dict:
     """What the run trained: paradigm, own rows of new tokens and of vocabulary secret tokens, parameter count."""
     t = info.trainable
-    targets = t.lora_targets if isinstance(t.lora_targets, str) else list(t.lora_targets)
     return {"paradigm": t.paradigm, "secret_rows": info.params["secret_rows"], "lora_r": t.lora_r,
-            "lora_targets": targets, "virtual_tokens": t.virtual_tokens, "new_token_rows": t.num_new_tokens,
-            "secret_token_rows": len(t.secret_rows), "parameters": info.trainable_parameters}
+            "lora_targets": t.to_json()["lora_targets"], "virtual_tokens": t.virtual_tokens,
+            "new_token_rows": t.num_new_tokens, "secret_token_rows": len(t.secret_rows),
+            "parameters": info.trainable_parameters}
 
 
 def member_inclusions(run_dir: Path) -> dict[str, int]:

@@ -59,23 +59,29 @@ def _loss_panel(ax, ex: dict, epochs: list, dp_x: float, dp_label: str) -> None:
     ax.legend(fontsize=6)
 
 
+def _series(ax, own: dict, epochs: list, dp_x: float, measure: str, interval: str, style: str, dodge: float = 1.0,
+            **kw) -> None:
+    """One instrument's rows by checkpoint (``own``: checkpoint -> row) against epochs with their 95% intervals
+    (``row[measure]``, ``row[interval]``), the DP counterpart hollow at ``dp_x``."""
+    keys = [e for e in epochs if e in own] + (["dp"] if "dp" in own else [])
+    xs = [(dp_x if e == "dp" else e) * dodge for e in keys]
+    ys = [own[e][measure] for e in keys]
+    cis = [own[e][interval] or (y, y) for e, y in zip(keys, ys)]
+    lo, hi = [y - c[0] for y, c in zip(ys, cis)], [c[1] - y for y, c in zip(ys, cis)]
+    n = len(keys) - ("dp" in own)
+    bars = ax.errorbar(xs[:n], ys[:n], yerr=[lo[:n], hi[:n]], fmt=style, ms=3, capsize=2, lw=1, **kw)
+    if "dp" in own:
+        ax.errorbar(xs[n:], ys[n:], yerr=[lo[n:], hi[n:]], fmt=style[0], mfc="none", ms=4, capsize=2,
+                    color=bars[0].get_color())
+
+
 def _vmr_panel(ax, ex: dict, epochs: list, dp_x: float) -> None:
     """VMR minus the base model's of the trained secrets and of the held-out control against epochs, with their 95%
     intervals, the DP counterpart hollow at ``dp_x``."""
     for arm, style in (("trained", "o-"), ("held_out", "s--")):
         own = {r["checkpoint"]: r for r in ex["rows"] if (r["instrument"], r["pool"]) == ("vmr", arm)}
-        if not own:
-            continue
-        xs = [e for e in epochs if e in own]
-        ys = [own[e]["value"] for e in xs]
-        err = [[y - (own[e]["ci95"] or (y, y))[0] for e, y in zip(xs, ys)],
-               [(own[e]["ci95"] or (y, y))[1] - y for e, y in zip(xs, ys)]]
-        bars = ax.errorbar(xs, ys, yerr=err, fmt=style, ms=3, capsize=2, lw=1, label=POOLS[arm])
-        if "dp" in own:
-            d = own["dp"]
-            ci95 = d["ci95"] or (d["value"], d["value"])
-            ax.errorbar([dp_x], [d["value"]], yerr=[[d["value"] - ci95[0]], [ci95[1] - d["value"]]], fmt=style[0],
-                        mfc="none", ms=4, capsize=2, color=bars[0].get_color())
+        if own:
+            _series(ax, own, epochs, dp_x, "value", "ci95", style, label=POOLS[arm])
     ax.axhline(0.0, color="k", ls=":", lw=0.8)
     ax.set_title(f"{ex['dataset']}: VMR of real secrets", fontsize=8)
     ax.set_ylabel("VMR minus base (95% CI)", fontsize=8)
@@ -114,18 +120,8 @@ def dose_plot(experiments: list[dict], dp_label: str, path) -> None:
                 own = {r["checkpoint"]: r for r in ex["rows"] if (r["instrument"], r["pool"]) == (name, pool)}
                 if not own:
                     continue
-                dodge = 1 + 0.03 * (k - len(names) / 2)
-                xs = [e * dodge for e in epochs if e in own] + ([dp_x * dodge] if "dp" in own else [])
-                rows = [own[e] for e in epochs if e in own] + ([own["dp"]] if "dp" in own else [])
-                ys = [r["auroc"] for r in rows]
-                lo = [y - (r["auroc_ci95"] or (y, y))[0] for y, r in zip(ys, rows)]
-                hi = [(r["auroc_ci95"] or (y, y))[1] - y for y, r in zip(ys, rows)]
-                n = len(xs) - ("dp" in own)
-                ax.errorbar(xs[:n], ys[:n], yerr=[lo[:n], hi[:n]], fmt="o-", ms=3, capsize=2, lw=1, color=colour[name],
-                            label=name)
-                if "dp" in own:
-                    ax.errorbar(xs[n:], ys[n:], yerr=[lo[n:], hi[n:]], fmt="o", mfc="none", ms=4, capsize=2,
-                                color=colour[name])
+                _series(ax, own, epochs, dp_x, "auroc", "auroc_ci95", "o-", dodge=1 + 0.03 * (k - len(names) / 2),
+                        color=colour[name], label=name)
             ax.axhline(0.5, color="k", ls=":", lw=0.8)
             ax.set_ylim(0, 1.02)
             ax.set_title(f"{ex['dataset']}: {POOLS[pool]}", fontsize=8)
