@@ -46,7 +46,8 @@ def run_experiment(repo: Path, design: PositiveControlParams, dataset: str, reco
     name = experiment_name(dataset, design.seed)
     if vcs.git_dirty(repo, "studies.yaml", "params.yaml", PRESET):
         raise ConfigError(f"studies.yaml, params.yaml, {PRESET}: commit the design and recipe before its runs")
-    args = [a for o in preset_lines(repo, PRESET) + study_overrides(design, dataset) for a in ("-S", o)]
+    args = [a for o in preset_lines(repo, PRESET)
+            + study_overrides(design, dataset, read_params(repo / "params.yaml")) for a in ("-S", o)]
     start = time.monotonic()
     # up to the audit: the report stage reads the table this flow writes from the experiments
     vcs.dvc(repo, "exp", "run", "--temp", "-n", name, *args, "audit", stream=True)
@@ -90,9 +91,9 @@ def table(repo: Path, design: PositiveControlParams, records: Path) -> dict:
         raw = yaml.safe_load(params_text)
         path = section_of(raw, "audit.out")
         metrics = metrics_of(json.loads(vcs.git(repo, "show", f"{rev}:{path}")), f"{name}:{path}")
-        dataset = next(d for d in design.datasets if all(r in raw["runs"] for r in runs_of(design, d)))
+        dataset = next(d for d in design.datasets if all(r in raw["runs"] for r in runs_of(design, d, raw)))
         losses = {run: user_losses(repo, rev, section_of(raw, "attack.out_dir"), run)
-                  for run in runs_of(design, dataset)}
+                  for run in runs_of(design, dataset, raw)}
         timing = repo / records / f"{name}.seconds"
         out["experiments"].append({"experiment": name, "commit": rev, "dataset": dataset, **kept,
                                    "seconds": int(timing.read_text()) if timing.is_file() else None,

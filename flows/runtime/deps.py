@@ -28,12 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 CODE_MARK = "# code: the command's import closure (python -m flows.runtime.deps --write)"
 #: the width the code deps are wrapped to
 WIDTH = 118
-#: stages whose foreach items (``replicas.sets.<name>: {run, seed}``) cannot name their run's dataset in DVC's own
-#: templating (no nested ``${runs.${item.run}.dataset}``): dvc.yaml lists the replicated runs' datasets, one line
-#: each before ``"${secrets.out_dir}"``, written by ``--write`` from params.yaml and checked here
+#: stages whose foreach items (``replicas.sets.<name>: {run, seed}``) cannot name their run's dataset and secrets in
+#: DVC's own templating (no nested ``${runs.${item.run}.dataset}``): dvc.yaml lists the replicated runs' datasets
+#: and secrets files, one line each where the first such line stands, written by ``--write`` from params.yaml and
+#: checked here
 REPLICA_STAGES = ("replica_finetune", "replica_attack")
-REPLICA_NOTE = "# replicated runs' datasets (python -m flows.runtime.deps --write)"
-REPLICA_DEP = re.compile(r'^\s+"\$\{preprocess\.out_dir\}/(\S+)",\s+' + re.escape(REPLICA_NOTE) + "$")
+REPLICA_NOTE = "# replicated runs' {} (python -m flows.runtime.deps --write)"
+#: one such line: group 1 the dataset (``${preprocess.out_dir}/<dataset>``) or group 2 the secrets name
+#: (``${secrets.out_dir}/<secrets>.parquet``)
+REPLICA_DEP = re.compile(r'^\s+"\$\{(?:preprocess\.out_dir\}/(\S+)|secrets\.out_dir\}/(\S+)\.parquet)",\s+'
+                         + re.escape(REPLICA_NOTE).replace(r"\{\}", "(?:datasets|secrets)") + "$")
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -212,10 +216,12 @@ def write(root: Path = ROOT) -> list[str]:
         if stage in REPLICA_STAGES:
             if stage in replicas:
                 changed.append(stage)
+            k = next(k for k, line in enumerate(data) if REPLICA_DEP.match(line))
             data = [line for line in data if not REPLICA_DEP.match(line)]
-            k = next(k for k, line in enumerate(data) if line.strip().startswith('"${secrets.out_dir}"'))
-            data[k:k] = [indent + f'"${{preprocess.out_dir}}/{d}",'.ljust(40) + f"  {REPLICA_NOTE}"
-                         for d in replica_datasets(root)]
+            data[k:k] = ([indent + f'"${{preprocess.out_dir}}/{d}",'.ljust(40) + "  " + REPLICA_NOTE.format("datasets")
+                          for d in replica_datasets(root)]
+                         + [indent + f'"${{secrets.out_dir}}/{n}.parquet",'.ljust(40) + "  "
+                            + REPLICA_NOTE.format("secrets") for n in replica_secrets(root)])
         new = compact(closure_files(cmds[stage], root), root)
         if new != have.get(stage) and stage not in changed:
             changed.append(stage)
@@ -226,24 +232,41 @@ def write(root: Path = ROOT) -> list[str]:
     return changed
 
 
-def replica_datasets(root: Path = ROOT) -> list[str]:
-    """The datasets the replicated runs read (``runs.<run>.dataset`` over ``finetune.dataset``), sorted."""
+def _replicated(root: Path, key: str) -> list[str]:
+    """``runs.<run>.<key>`` (over ``finetune.<key>``) of every replicated run, sorted and distinct."""
     from stages.shared.core.params import deep_merge, read_params
 
     raw = read_params(root / "params.yaml")
     runs, shared = raw.get("runs") or {}, raw.get("finetune") or {}
     sets = (raw.get("replicas") or {}).get("sets") or {}
-    return sorted({deep_merge(shared, runs.get(rep.get("run")) or {}).get("dataset") for rep in sets.values()} - {None})
+    return sorted({deep_merge(shared, runs.get(rep.get("run")) or {}).get(key) for rep in sets.values()} - {None})
 
 
-def replica_differences(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
-    """Replica stage -> {"listed": datasets its deps name, "read": those its runs read}; empty when they agree."""
-    want = replica_datasets(root)
+def replica_datasets(root: Path = ROOT) -> list[str]:
+    """The datasets the replicated runs read (``runs.<run>.dataset`` over ``finetune.dataset``), sorted."""
+    return _replicated(root, "dataset")
+
+
+def replica_secrets(root: Path = ROOT) -> list[str]:
+    """The secrets files the replicated runs read (``runs.<run>.secrets`` over ``finetune.secrets``), sorted."""
+    return _replicated(root, "secrets")
+
+
+def replica_listed(lines: list[str]) -> tuple[list[str], list[str]]:
+    """(datasets, secrets) that ``REPLICA_DEP`` lines among ``lines`` name, each sorted."""
+    found = [m for line in lines if (m := REPLICA_DEP.match(line))]
+    return sorted(m.group(1) for m in found if m.group(1)), sorted(m.group(2) for m in found if m.group(2))
+
+
+def replica_differences(root: Path = ROOT) -> dict[str, dict[str, tuple[list[str], list[str]]]]:
+    """Replica stage -> {"listed": (datasets, secrets) its deps name, "read": those its runs read}; empty when they
+    agree."""
+    want = (replica_datasets(root), replica_secrets(root))
     lines = (root / "dvc.yaml").read_text().splitlines()
     out = {}
     for stage, (first, end) in deps_blocks(lines):
         if stage in REPLICA_STAGES:
-            got = sorted(m.group(1) for line in lines[first:end] if (m := REPLICA_DEP.match(line)))
+            got = replica_listed(lines[first:end])
             if got != want:
                 out[stage] = {"listed": got, "read": want}
     return out

@@ -84,7 +84,7 @@ def design_of(raw: dict, recipe: str) -> dict:
     primary = section_of(raw, "audit.primary") or {}
     replicas = section_of(raw, "replicas") or {}
     canaries = section_of(raw, "canaries") or {}
-    finetune = _neutral(_without(section_of(raw, "finetune"), "seed"))
+    finetune = _neutral(_without(section_of(raw, "finetune"), "seed", "secrets"))
     run = _run_entry(raw, recipe)
     audit_users = bool(run.get("user_canaries", finetune.get("user_canaries")))
     return {"pooled": (section_of(raw, "audit.pooled") or {}).get(recipe),
@@ -100,9 +100,10 @@ def design_of(raw: dict, recipe: str) -> dict:
 
 
 def _run_entry(raw: dict, recipe: str) -> dict:
-    """``runs.<recipe>`` without its seed, and without a ``dataset`` equal to ``finetune.dataset`` (the run trains on
-    that dataset whether or not it names it: dvc.yaml needs every run to name its own)."""
-    run = _without(section_of(raw, f"runs.{recipe}"), "seed")
+    """``runs.<recipe>`` without its seed and its ``secrets`` (its dataset's, checked by the params: a name dvc.yaml
+    reads, not a design choice), and without a ``dataset`` equal to ``finetune.dataset`` (the run trains on that
+    dataset whether or not it names it: dvc.yaml needs every run to name its own)."""
+    run = _without(section_of(raw, f"runs.{recipe}"), "seed", "secrets")
     if "dataset" in run and run["dataset"] == (section_of(raw, "finetune") or {}).get("dataset"):
         run.pop("dataset")
     return run

@@ -11,7 +11,7 @@ from ..canaries.schema import AUDIT_USERS_KIND, load_canary_users, read_audit_us
 from ..secrets.schema import read_secrets, secrets_path
 from ..shared.core.artifacts import Locations
 from ..shared.core.seeds import stream
-from ..shared.datasets import DatasetSpec, read_split
+from ..shared.datasets import NO_SECRETS, DatasetSpec, read_split
 from ..shared.datasets.users import apply_canary_users
 from ..shared.lm.examples import Example, bos_id, canary_examples, make_example, text_examples
 from .params import FinetuneParams
@@ -97,10 +97,11 @@ def attacker_users(where: Locations, dataset, cusers: dict[str, dict]) -> dict[s
 
 
 def run_secrets(where: Locations, spec, ft: FinetuneParams) -> list[dict] | None:
-    """The dataset's secrets: required with a randomised control; else None without a secrets file."""
-    if not spec.secrets or not (ft.secret_control.secrets or secrets_path(where.secrets, spec.secrets).is_file()):
+    """The secrets ``runs.<run>.secrets`` names (its dataset's, checked by the params): required with a randomised
+    control; else None without a secrets file, or where the dataset has none (``NO_SECRETS``)."""
+    if ft.secrets == NO_SECRETS or not (ft.secret_control.secrets or secrets_path(where.secrets, ft.secrets).is_file()):
         return None
-    return read_secrets(where.secrets, spec.secrets)
+    return read_secrets(where.secrets, ft.secrets)
 
 
 def gather_inputs(ft: FinetuneParams, spec: DatasetSpec, where: Locations, canaries: dict[str, list[dict]],

@@ -7,7 +7,7 @@ from typing import Literal, Optional, Union
 
 from ..shared.core.errors import ConfigError
 from ..shared.core.params import PARAMS_FILE, Accountant, build, check, deep_merge, load, read_params, require_run
-from ..shared.datasets import dataset_names
+from ..shared.datasets import NO_SECRETS, dataset_names, secrets_of
 from ..shared.lm.trainable import Trainable
 
 
@@ -159,6 +159,10 @@ class FinetuneParams:
     log_dir: str
     #: processed dataset whose training split is the fine-tuning text (canaries are mixed into it)
     dataset: str
+    #: the secrets file the run reads (data/secrets/<secrets>.parquet): its dataset's, or ``none`` (an empty table)
+    #: where the dataset has none. Derived from ``dataset`` and checked against it; every run names it because
+    #: dvc.yaml's deps can only read the run's own entry, so a new dataset's secrets rerun no other run
+    secrets: str
     objective: Literal["sft", "nwp"]
     #: lora | full (every decoder weight; the embedding too with train_embeddings) | prompt | prefix
     paradigm: Literal["lora", "full", "prompt", "prefix"]
@@ -287,9 +291,15 @@ class FinetuneParams:
 
 
 def dataset_problem(ft: FinetuneParams, raw: dict, prefix: str) -> list[tuple[str, str]]:
-    """``<prefix>.dataset`` names a registered dataset or one the params ``raw`` declare."""
+    """``<prefix>.dataset`` names a registered dataset or one the params ``raw`` declare, and ``<prefix>.secrets``
+    names that dataset's secrets (``NO_SECRETS`` where it has none)."""
     known = dataset_names(raw)
-    return check(ft.dataset in known, f"{prefix}.dataset", f"must be a dataset ({', '.join(known)})", ft.dataset)
+    if ft.dataset not in known:
+        return check(False, f"{prefix}.dataset", f"must be a dataset ({', '.join(known)})", ft.dataset)
+    want = secrets_of(ft.dataset, raw)
+    return check(ft.secrets == want, f"{prefix}.secrets",
+                 f"must be {want!r}, the secrets of dataset {ft.dataset!r}"
+                 + (" (it has no secrets.datasets entry)" if want == NO_SECRETS else ""), ft.secrets)
 
 
 def load_finetune(run: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> FinetuneParams:

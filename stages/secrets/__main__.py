@@ -1,5 +1,8 @@
 """DVC stage ``secrets@<dataset>``: real secrets of the training split -> data/secrets/<dataset>.parquet.
 
+``--dataset none`` (stage ``no_secrets``) writes data/secrets/none.parquet, the empty table a run whose dataset has
+no secrets names (``runs.<run>.secrets: none``): every run depends on its own dataset's secrets file only.
+
 Extractors read data/processed/<dataset>/train.parquet and the secret candidates preprocess found
 there; data/reference/secrets/<dataset>.parquet records whether the base model already reproduces each
 (greedy, teacher-forced) and its base log-probability, so the report can subtract base-model leakage (model
@@ -14,18 +17,24 @@ from typing import Sequence
 import pyarrow as pa
 
 from stages.secrets.extract import base_reproduction, extract
-from stages.secrets.params import load_secrets
+from stages.secrets.params import SecretsParams, load_secrets
 from stages.secrets.schema import REFERENCE, SECRETS, secrets_path
 from stages.shared.core.artifacts import locations
 from stages.shared.core.cli import run_cli, stage_args
 from stages.shared.core.io import atomic_file, write_table
-from stages.shared.datasets import get_dataset
+from stages.shared.core.params import load
+from stages.shared.datasets import NO_SECRETS, get_dataset
 
 log = logging.getLogger("stages.secrets")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args, raw = stage_args(argv, __doc__, "dataset")
+    if args.dataset == NO_SECRETS:
+        out_dir = load(SecretsParams, "secrets", args.params, raw).out_dir
+        with atomic_file(secrets_path(out_dir, NO_SECRETS)) as out:
+            write_table(SECRETS.empty_table(), out, SECRETS)
+        return
     params, ds_params = load_secrets(args.dataset, args.params, raw)
     where = locations(raw, args.params)
     rows = extract(get_dataset(args.dataset, raw), ds_params, where.processed)

@@ -7,6 +7,7 @@ from typing import Optional
 
 from ..shared.core.errors import ConfigError
 from ..shared.core.params import PARAMS_FILE, check, load
+from ..shared.datasets.spec import NO_SECRETS
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,9 @@ class SecretsParams:
     datasets: dict[str, DatasetSecretsParams]
 
     def problems(self):
-        return check(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
+        return (check(self.batch_size > 0, "batch_size", "must be > 0", self.batch_size)
+                + check(NO_SECRETS not in self.datasets, f"datasets.{NO_SECRETS}",
+                        "is reserved: the empty secrets table of runs whose dataset has none", NO_SECRETS))
 
 
 def load_secrets(dataset: str, path: str | Path = PARAMS_FILE, raw: dict | None = None) -> tuple[SecretsParams,

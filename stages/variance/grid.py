@@ -9,6 +9,7 @@ import itertools
 from pathlib import Path
 
 from ..shared.core.params import section_of
+from ..shared.datasets import dataset_names, secrets_of
 from .params import SweepParams
 
 #: the run name every point's experiment trains, attacks and audits
@@ -33,11 +34,16 @@ def points(sp: SweepParams) -> list[dict]:
 
 
 def point_params(raw: dict, point: dict) -> dict:
-    """The whole params of ``point``: ``raw`` with `runs` = its one run, `attack.runs` = its attacks, its ``params``
+    """The whole params of ``point``: ``raw`` with `runs` = its one run (naming its dataset's secrets where the design
+    does not), `attack.runs` = its attacks, its ``params``
     overrides (dotted keys), no guessing rule (`audit.primary.runs`) for a run the point drops, and no replicas or
     pooled test (``raw`` is left as it was)."""
     out = copy.deepcopy(raw)
     out["runs"] = copy.deepcopy(point["runs"])
+    for run in out["runs"].values():  # its dataset's secrets file, as every run names it (derived, not designed);
+        dataset = run.get("dataset") or section_of(out, "finetune.dataset")  # an unknown dataset: the check names it
+        if dataset in dataset_names(out):
+            run.setdefault("secrets", secrets_of(dataset, out))
     out.setdefault("attack", {})["runs"] = {run: list(point["attacks"]) for run in point["runs"]}
     for key, value in (point.get("params") or {}).items():  # a study point's own seeds (canaries.seed)
         *parents, leaf = key.split(".")

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "qwen2": "Qwen2ForCausalLM", "gpt_neox": "GPTNeoXForCausalLM"}
 DP = {"enabled": True, "epsilon": 8.0}
-RUNS = {name: {"dataset": "personachat", **run} for name, run in {
+RUNS = {name: {"dataset": "personachat", "secrets": "none", **run} for name, run in {
     "lora_nondp": {},
     "lora_dp": {"dp": {**DP, "grad_sample_mode": "bk"}},
     "full_dp": {"paradigm": "full", "dp": {**DP, "grad_sample_mode": "ghost"}},

@@ -24,7 +24,7 @@ def trained_elsewhere(tmp_path_factory, reproduced_template, tiny_model_dir):
     dest = clone_project(reproduced_template.path, tmp_path_factory.mktemp("external") / "project")
     p = tiny_params(tiny_model_dir)
     ext = {"model": "external/model", "membership": "external/membership.json", "claim": CLAIM}
-    p["runs"] = {"ext": {"dataset": "personachat", "external": ext, "max_text_rows": 24}}
+    p["runs"] = {"ext": {"dataset": "personachat", "secrets": "none", "external": ext, "max_text_rows": 24}}
     # the default list holds whitebox, which an external run cannot have: left out with the reason, not a failure
     p["attack"]["attacks"] = ["loss", "zlib", "contrast", "whitebox", "exposure"]
     p["attack"]["runs"] = {"ext": None}

@@ -54,9 +54,9 @@ def text_params(model_dir) -> dict:
     p["finetune"]["secret_control"]["secrets"] = 40
     p["canaries"].update(kinds=["new_token"])
     p["canaries"]["users"].update(enabled=False, dataset="personachat")  # the canaries stage's dep: a processed one
-    p["runs"] = {"tickets_dp": {"dataset": "tickets", "dp": {"enabled": True, "epsilon": 8.0},
+    p["runs"] = {"tickets_dp": {"dataset": "tickets", "secrets": "tickets", "dp": {"enabled": True, "epsilon": 8.0},
                                 "max_text_rows": 660},  # every held-in user's training rows
-                 "faq_nondp": {"dataset": "faq"}}
+                 "faq_nondp": {"dataset": "faq", "secrets": "none"}}
     without_replicas(p)
     p["attack"]["runs"] = {"tickets_dp": None, "faq_nondp": None}  # the default list on both: what a run cannot have
     # is left out with the reason

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.slow
 def test_a_user_level_run_gets_its_user_level_audit_and_card(reproduced_project):
     dest = reproduced_project
     p = yaml.safe_load((dest / "params.yaml").read_text())
-    p["runs"]["u"] = {"dataset": "enron_users", "canaries": False, "user_canaries": True, "objective": "nwp",
-                      "max_text_rows": 24, "sample_rate": 0.05, "steps": 3, "seed": 0,
+    p["runs"]["u"] = {"dataset": "enron_users", "secrets": "enron", "canaries": False, "user_canaries": True,
+                      "objective": "nwp", "max_text_rows": 24, "sample_rate": 0.05, "steps": 3, "seed": 0,
                       "dp": {"enabled": True, "epsilon": 8.0, "delta": 1e-5, "unit": "user", "rows_per_user": 4}}
     p["attack"]["runs"]["u"] = ["contrast"]
     p["audit"]["user"] = {"attack": "contrast", "k_pos": 20, "k_neg": 0}

@@ -78,7 +78,7 @@ class Reproduced:
 
 # the stages of the tiny project (tiny_params' runs)
 ALL_STAGES = {"base_model", "preprocess@personachat", "preprocess@tofu", "preprocess@enron", "preprocess@enron_users",
-              "secrets@enron", "secrets@tofu", "canaries", "audit", "variance", "data_docs", "report"} | {
+              "secrets@enron", "secrets@tofu", "no_secrets", "canaries", "audit", "variance", "data_docs", "report"} | {
     f"{stage}@{run}" for stage in ("finetune", "attack") for run in ("nondp", "dp", "users", "tofu")} | {
     f"replica_{stage}@dp_r2" for stage in ("canaries", "finetune", "attack")}
 
@@ -104,11 +104,11 @@ def tiny_params(model_dir: Path) -> dict:
     p["canaries"].update(num_canaries=60, prefix_length=4)
     p["canaries"]["checks"] = {"member_share_alpha": 1.0e-6}
     p["finetune"].update(steps=3, batch_size=8, physical_batch_size=8, max_text_rows=16, eval_rows=8, max_length=32)
-    p["runs"] = {"nondp": {"dataset": "personachat"},
-                 "dp": {"dataset": "personachat", "dp": {"enabled": True, "epsilon": 8.0}},
-                 "users": {"dataset": "enron_users", "canaries": False, "objective": "nwp", "max_text_rows": 24,
-                           "steps": 3, "batch_size": 8},
-                 "tofu": {"dataset": "tofu", "canaries": False, "max_text_rows": 40}}
+    p["runs"] = {"nondp": {"dataset": "personachat", "secrets": "none"},
+                 "dp": {"dataset": "personachat", "secrets": "none", "dp": {"enabled": True, "epsilon": 8.0}},
+                 "users": {"dataset": "enron_users", "secrets": "enron", "canaries": False, "objective": "nwp",
+                           "max_text_rows": 24, "steps": 3, "batch_size": 8},
+                 "tofu": {"dataset": "tofu", "secrets": "tofu", "canaries": False, "max_text_rows": 40}}
     p["canaries"]["formatted"]["candidates"] = 6
     p["canaries"]["kinds"] = ["new_token", "random", "unigram", "bigram", "model_based"]
     p["canaries"]["users"].update(lengths=[1, 3], per_length=2)

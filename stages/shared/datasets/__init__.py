@@ -4,6 +4,7 @@ from . import enron, enron_users, personachat, text, tofu  # noqa: F401  (each m
 from .spec import (  # noqa: F401
     CANDIDATES,
     DATASETS,
+    NO_SECRETS,
     STATS,
     DatasetSpec,
     Processed,
@@ -11,5 +12,6 @@ from .spec import (  # noqa: F401
     get_dataset,
     read_split,
     sample,
+    secrets_of,
     split_path,
 )

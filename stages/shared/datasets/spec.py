@@ -70,6 +70,9 @@ class DatasetSpec:
 
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
+#: the secrets name of a dataset without secrets (``runs.<run>.secrets``): data/secrets/none.parquet is an empty table
+#: (``python -m stages.secrets --dataset none``), so every run depends on one secrets file, its dataset's own
+NO_SECRETS = "none"
 
 
 def register_dataset(spec: DatasetSpec) -> DatasetSpec:
@@ -90,6 +93,11 @@ def get_dataset(name: str, raw: dict | None = None, key: str | None = None) -> D
             if spec is not None:
                 return spec
     return DATASETS.get(name, key)
+
+
+def secrets_of(name: str, raw: dict | None = None) -> str:
+    """The secrets name a run on dataset ``name`` names (``runs.<run>.secrets``): its spec's, or ``NO_SECRETS``."""
+    return get_dataset(name, raw).secrets or NO_SECRETS
 
 
 def dataset_names(raw: dict | None = None) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 from ...audit.schema import TEXT_ATTACKS, Metrics, covers_chance, instrument_rows, measure, sees
 from ...shared.core.errors import ConfigError
 from ...shared.core.params import check
+from ...shared.datasets import secrets_of
 
 #: every instrument the rows can hold (as the attack registry names it), with what it measures
 INSTRUMENTS = (*TEXT_ATTACKS, "blind", "user_inference", "vmr", "eia")
@@ -69,11 +70,12 @@ def steps_of(design: PositiveControlParams, dataset: str, epochs: int) -> int:
     return epochs * design.datasets[dataset]["steps_per_epoch"]
 
 
-def runs_of(design: PositiveControlParams, dataset: str) -> dict[str, dict]:
-    """run name -> its overrides of ``finetune``: one per checkpoint, then the DP counterpart."""
+def runs_of(design: PositiveControlParams, dataset: str, raw: dict) -> dict[str, dict]:
+    """run name -> its overrides of ``finetune``: one per checkpoint, then the DP counterpart (``raw``: the params
+    that declare the dataset, for the secrets file its runs name)."""
     spec = design.datasets[dataset]
-    base = {**design.recipe, **spec["run"], "dataset": dataset, "seed": design.seed,
-            "sample_rate": 1.0 / spec["steps_per_epoch"]}
+    base = {**design.recipe, **spec["run"], "dataset": dataset, "secrets": secrets_of(dataset, raw),
+            "seed": design.seed, "sample_rate": 1.0 / spec["steps_per_epoch"]}
     out = {run_name(dataset, e): {**base, "steps": steps_of(design, dataset, e)} for e in design.epochs}
     out[run_name(dataset, "dp")] = {**base, "steps": steps_of(design, dataset, design.epochs[-1]),
                                     "dp": {"enabled": True, **design.dp}}
@@ -93,13 +95,13 @@ def _hydra(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def study_overrides(design: PositiveControlParams, dataset: str) -> list[str]:
+def study_overrides(design: PositiveControlParams, dataset: str, raw: dict) -> list[str]:
     """The design's overrides of one dataset's experiment (after the preset's): its runs and their attacks."""
     if dataset not in design.datasets:
         raise ConfigError(f"--dataset {dataset}: the design's datasets are {sorted(design.datasets)} (studies.yaml "
                           f"positive_control.datasets)")
     attacks = _hydra(list(design.datasets[dataset]["attacks"]))
-    return [line for run, over in runs_of(design, dataset).items()
+    return [line for run, over in runs_of(design, dataset, raw).items()
             for line in (f"++runs.{run}={_hydra(over)}", f"++attack.runs.{run}={attacks}")]
 
 

@@ -287,7 +287,7 @@ def test_read_params_keeps_no_state_between_calls(tmp_path, order):
     (tmp_path / "a").mkdir()
     declaring, _ = text_project(tmp_path / "a", {"path": "data/raw/tickets.jsonl", "text_field": "body"})
     raw = yaml.safe_load(declaring.read_text())
-    raw["runs"]["mine_run"] = {"dataset": "mine"}
+    raw["runs"]["mine_run"] = {"dataset": "mine", "secrets": "none"}
     raw["attack"]["runs"]["mine_run"] = None
     declaring.write_text(yaml.safe_dump(raw, sort_keys=False))
     plain = tmp_path / "b" / "params.yaml"

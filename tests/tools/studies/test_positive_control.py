@@ -43,11 +43,17 @@ def test_the_design_is_validated_naming_the_key():
 
 
 def test_each_checkpoint_is_a_run_at_q_t_epochs_and_the_dp_counterpart_takes_the_last_steps():
+    from testkit.project import ROOT
+
+    from stages.shared.core.params import read_params
+
     design = build(PositiveControlParams, GOOD, "positive_control")
-    runs = runs_of(design, "tofu_authors")
+    raw = read_params(ROOT / "params.yaml")
+    runs = runs_of(design, "tofu_authors", raw)
     assert list(runs) == ["pc_tofu_authors_e1", "pc_tofu_authors_e2", "pc_tofu_authors_e4", "pc_tofu_authors_dp"]
     for name, run in runs.items():
         assert run["sample_rate"] == 0.25 and run["seed"] == 9 and run["paradigm"] == "full"
+        assert run["secrets"] == "none"  # the secrets file its dataset has (dvc.yaml reads the run's own entry)
         assert ("dp" in run) == name.endswith("_dp")
     assert [r["steps"] * r["sample_rate"] for r in runs.values()] == [1, 2, 4, 4]  # q T: the epochs
     assert runs["pc_tofu_authors_dp"]["dp"] == {"enabled": True, "epsilon": 8.0, "delta": 1e-5}
@@ -62,6 +68,7 @@ def test_the_flows_overrides_give_valid_params_with_only_the_studys_runs(tmp_pat
     from stages.finetune.params import load_finetune
     from stages.params import validate_params
     from stages.shared.core.params import load, read_params
+    from stages.shared.datasets import secrets_of
     from stages.tools.studies.positive_control import study_overrides
 
     raw = read_params(ROOT / "params.yaml")
@@ -69,17 +76,19 @@ def test_the_flows_overrides_give_valid_params_with_only_the_studys_runs(tmp_pat
     for f in ("params.yaml", "studies.yaml"):
         shutil.copy(ROOT / f, tmp_path / f)
     dataset = next(iter(design.datasets))
-    apply_overrides(str(tmp_path / "params.yaml"), preset_lines(Path(ROOT), PRESET) + study_overrides(design, dataset))
+    apply_overrides(str(tmp_path / "params.yaml"), preset_lines(Path(ROOT), PRESET)
+                    + study_overrides(design, dataset, raw))
     p = read_params(tmp_path / "params.yaml")
     validate_params(p)
-    assert list(p["runs"]) == list(runs_of(design, dataset)) and not p["replicas"]["sets"]
+    assert list(p["runs"]) == list(runs_of(design, dataset, raw)) and not p["replicas"]["sets"]
     for run in p["runs"]:
         ft = load_finetune(run, tmp_path / "params.yaml", p)
         assert ft.dataset == dataset and ft.paradigm == "full" and not ft.canaries and ft.seed == design.seed
+        assert ft.secrets == secrets_of(dataset, p)
         assert ft.dp.enabled == run.endswith("_dp")
         assert p["attack"]["runs"][run] == list(design.datasets[dataset]["attacks"])
     with pytest.raises(ConfigError, match="--dataset personachat"):
-        study_overrides(design, "personachat")
+        study_overrides(design, "personachat", raw)
 
 
 def _auroc(auroc, ci=None, p=None, members=20, non_members=20):
