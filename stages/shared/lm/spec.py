@@ -3,8 +3,10 @@ from (stages/shared/lm/trainable.py builds, saves and loads it). No model code h
 can be read without loading torch."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+from ..core.errors import DataError
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,14 @@ class Trainable:
         return {**asdict(self), "lora_targets": targets, "secret_rows": list(self.secret_rows)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Trainable":
+    def from_json(cls, data: dict[str, Any], where: str = "trainable") -> "Trainable":
+        """The record of ``data`` (run.json's ``trainable``): an unknown or missing key is refused, naming it."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        missing = [n for n in names if n not in data]
+        if unknown or missing:
+            key, what = (unknown[0], "unknown key") if unknown else (missing[0], "missing key")
+            raise DataError(f"{where}: {what} {key!r} (a record of another version?)")
         targets = data["lora_targets"]
         return cls(**{**data, "lora_targets": targets if isinstance(targets, str) else tuple(targets),
                       "secret_rows": tuple(data["secret_rows"])})
