@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from leakaudit import selfcheck as flow  # noqa: E402
 from stages.shared.core.params import load  # noqa: E402
+from stages.shared.core.records import read_record, record_json  # noqa: E402
+from stages.shared.studies.selfcheck import MutantsReport  # noqa: E402
 from stages.tools.selfcheck import trials as S  # noqa: E402
 from stages.tools.selfcheck.params import SelfcheckParams  # noqa: E402
 
@@ -125,7 +127,8 @@ def main() -> None:
         for key, new in (("rows", rows), ("expected_pass_rows", passing)):
             ran = {(r["mutant"], r["config"]) for r in new}
             doc[key] = [r for r in doc.get(key, []) if (r["mutant"], r["config"]) not in ran] + new
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    report = read_record(MutantsReport, doc, str(out))  # the table's record: what the report reads back
+    out.write_text(json.dumps(record_json(report), indent=1) + "\n")
 
 
 def commit() -> str:

@@ -24,6 +24,8 @@ from stages.audit.schema import metrics_of
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of
+from stages.shared.core.records import read_record, record_json
+from stages.shared.studies.positive_control import Experiment, PositiveControlTable
 from stages.tools.studies.positive_control import (
     PositiveControlParams,
     dataset_rows,
@@ -74,14 +76,14 @@ def user_losses(repo: Path, rev: str, scores_dir: str, run: str) -> list[dict]:
     return [r for r in table if r["group"] == "users"]
 
 
-def table(repo: Path, design: PositiveControlParams, records: Path) -> dict:
+def table(repo: Path, design: PositiveControlParams, records: Path) -> PositiveControlTable:
     """reports/positive_control.json: the design and its commit, per experiment its rows (``dataset_rows``) with its
     params.yaml and dvc.lock kept under ``records``, and the verdict of each prediction over every experiment."""
-    commit = design_commit(repo)
     raw_design = read_params(repo / "params.yaml")["positive_control"]
-    out = {"design": raw_design, "design_commit": commit, "recipe": PRESET, "experiments": []}
     commits = experiment_commits(repo, PREFIX)
-    out["experiments"] += carried(repo / records.with_suffix(".json"), repo, commits, raw_design)
+    kept_table = repo / records.with_suffix(".json")
+    experiments = [read_record(Experiment, e, f"{kept_table}: experiment {e.get('experiment')}")
+                   for e in carried(kept_table, repo, commits, raw_design)]
     for name, rev in sorted(commits.items()):
         ran_under = yaml.safe_load(vcs.git(repo, "show", f"{rev}:studies.yaml")).get("positive_control")
         if ran_under != raw_design:
@@ -95,12 +97,14 @@ def table(repo: Path, design: PositiveControlParams, records: Path) -> dict:
         losses = {run: user_losses(repo, rev, section_of(raw, "attack.out_dir"), run)
                   for run in runs_of(design, dataset, raw)}
         timing = repo / records / f"{name}.seconds"
-        out["experiments"].append({"experiment": name, "commit": rev, "dataset": dataset, **kept,
-                                   "seconds": int(timing.read_text()) if timing.is_file() else None,
-                                   **dataset_rows(design, dataset, metrics, losses)})
-    out["experiments"].sort(key=lambda e: e["experiment"])
-    out["verdicts"] = verdicts(design, out["experiments"])
-    return out
+        checkpoints, rows = dataset_rows(design, dataset, metrics, losses)
+        experiments.append(Experiment(experiment=name, commit=rev, dataset=dataset, params=kept["params"],
+                                      lock=kept["lock"],
+                                      seconds=int(timing.read_text()) if timing.is_file() else None,
+                                      checkpoints=checkpoints, rows=rows))
+    experiments.sort(key=lambda e: e.experiment)
+    return PositiveControlTable(design=raw_design, design_commit=design_commit(repo), recipe=PRESET,
+                                experiments=experiments, verdicts=verdicts(design, experiments))
 
 
 def main(argv=None) -> None:
@@ -117,9 +121,9 @@ def main(argv=None) -> None:
     if args.run:
         run_experiment(repo, design, args.dataset or next(iter(design.datasets)), records)
     data = table(repo, design, records)
-    write_table(out, data)
-    for v in data["verdicts"]:
-        print(f"{v['prediction']}: {v['verdict']} ({v['of'] - v['failed']} of {v['of']} checks hold)")
+    write_table(out, record_json(data))
+    for v in data.verdicts:
+        print(f"{v.prediction}: {v.verdict.value} ({v.of - v.failed} of {v.of} checks hold)")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from stages.shared.core.cli import configure_process
     from stages.shared.core.io import write_json
     from stages.shared.core.params import PARAMS_FILE, load
+    from stages.shared.core.records import record_json
 
     ap = argparse.ArgumentParser(prog="leakaudit selfcheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default=PARAMS_FILE)
@@ -55,9 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{len(judge.TESTS)} tests, each at {judge.level(sc.alpha, len(sc.configs)):.2g}")
     print(judge.HEADER)
     doc = judge.document(design(sc), check(sc))
-    write_json(Path(args.out) if args.out else Path(args.params).parent / sc.out, doc)
-    print("every configuration passes" if doc["all_pass"] else "FLAGGED: see the rows above")
-    return 0 if doc["all_pass"] else 1
+    write_json(Path(args.out) if args.out else Path(args.params).parent / sc.out, record_json(doc))
+    print("every configuration passes" if doc.all_pass else "FLAGGED: see the rows above")
+    return 0 if doc.all_pass else 1
 
 
 if __name__ == "__main__":

@@ -34,9 +34,9 @@ from stages.shared.core.params import PARAMS_FILE, load, read_params, run_names,
 from stages.shared.core.replicas import ReplicaParams
 from stages.shared.core.requirements import run_requirements
 from stages.shared.datasets import DatasetSpec, get_dataset
+from stages.shared.studies.positive_control import PositiveControlParams
 from stages.tools.selfcheck.params import SelfcheckParams
 from stages.tools.studies.params import StudyParams
-from stages.tools.studies.positive_control import PositiveControlParams
 from stages.tools.studies.user_inference import UserInferenceStudyParams
 from stages.tools.studies.user_level import UserLevelPlanParams
 from stages.variance.params import VarianceParams

@@ -23,6 +23,7 @@ from ..shared.bounds.keys import BoundKeys
 from ..shared.core.errors import DataError
 from ..shared.core.io import read_json, read_table, write_json, write_table
 from ..shared.core.records import flattened, optional, read_record, record, record_json
+from ..shared.studies.rows import TEXT_ATTACKS, AurocRow, EiaRow, InstrumentRow, ValueRow  # noqa: F401
 
 # the record's version: bumped whenever its shape changes (what each version added: git log -p of this file)
 METRICS_VERSION = 9
@@ -555,28 +556,20 @@ def bound_keys(metrics: Metrics) -> list[BoundKeys]:
     return [BoundKeys(c) for c in metrics.audit_params.confidences]
 
 
-#: the text membership attacks whose rows ``instrument_rows`` reads (each also scores users through their rows)
-TEXT_ATTACKS = ("loss", "ref_ratio", "zlib", "min_k", "min_k_pp", "ez_mia")
 
 
-def _auroc_row(instrument: str, pool: str, m: GroupMetrics | Blind) -> dict:
-    return {"instrument": instrument, "pool": pool, "auroc": m.auroc, "auroc_ci95": m.auroc_ci95,
-            "auroc_p_exact": getattr(m, "auroc_p_exact", None), "members": m.members, "non_members": m.non_members}
+def _auroc_row(instrument: str, pool: str, m: GroupMetrics | Blind) -> AurocRow:
+    return AurocRow(instrument=instrument, pool=pool, auroc=m.auroc, auroc_ci95=m.auroc_ci95,
+                    auroc_p_exact=getattr(m, "auroc_p_exact", None), members=m.members, non_members=m.non_members)
 
 
-def _value_row(instrument: str, pool: str, value: float | None, ci95, members: int | None = None,
-               non_members: int | None = None) -> dict:
-    return {"instrument": instrument, "pool": pool, "value": value, "ci95": ci95, "members": members,
-            "non_members": non_members}
-
-
-def instrument_rows(metrics_run: RunMetrics) -> list[dict]:
+def instrument_rows(metrics_run: RunMetrics) -> list[InstrumentRow]:
     """Every instrument's measure in one run's entry (``runs.<run>``), one row per instrument (as the attack registry
-    names it) and pool: an AUROC (``auroc``, ``auroc_ci95``, ``auroc_p_exact``, ``members``, ``non_members``) of the
-    text attacks, user inference and the blind baseline, or a value (``value``, ``ci95``): VMR minus the base model
-    per arm, embedding inversion's token F1. What the positive control and the report compare across runs."""
+    names it) and pool: an AUROC (``AurocRow``) of the text attacks, user inference and the blind baseline, or a value
+    (``ValueRow``, ``EiaRow``): VMR minus the base model per arm, embedding inversion's token F1. What the positive
+    control and the report compare across runs."""
     r = metrics_run
-    rows = []
+    rows: list[InstrumentRow] = []
     for name in (*TEXT_ATTACKS, "user_inference"):
         for pool, m in sorted((r.attacks.get(name) or {}).items()):
             if pool in ("text", "users", "canary_users") and m.auroc is not None:
@@ -586,29 +579,10 @@ def instrument_rows(metrics_run: RunMetrics) -> list[dict]:
     vmr = (r.memorization or {}).get("vmr")
     if vmr:
         for arm, pool in ((vmr.trained, "trained"), (vmr.untrained, "held_out")):
-            rows.append(_value_row("vmr", pool, arm.minus_base, arm.minus_base_ci95, arm.secrets))
+            rows.append(ValueRow(instrument="vmr", pool=pool, value=arm.minus_base, ci95=arm.minus_base_ci95,
+                                 members=arm.secrets, non_members=None))
     eia = r.other.get("eia")  # another family's summary, as its attack wrote it (stages/attack/eia.py)
     if eia:  # its baseline: the same decoder on another text's embedding (none before the baseline existed)
-        rows.append({**_value_row("eia", "test", eia["f1"], None), "baseline": eia.get("baseline_f1")})
+        rows.append(EiaRow(instrument="eia", pool="test", value=eia["f1"], ci95=None, members=None, non_members=None,
+                           baseline=eia.get("baseline_f1")))
     return rows
-
-
-def sees(row: dict) -> bool:
-    """An AUROC above chance: its 95% interval above 0.5, or, without one, its exact permutation p below 0.05."""
-    if row.get("auroc_ci95"):
-        return row["auroc_ci95"][0] > 0.5
-    return row.get("auroc_p_exact") is not None and row["auroc_p_exact"] < 0.05
-
-
-def covers_chance(row: dict) -> bool:
-    """Chance within the row's evidence: its AUROC interval covers 0.5 (or, without one, its exact one-sided p is at
-    least 0.05); a value row's interval covers 0."""
-    if "auroc" in row:
-        if row.get("auroc_ci95"):
-            return row["auroc_ci95"][0] <= 0.5 <= row["auroc_ci95"][1]
-        return row.get("auroc_p_exact") is None or row["auroc_p_exact"] >= 0.05
-    return row["ci95"] is None or row["ci95"][0] <= 0.0 <= row["ci95"][1]
-
-
-def measure(row: dict) -> float:
-    return row["auroc"] if "auroc" in row else row["value"]

@@ -5,10 +5,12 @@ what the same instrument reaches on the memorising profile."""
 import json
 from types import SimpleNamespace
 
+import pytest
 from testkit.project import ROOT
 from testkit.records import committed_metrics
 
 from stages.report.sections.positive_control import null_wording, positive_control_section
+from stages.shared.core.errors import DataError
 
 
 def _inputs(tmp_path, table):
@@ -50,3 +52,16 @@ def test_no_experiment_is_no_measurement(tmp_path):
     f.write_text(json.dumps(data))
     s = positive_control_section(_inputs(tmp_path, f))
     assert not s.tables and not s.images and "nothing here is a measurement" in s.paragraphs[1]
+
+
+def test_a_table_of_another_shape_is_refused_in_one_line_naming_the_key(tmp_path):
+    """The table is read as records: a key it does not know, or one it lacks, stops the report naming it."""
+    data = json.loads((ROOT / "reports" / "positive_control.json").read_text())
+    f = tmp_path / "positive_control.json"
+    f.write_text(json.dumps({**data, "schema": 2}))
+    with pytest.raises(DataError, match=r"positive_control.json: unknown key 'schema'"):
+        positive_control_section(_inputs(tmp_path, f))
+    del data["experiments"][0]["checkpoints"][0]["users_loss"]["gap"]
+    f.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=r"experiments\[0\]\.checkpoints\[0\]\.users_loss: missing key 'gap'"):
+        positive_control_section(_inputs(tmp_path, f))

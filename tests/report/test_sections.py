@@ -160,9 +160,10 @@ def test_selfcheck_section_shows_each_regime_the_power_and_the_mutants(tmp_path)
     data = json.loads((ROOT / "reports/selfcheck.json").read_text())
     mutants = tmp_path / "mutants.json"
     mutants.write_text(json.dumps({"family": 17, "alpha": 0.001, "tests": 5, "rows": [
-        {"mutant": None, "config": "bk/linear:lora/q1xT1/sgd/1p", "seeds": 20, "flagged": 0, "named": {}},
-        {"mutant": "noise_x0.9", "config": "hooks/transformer:rows/q0.5xT4/adamw/1p", "seeds": 20, "flagged": 20,
-         "named": {"noise scale": 20}}]}))
+        {"mutant": None, "config": "bk/linear:lora/q1xT1/sgd/1p", "seeds": 20, "first_seed": 0, "flagged": 0,
+         "named": {}, "seconds": 9},
+        {"mutant": "noise_x0.9", "config": "hooks/transformer:rows/q0.5xT4/adamw/1p", "seeds": 20, "first_seed": 0,
+         "flagged": 20, "named": {"noise scale": 20}, "seconds": 9}], "expected_pass_rows": []}))
     md = to_markdown("t", [selfcheck_section(ROOT / "reports/selfcheck.json", mutants)], Path("."))
     assert md.count("| pass |") == len(data["rows"]) and "transformer" in md and "adamw" in md
     assert "noise ÷ booked [CI]" in md and "0.9 × the booked σ" in md and "Not checked:" in md

@@ -8,14 +8,13 @@ from pathlib import Path
 from testkit.project import ROOT
 
 import stages.audit.schema as schema
+import stages.shared.studies.rows as rows
 from stages.finetune.schema import AuditorRecord, PrivacyRecord, RunRecord, Valid
 
 REPORT = ROOT / "stages" / "report"
 #: the report's inputs that are not metrics records yet (the studies' and tools' own JSON files), per module: the
 #: file it reads and the keys it reads from it that a metrics record also has as a field
 UNTYPED = {
-    "sections/positive_control.py": ("reports/positive_control.json", {"verdicts"}),
-    "sections/selfcheck.py": ("reports/selfcheck.json", {"power"}),
     "sections/silent.py": ("reports/user_level_plan.json", {"power"}),
     "sections/study.py": ("reports/audit_study/ (study rows)", {"streams", "ideal_percentile", "design", "optimizer"}),
     "sections/variance.py": ("the variance stage's analysis.json", {"control", "n", "ci95"}),
@@ -23,9 +22,9 @@ UNTYPED = {
 
 
 def _record_fields() -> set[str]:
-    classes = [c for _, c in inspect.getmembers(schema, inspect.isclass)
-               if dataclasses.is_dataclass(c) and c.__module__ == schema.__name__] + [PrivacyRecord, RunRecord,
-                                                                                AuditorRecord, Valid]
+    classes = [c for m in (schema, rows) for _, c in inspect.getmembers(m, inspect.isclass)
+               if dataclasses.is_dataclass(c) and c.__module__ == m.__name__] + [PrivacyRecord, RunRecord,
+                                                                            AuditorRecord, Valid]
     assert len(classes) > 20
     return {f.name for c in classes for f in dataclasses.fields(c) if f.name != "bounds"}
 
@@ -57,3 +56,9 @@ def test_the_report_reads_metrics_json_through_its_one_reader():
     sources = {p: p.read_text() for p in REPORT.rglob("*.py")}
     readers = [p.relative_to(ROOT) for p, s in sources.items() if "metrics_of(" in s or "read_metrics(" in s]
     assert [str(p) for p in readers] == ["stages/report/build.py"]
+
+
+def test_sections_over_typed_tables_look_nothing_up_by_name():
+    """A section whose inputs are all records (metrics.json, reports/positive_control.json) has no ``.get("...")``."""
+    for module in ("sections/positive_control.py",):
+        assert list(_lookups(REPORT / module)) == [], module

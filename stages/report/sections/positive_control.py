@@ -3,10 +3,10 @@ the default run, on the memorising profile (non-DP full fine-tunes at each check
 the same pools, with the predictions stated before the runs and their verdicts."""
 from __future__ import annotations
 
-import json
-
-from ...audit.schema import RunMetrics, covers_chance, instrument_rows, measure, sees
+from ...audit.schema import RunMetrics, instrument_rows
 from ...shared.core.formatting import Table, ci, fmt
+from ...shared.studies.positive_control import Experiment, read_table
+from ...shared.studies.rows import AurocRow, EiaRow, InstrumentRow
 from ..inputs import Inputs
 from ..render import Section
 
@@ -16,34 +16,34 @@ POOLS = {"text": "text rows", "users": "real users", "canary_users": "canary use
          "trained": "trained secrets", "held_out": "held-out secrets (control)", "test": "unseen test texts"}
 
 
-def _shown(row: dict | None) -> str:
+def _shown(row: InstrumentRow | None) -> str:
     if row is None:
         return "–"
-    if "auroc" in row:
-        return ci(row["auroc"], row["auroc_ci95"], row["auroc_p_exact"])
-    shown = fmt(row["value"], 3) if row["ci95"] is None else ci(row["value"], row["ci95"])
-    if row["instrument"] == "eia":
-        base = row.get("baseline")
+    if isinstance(row, AurocRow):
+        return ci(row.auroc, row.auroc_ci95, row.auroc_p_exact)
+    shown = fmt(row.value, 3) if row.ci95 is None else ci(row.value, row.ci95)
+    if isinstance(row, EiaRow):
+        base = row.baseline
         return shown + (f" (baseline {fmt(base, 3)})" if base is not None else " (no baseline recorded)")
     return shown
 
 
-def default_rows(runs: dict[str, RunMetrics], dataset: str) -> tuple[str | None, dict]:
+def default_rows(runs: dict[str, RunMetrics], dataset: str) -> tuple[str | None, dict[tuple[str, str], InstrumentRow]]:
     """The default run on ``dataset`` without DP, and its rows by (instrument, pool), from this report's metrics."""
     run = next((r for r, m in runs.items() if m.dataset == dataset and not m.privacy.dp), None)
     if run is None:
         return None, {}
-    return run, {(x["instrument"], x["pool"]): x for x in instrument_rows(runs[run])}
+    return run, {(x.instrument, x.pool): x for x in instrument_rows(runs[run])}
 
 
-def _loss_panel(ax, ex: dict, epochs: list, dp_x: float, dp_label: str) -> None:
+def _loss_panel(ax, ex: Experiment, epochs: list, dp_x: float, dp_label: str) -> None:
     """The losses of held-in and held-out users' attacker samples and of the validation rows per checkpoint, the DP
     counterpart's hollow at ``dp_x``."""
-    pts = [c for c in ex["checkpoints"] if not c["dp"]]
-    dp = next((c for c in ex["checkpoints"] if c["dp"]), None)
-    series = (("held-in users", "o-", lambda c: c["users_loss"]["held_in"]),
-              ("held-out users", "o-", lambda c: c["users_loss"]["held_out"]),
-              ("validation rows", "s--", lambda c: c["valid_nll"]))
+    pts = [c for c in ex.checkpoints if not c.dp]
+    dp = next((c for c in ex.checkpoints if c.dp), None)
+    series = (("held-in users", "o-", lambda c: c.users_loss.held_in),
+              ("held-out users", "o-", lambda c: c.users_loss.held_out),
+              ("validation rows", "s--", lambda c: c.valid_nll))
     for label, style, value in series:
         ys = [value(c) for c in pts]
         if any(y is None for y in ys):
@@ -59,14 +59,13 @@ def _loss_panel(ax, ex: dict, epochs: list, dp_x: float, dp_label: str) -> None:
     ax.legend(fontsize=6)
 
 
-def _series(ax, own: dict, epochs: list, dp_x: float, measure: str, interval: str, style: str, dodge: float = 1.0,
-            **kw) -> None:
+def _series(ax, own: dict, epochs: list, dp_x: float, style: str, dodge: float = 1.0, **kw) -> None:
     """One instrument's rows by checkpoint (``own``: checkpoint -> row) against epochs with their 95% intervals
-    (``row[measure]``, ``row[interval]``), the DP counterpart hollow at ``dp_x``."""
+    (the row's measure and its interval), the DP counterpart hollow at ``dp_x``."""
     keys = [e for e in epochs if e in own] + (["dp"] if "dp" in own else [])
     xs = [(dp_x if e == "dp" else e) * dodge for e in keys]
-    ys = [own[e][measure] for e in keys]
-    cis = [own[e][interval] or (y, y) for e, y in zip(keys, ys)]
+    ys = [own[e].measure for e in keys]
+    cis = [(own[e].auroc_ci95 if isinstance(own[e], AurocRow) else own[e].ci95) or (y, y) for e, y in zip(keys, ys)]
     lo, hi = [y - c[0] for y, c in zip(ys, cis)], [c[1] - y for y, c in zip(ys, cis)]
     n = len(keys) - ("dp" in own)
     bars = ax.errorbar(xs[:n], ys[:n], yerr=[lo[:n], hi[:n]], fmt=style, ms=3, capsize=2, lw=1, **kw)
@@ -75,21 +74,21 @@ def _series(ax, own: dict, epochs: list, dp_x: float, measure: str, interval: st
                     color=bars[0].get_color())
 
 
-def _vmr_panel(ax, ex: dict, epochs: list, dp_x: float) -> None:
+def _vmr_panel(ax, ex: Experiment, epochs: list, dp_x: float) -> None:
     """VMR minus the base model's of the trained secrets and of the held-out control against epochs, with their 95%
     intervals, the DP counterpart hollow at ``dp_x``."""
     for arm, style in (("trained", "o-"), ("held_out", "s--")):
-        own = {r["checkpoint"]: r for r in ex["rows"] if (r["instrument"], r["pool"]) == ("vmr", arm)}
+        own = {r.checkpoint: r for r in ex.rows if (r.instrument, r.pool) == ("vmr", arm)}
         if own:
-            _series(ax, own, epochs, dp_x, "value", "ci95", style, label=POOLS[arm])
+            _series(ax, own, epochs, dp_x, style, label=POOLS[arm])
     ax.axhline(0.0, color="k", ls=":", lw=0.8)
-    ax.set_title(f"{ex['dataset']}: VMR of real secrets", fontsize=8)
+    ax.set_title(f"{ex.dataset}: VMR of real secrets", fontsize=8)
     ax.set_ylabel("VMR minus base (95% CI)", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6, loc="upper left")
 
 
-def dose_plot(experiments: list[dict], dp_label: str, path) -> None:
+def dose_plot(experiments: list[Experiment], dp_label: str, path) -> None:
     """A column per dataset; a row per pool (text rows, real users, canary users): each AUROC instrument against
     epochs with its 95% interval, the DP counterpart hollow at the right; a row for VMR where an experiment has it
     (trained secrets and the held-out control, minus the base model); the last row the loss of held-in and held-out
@@ -100,37 +99,37 @@ def dose_plot(experiments: list[dict], dp_label: str, path) -> None:
     import matplotlib.pyplot as plt
 
     pools = [p for p in ("text", "users", "canary_users")
-             if any(r["pool"] == p and "auroc" in r for e in experiments for r in e["rows"])]
-    names = list(dict.fromkeys(r["instrument"] for e in experiments for r in e["rows"]
-                               if "auroc" in r and r["instrument"] != "blind"))
+             if any(r.pool == p and isinstance(r, AurocRow) for e in experiments for r in e.rows)]
+    names = list(dict.fromkeys(r.instrument for e in experiments for r in e.rows
+                               if isinstance(r, AurocRow) and r.instrument != "blind"))
     colour = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
-    vmr = any(r["instrument"] == "vmr" for e in experiments for r in e["rows"])
+    vmr = any(r.instrument == "vmr" for e in experiments for r in e.rows)
     n_rows = len(pools) + vmr + 1
     fig, axes = plt.subplots(n_rows, len(experiments), figsize=(4.4 * len(experiments), 2.6 * (n_rows - 1) + 2),
                              squeeze=False, sharex="col")
     for j, ex in enumerate(experiments):
-        epochs = [c["epochs"] for c in ex["checkpoints"] if not c["dp"]]
+        epochs = [c.epochs for c in ex.checkpoints if not c.dp]
         dp_x = epochs[-1] * 1.7
         for i, pool in enumerate(pools):
             ax = axes[i][j]
-            if not any(r["pool"] == pool and "auroc" in r for r in ex["rows"]):
+            if not any(r.pool == pool and isinstance(r, AurocRow) for r in ex.rows):
                 ax.set_axis_off()  # this dataset has no such pool (TOFU has no canary users)
                 continue
             for k, name in enumerate(names):
-                own = {r["checkpoint"]: r for r in ex["rows"] if (r["instrument"], r["pool"]) == (name, pool)}
+                own = {r.checkpoint: r for r in ex.rows if (r.instrument, r.pool) == (name, pool)}
                 if not own:
                     continue
-                _series(ax, own, epochs, dp_x, "auroc", "auroc_ci95", "o-", dodge=1 + 0.03 * (k - len(names) / 2),
-                        color=colour[name], label=name)
+                _series(ax, own, epochs, dp_x, "o-", dodge=1 + 0.03 * (k - len(names) / 2), color=colour[name],
+                        label=name)
             ax.axhline(0.5, color="k", ls=":", lw=0.8)
             ax.set_ylim(0, 1.02)
-            ax.set_title(f"{ex['dataset']}: {POOLS[pool]}", fontsize=8)
+            ax.set_title(f"{ex.dataset}: {POOLS[pool]}", fontsize=8)
             ax.grid(alpha=0.3)
             if j == 0:
                 ax.set_ylabel("AUROC (95% CI)", fontsize=8)
                 ax.legend(fontsize=6, loc="lower left", ncol=2)
         if vmr:
-            if any(r["instrument"] == "vmr" for r in ex["rows"]):
+            if any(r.instrument == "vmr" for r in ex.rows):
                 _vmr_panel(axes[-2][j], ex, epochs, dp_x)
             else:
                 axes[-2][j].set_axis_off()
@@ -145,57 +144,57 @@ def positive_control_section(inp: Inputs) -> Section | None:
     path = inp.positive_control
     if path is None or not path.is_file():
         return None
-    data = json.loads(path.read_text())
-    design = data["design"]
+    data = read_table(path)
+    design = data.design
     t = Table(["dataset", "instrument", "pool", "measure", "default run", "memorising profile (strongest checkpoint)",
                "DP counterpart (accountant ε)"])
     notes = []
-    for ex in data["experiments"]:
-        run, defaults = default_rows(inp.runs, ex["dataset"])
-        keys = list(dict.fromkeys((r["instrument"], r["pool"]) for r in ex["rows"]))
+    for ex in data.experiments:
+        run, defaults = default_rows(inp.runs, ex.dataset)
+        keys = list(dict.fromkeys((r.instrument, r.pool) for r in ex.rows))
         for instrument, pool in keys:
-            own = [r for r in ex["rows"] if (r["instrument"], r["pool"]) == (instrument, pool)]
-            mem = [r for r in own if r["checkpoint"] != "dp"]
-            best = max(mem, key=measure) if mem else None
-            dp = next((r for r in own if r["checkpoint"] == "dp"), None)
+            own = [r for r in ex.rows if (r.instrument, r.pool) == (instrument, pool)]
+            mem = [r for r in own if r.checkpoint != "dp"]
+            best = max(mem, key=lambda r: r.measure) if mem else None
+            dp = next((r for r in own if r.checkpoint == "dp"), None)
             default = defaults.get((instrument, pool))
             at = ("model-free: the same at every checkpoint" if instrument == "blind" else
-                  f"at {best['checkpoint']} epoch{'s' if best['checkpoint'] != 1 else ''}") if best else ""
-            t.rows.append([ex["dataset"], instrument, POOLS.get(pool, pool), MEASURE.get(instrument, "AUROC"),
+                  f"at {best.checkpoint} epoch{'s' if best.checkpoint != 1 else ''}") if best else ""
+            t.rows.append([ex.dataset, instrument, POOLS.get(pool, pool), MEASURE.get(instrument, "AUROC"),
                            f"{_shown(default)} ({run})" if default else "–",
                            f"{_shown(best)} {at}" if best else "–",
-                           f"{_shown(dp)} (ε {fmt(dp['epsilon'], 2)})" if dp else "–"])
-        took = f"{ex['seconds'] / 60:.0f} min" if ex.get("seconds") else "time not recorded"
-        notes.append(f"`{ex['experiment']}` (commit `{ex['commit'][:10]}`, {took} on the machine that ran it)")
+                           f"{_shown(dp)} (ε {fmt(dp.epsilon, 2)})" if dp else "–"])
+        took = f"{ex.seconds / 60:.0f} min" if ex.seconds else "time not recorded"
+        notes.append(f"`{ex.experiment}` (commit `{ex.commit[:10]}`, {took} on the machine that ran it)")
     v = Table(["prediction (stated before the runs)", "verdict", "checks that hold"])
-    for p in data.get("verdicts", []):
-        failed = [c for c in p["checks"] if not c["holds"]]
-        detail = "; ".join(f"{c['experiment']}: {c['what']} = {fmt(c['value'], 3)}" for c in failed[:4])
-        v.rows.append([p["says"], p["verdict"], f"{p['of'] - p['failed']} of {p['of']}"
+    for p in data.verdicts:
+        failed = [c for c in p.checks if not c.holds]
+        detail = "; ".join(f"{c.experiment}: {c.what} = {fmt(c.value, 3)}" for c in failed[:4])
+        v.rows.append([p.says, p.verdict.value, f"{p.of - p.failed} of {p.of}"
                        + (f" (fails: {detail}{'; …' if len(failed) > 4 else ''})" if failed else "")])
     images = []
-    if data["experiments"]:
+    if data.experiments:
         png = inp.plots_dir / "positive_control.png"
-        dose_plot(data["experiments"], f"({design['dp']['epsilon']:g}, {design['dp']['delta']:g})", png)
+        dose_plot(data.experiments, f"({design.dp['epsilon']:g}, {design.dp['delta']:g})", png)
         images.append(("Dose-response: each membership instrument's AUROC against epochs on the memorising profile, "
                        "the DP counterpart at the right; VMR of the trained secrets and of the held-out control "
                        "(minus the base model) where measured; below, the loss of held-in and held-out users' "
                        "attacker samples and of the validation rows", png))
-    r = design["recipe"]
+    r = design.recipe
     recipe = (f"{'full fine-tuning' if r['paradigm'] == 'full' else r['paradigm']}, {r['optimizer']} at lr "
               f"{r['lr']:g}, {'no canaries' if not r['canaries'] else 'with canaries'}")
-    return Section("Can the instruments see? The positive control", tables=[t, v] if data["experiments"] else [],
+    return Section("Can the instruments see? The positive control", tables=[t, v] if data.experiments else [],
                    images=images, paragraphs=[
         "A null is evidence only if the instrument would have seen leakage where there is some. Each instrument below "
         "runs on the same pools as the default run, on non-DP fine-tunes trained until they memorise (the memorising "
-        f"profile: {recipe}; a run per checkpoint at {', '.join(map(str, design['epochs']))} epochs from the base "
-        f"model, seed {design['seed']}) and on its DP counterpart at (ε, δ) = ({design['dp']['epsilon']:g}, "
-        f"{design['dp']['delta']:g}) with the last checkpoint's q and steps. The profile's column shows its "
+        f"profile: {recipe}; a run per checkpoint at {', '.join(map(str, design.epochs))} epochs from the base "
+        f"model, seed {design.seed}) and on its DP counterpart at (ε, δ) = ({design.dp['epsilon']:g}, "
+        f"{design.dp['delta']:g}) with the last checkpoint's q and steps. The profile's column shows its "
         "strongest checkpoint, chosen after the fact (a description, not a test); the predictions' verdicts below are "
         "the tests, stated in studies.yaml before any run. Each interval is a 95% bootstrap interval read on its own "
         "(no correction over rows); where a side has fewer than audit.min_per_side items the exact permutation p "
         "stands instead. The canary audit has its own positive control (the non-DP run's row in the audit table).",
-        f"Design committed at `{(data['design_commit'] or '?')[:10]}`; recipe {data['recipe']}. Experiments: "
+        f"Design committed at `{(data.design_commit or '?')[:10]}`; recipe {data.recipe}. Experiments: "
         + ("; ".join(notes) if notes else "none recorded yet: nothing here is a measurement") + "."])
 
 
@@ -207,20 +206,20 @@ def null_wording(inp: Inputs, instruments: tuple[str, ...]) -> list[str]:
     if path is None or not path.is_file():
         return []
     out = []
-    for ex in json.loads(path.read_text())["experiments"]:
-        run, defaults = default_rows(inp.runs, ex["dataset"])
+    for ex in read_table(path).experiments:
+        run, defaults = default_rows(inp.runs, ex.dataset)
         by_pool: dict[str, list[str]] = {}
         blind_too: dict[str, list[str]] = {}  # the profile's strongest checkpoint covers chance as well
         for (instrument, pool), row in defaults.items():
-            if instrument not in instruments or instrument == "blind" or not covers_chance(row):
+            if instrument not in instruments or instrument == "blind" or not row.covers_chance():
                 continue
-            mem = [r for r in ex["rows"] if (r["instrument"], r["pool"]) == (instrument, pool)
-                   and r["checkpoint"] != "dp"]
+            mem = [r for r in ex.rows if (r.instrument, r.pool) == (instrument, pool) and r.checkpoint != "dp"]
             if mem:
-                best = max(mem, key=measure)
-                unit = "epoch" if best["checkpoint"] == 1 else "epochs"
-                said = f"{instrument} {_shown(row)} here, {_shown(best)} there at {best['checkpoint']} {unit}"
-                (by_pool if sees(best) else blind_too).setdefault(pool, []).append(said)
+                best = max(mem, key=lambda r: r.measure)
+                unit = "epoch" if best.checkpoint == 1 else "epochs"
+                said = f"{instrument} {_shown(row)} here, {_shown(best)} there at {best.checkpoint} {unit}"
+                sees = isinstance(best, AurocRow) and best.sees()
+                (by_pool if sees else blind_too).setdefault(pool, []).append(said)
         for pool, said in by_pool.items():
             out.append(f"Run {run}, {POOLS.get(pool, pool)}: no leakage seen at this recipe; the same instruments "
                        f"on the same pools of the memorising profile (section \"Can the instruments see?\"): "

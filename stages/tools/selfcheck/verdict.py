@@ -37,8 +37,8 @@ from ...shared.bounds.curve import curve_rejects
 from ...shared.bounds.gdp import gdp_epsilon_lower_bound, gdp_mu_lower_bound, rejects
 from ...shared.bounds.one_run import epsilon_lower_bound, guesses
 from ...shared.core.seeds import stream
+from ...shared.studies.selfcheck import SELFCHECK_VERSION, SelfcheckReport, selfcheck_report
 
-SELFCHECK_VERSION = 2
 IDEAL_TRIALS = 201  # odd: the median count is one trial's
 #: the statistical tests of each configuration (the family is configurations x these)
 TESTS = ("noise", "sensitivity", "inclusion", "independence", "curve")
@@ -211,11 +211,11 @@ NOT_CHECKED = ("the prompt and prefix paradigms; LoRA beyond its first step (its
                "run (its noise is not reproducible, so it is checked through the same code with a seeded generator)")
 
 
-def document(design: dict, rows: list[dict]) -> dict:
-    """reports/selfcheck.json: the design, the power, what was and was not checked, one row per configuration
-    (``design``: at least alpha)."""
+def document(design: dict, rows: list[dict]) -> SelfcheckReport:
+    """reports/selfcheck.json as its record: the design (selfcheck params as run), the power, what was and was not
+    checked, one row per configuration (``rows``: as ``leakaudit selfcheck`` builds them)."""
     checked = sorted({f"q={r['sample_rate']:g} T={r['steps']} {r['optimizer']}" for r in rows})
-    return {
+    return selfcheck_report({
         "version": SELFCHECK_VERSION,
         "power": {f"noise_x{f:g}": noise_power(rows, f, design["alpha"]) for f in (0.9, 0.95)},
         "design": {**design, "family": len(rows), "tests": list(TESTS), "test_level": level(design["alpha"], len(rows)),
@@ -233,4 +233,4 @@ def document(design: dict, rows: list[dict]) -> dict:
         "not_checked": NOT_CHECKED,
         "all_pass": not any(r["flagged"] for r in rows),
         "rows": rows,
-    }
+    }, "reports/selfcheck.json")

@@ -12,53 +12,25 @@ stream and a constant learning rate, so the first steps of a longer run draw the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-from ...audit.schema import TEXT_ATTACKS, Metrics, covers_chance, instrument_rows, measure, sees
+from ...audit.schema import Metrics, instrument_rows
 from ...shared.core.errors import ConfigError
-from ...shared.core.params import check
 from ...shared.datasets import secrets_of
-
-#: every instrument the rows can hold (as the attack registry names it), with what it measures
-INSTRUMENTS = (*TEXT_ATTACKS, "blind", "user_inference", "vmr", "eia")
-#: the predictions a design states, by id (``verdicts`` evaluates each)
-PREDICTIONS = ("text_mia", "user_inference", "vmr", "dose", "gap", "newer", "dp")
-
-
-@dataclass(frozen=True)
-class PositiveControlParams:
-    """studies.yaml ``positive_control``: runs at each of ``epochs`` expected passes over each row (q T, with
-    q = 1 / a dataset's ``steps_per_epoch``), ``recipe`` deep-merged over ``finetune`` in each, the DP counterpart at
-    ``dp`` (epsilon, delta) with the last checkpoint's recipe and steps, every run at ``seed``; ``datasets``: name ->
-    {run: its pools' overrides, steps_per_epoch, attacks}; ``predictions``: id -> the prediction in words."""
-
-    epochs: tuple[int, ...]
-    recipe: dict[str, Any]
-    dp: dict[str, float]
-    seed: int
-    datasets: dict[str, Any]
-    predictions: dict[str, str]
-
-    def problems(self):
-        spec_keys = {"run", "steps_per_epoch", "attacks"}
-        return (check(bool(self.epochs) and list(self.epochs) == sorted(set(self.epochs))
-                      and all(e >= 1 for e in self.epochs), "epochs", "must list increasing epochs >= 1",
-                      self.epochs)
-                + check(set(self.dp) == {"epsilon", "delta"} and all(v > 0 for v in self.dp.values()), "dp",
-                        "must set epsilon > 0 and delta > 0", self.dp)
-                + check(bool(self.datasets) and all(isinstance(d, dict) and set(d) == spec_keys
-                                                    for d in self.datasets.values()),
-                        "datasets", f"each dataset sets exactly {sorted(spec_keys)}", self.datasets)
-                + check(all(isinstance(d, dict) and isinstance(d.get("steps_per_epoch"), int)
-                            and d["steps_per_epoch"] >= 1 for d in self.datasets.values()),
-                        "datasets", "steps_per_epoch must be an integer >= 1", self.datasets)
-                + check(all(isinstance(d, dict) and set(d.get("attacks") or ()) <= set(INSTRUMENTS)
-                            for d in self.datasets.values()),
-                        "datasets", f"attacks must be among {list(INSTRUMENTS)}", self.datasets)
-                + check(set(self.predictions) <= set(PREDICTIONS), "predictions",
-                        f"ids must be among {list(PREDICTIONS)}", sorted(self.predictions)))
+from ...shared.studies.positive_control import (  # noqa: F401  (the design's params: read here and by the flow)
+    AT,
+    INSTRUMENTS,
+    PREDICTIONS,
+    Check,
+    Checkpoint,
+    Experiment,
+    PositiveControlParams,
+    Prediction,
+    PredictionVerdict,
+    RowAt,
+    UsersLoss,
+)
+from ...shared.studies.rows import TEXT_ATTACKS, AurocRow
 
 
 def run_name(dataset: str, checkpoint: int | str) -> str:
@@ -105,31 +77,24 @@ def study_overrides(design: PositiveControlParams, dataset: str, raw: dict) -> l
             for line in (f"++runs.{run}={_hydra(over)}", f"++attack.runs.{run}={attacks}")]
 
 
-class PredictionVerdict(str, Enum):
-    """A prediction's verdict: every check holds, one does not, or none was measured."""
-
-    CONFIRMED = "confirmed"
-    NOT_CONFIRMED = "not confirmed"
-    NOT_MEASURED = "not measured"
-
-
 CONFIRMED, NOT_CONFIRMED, NOT_MEASURED = PredictionVerdict
 
 
-def users_loss(user_scores: list[dict]) -> dict:
+def users_loss(user_scores: list[dict]) -> UsersLoss:
     """The held-in and held-out users' mean loss (nats per token) over the attacker's samples, from the ``loss``
     attack's per-user scores (a user's mean log-likelihood), and the user-level generalisation gap: held-out minus
     held-in."""
     held_in = [-u["score"] for u in user_scores if u["member"]]
     held_out = [-u["score"] for u in user_scores if not u["member"]]
+    users = (len(held_in), len(held_out))
     if not held_in or not held_out:
-        return {"held_in": None, "held_out": None, "gap": None, "users": [len(held_in), len(held_out)]}
+        return UsersLoss(held_in=None, held_out=None, gap=None, users=users)
     a, b = sum(held_in) / len(held_in), sum(held_out) / len(held_out)
-    return {"held_in": a, "held_out": b, "gap": b - a, "users": [len(held_in), len(held_out)]}
+    return UsersLoss(held_in=a, held_out=b, gap=b - a, users=users)
 
 
 def dataset_rows(design: PositiveControlParams, dataset: str, metrics: Metrics,
-                 user_scores: dict[str, list]) -> dict:
+                 user_scores: dict[str, list]) -> tuple[list[Checkpoint], list[RowAt]]:
     """One experiment's checkpoints (run, epochs, steps, epsilon, the validation loss and the users' losses) and
     rows (each instrument's measure at each checkpoint), from its metrics.json and the ``loss`` attack's per-user
     scores of each run (``users_loss``)."""
@@ -138,18 +103,14 @@ def dataset_rows(design: PositiveControlParams, dataset: str, metrics: Metrics,
         run = run_name(dataset, e)
         r = metrics.runs[run]
         pv = r.privacy
-        point = {"run": run, "checkpoint": e, "epochs": design.epochs[-1] if e == "dp" else e,
-                 "steps": r.training.steps, "sample_rate": r.training.sample_rate,
-                 "dp": pv.dp, "epsilon": pv.epsilon_spent if pv.dp else None, "delta": pv.delta if pv.dp else None,
-                 "valid_nll": r.utility.valid_nll, "users_loss": users_loss(user_scores[run])}
+        point = Checkpoint(run=run, checkpoint=e, epochs=design.epochs[-1] if e == "dp" else e,
+                           steps=r.training.steps, sample_rate=r.training.sample_rate, dp=pv.dp,
+                           epsilon=pv.epsilon_spent if pv.dp else None, delta=pv.delta if pv.dp else None,
+                           valid_nll=r.utility.valid_nll, users_loss=users_loss(user_scores[run]))
         checkpoints.append(point)
-        rows += [{"run": run, "checkpoint": e, "epsilon": point["epsilon"], **row} for row in instrument_rows(r)]
-    return {"checkpoints": checkpoints, "rows": rows}
-
-
-def _row(experiment: dict, instrument: str, pool: str, checkpoint) -> dict | None:
-    return next((r for r in experiment["rows"] if r["instrument"] == instrument and r["pool"] == pool
-                 and r["checkpoint"] == checkpoint), None)
+        rows += [AT[type(row)](**vars(row), run=run, checkpoint=e, epsilon=point.epsilon)
+                 for row in instrument_rows(r)]
+    return checkpoints, rows
 
 
 def _spearman(x, y) -> float | None:
@@ -160,72 +121,71 @@ def _spearman(x, y) -> float | None:
     return float(spearmanr(x, y).statistic)
 
 
-def _check(experiment: dict, what: str, value, holds: bool) -> dict:
-    return {"experiment": experiment["experiment"], "what": what, "value": value, "holds": bool(holds)}
+def _check(experiment: Experiment, what: str, value, holds: bool) -> Check:
+    return Check(experiment=experiment.experiment, what=what, value=value, holds=bool(holds))
 
 
-def _verdict(checks: list[dict]) -> PredictionVerdict:
+def _verdict(checks: list[Check]) -> PredictionVerdict:
     if not checks:
         return NOT_MEASURED
-    return CONFIRMED if all(c["holds"] for c in checks) else NOT_CONFIRMED
+    return CONFIRMED if all(c.holds for c in checks) else NOT_CONFIRMED
 
 
-def prediction_checks(design: PositiveControlParams, experiments: list[dict]) -> dict[str, list[dict]]:
-    """Per prediction id, the checks its words name, each {experiment, what, value, holds}, over every experiment
-    (one per dataset); a prediction with no check is not measured."""
+def prediction_checks(design: PositiveControlParams, experiments: list[Experiment]) -> dict[str, list[Check]]:
+    """Per prediction id, the checks its words name over every experiment (one per dataset); a prediction with no
+    check is not measured."""
     last = design.epochs[-1]
-    out: dict[str, list[dict]] = {p: [] for p in PREDICTIONS}
+    out: dict[str, list[Check]] = {p: [] for p in PREDICTIONS}
     for ex in experiments:
         for a in TEXT_ATTACKS:
-            row = _row(ex, a, "text", last)
+            row = ex.row(a, "text", last)
             if row:
                 out["text_mia"].append(_check(ex, f"{a} text AUROC 95% interval at {last} epochs",
-                                              row["auroc_ci95"], sees(row)))
-        row = _row(ex, "user_inference", "users", last)
+                                              row.auroc_ci95, row.sees()))
+        row = ex.row("user_inference", "users", last)
         if row:
             out["user_inference"].append(_check(
-                ex, f"user_inference AUROC over real users ({row['members']} vs {row['non_members']}) at {last} "
-                    f"epochs: {'95% interval' if row.get('auroc_ci95') else 'exact p'}",
-                row["auroc_ci95"] or row["auroc_p_exact"], sees(row)))
-        trained, held_out = _row(ex, "vmr", "trained", last), _row(ex, "vmr", "held_out", last)
+                ex, f"user_inference AUROC over real users ({row.members} vs {row.non_members}) at {last} "
+                    f"epochs: {'95% interval' if row.auroc_ci95 else 'exact p'}",
+                row.auroc_ci95 or row.auroc_p_exact, row.sees()))
+        trained, held_out = ex.row("vmr", "trained", last), ex.row("vmr", "held_out", last)
         if trained and held_out:
             out["vmr"].append(_check(ex, f"VMR minus base of the trained secrets, 95% interval, at {last} epochs",
-                                     trained["ci95"], trained["ci95"] is not None and trained["ci95"][0] > 0))
+                                     trained.ci95, trained.ci95 is not None and trained.ci95[0] > 0))
             out["vmr"].append(_check(ex, "VMR minus base: trained vs held-out secrets",
-                                     [trained["value"], held_out["value"]], trained["value"] > held_out["value"]))
+                                     [trained.value, held_out.value], trained.value > held_out.value))
         series = [(a, "text") for a in TEXT_ATTACKS] + [("user_inference", "users"), ("vmr", "trained")]
         for instrument, pool in series:
-            rows = [_row(ex, instrument, pool, e) for e in design.epochs]
+            rows = [ex.row(instrument, pool, e) for e in design.epochs]
             if all(rows):
-                ys = [measure(r) for r in rows]
+                ys = [r.measure for r in rows]
                 rho = _spearman(list(design.epochs), ys)
                 out["dose"].append(_check(ex, f"{instrument} ({pool}): first and last checkpoint, Spearman with epochs",
                                           [ys[0], ys[-1], rho], ys[-1] > ys[0] and rho is not None and rho > 0))
-        points = [(c["users_loss"]["gap"], _row(ex, "user_inference", "users", c["checkpoint"]))
-                  for c in ex["checkpoints"] if not c["dp"]]
+        points = [(c.users_loss.gap, ex.row("user_inference", "users", c.checkpoint))
+                  for c in ex.checkpoints if not c.dp]
         if all(g is not None and r for g, r in points):
-            rho = _spearman([g for g, _ in points], [r["auroc"] for _, r in points])
+            rho = _spearman([g for g, _ in points], [r.auroc for _, r in points])
             out["gap"].append(_check(ex, "Spearman of the user-inference AUROC with the user-level gap",
                                      rho, rho is not None and rho >= 0.8))
-        base = _row(ex, "loss", "text", last)
+        base = ex.row("loss", "text", last)
         for a in ("ez_mia", "min_k_pp"):
-            row = _row(ex, a, "text", last)
+            row = ex.row(a, "text", last)
             if base and row:
                 out["newer"].append(_check(ex, f"{a} vs loss text AUROC at {last} epochs",
-                                           [row["auroc"], base["auroc"]], row["auroc"] > base["auroc"]))
-        for row in ex["rows"]:
-            if row["checkpoint"] == "dp" and row["instrument"] != "eia" and row["pool"] != "held_out" \
-                    and row["instrument"] != "blind":
-                shown = row.get("auroc_ci95") or row.get("auroc_p_exact") if "auroc" in row else row["ci95"]
-                out["dp"].append(_check(ex, f"DP counterpart: {row['instrument']} ({row['pool']}) covers chance",
-                                        shown, covers_chance(row)))
+                                           [row.auroc, base.auroc], row.auroc > base.auroc))
+        for row in ex.rows:
+            if row.checkpoint == "dp" and row.instrument not in ("eia", "blind") and row.pool != "held_out":
+                shown = (row.auroc_ci95 or row.auroc_p_exact) if isinstance(row, AurocRow) else row.ci95
+                out["dp"].append(_check(ex, f"DP counterpart: {row.instrument} ({row.pool}) covers chance",
+                                        shown, row.covers_chance()))
     return out
 
 
-def verdicts(design: PositiveControlParams, experiments: list[dict]) -> list[dict]:
+def verdicts(design: PositiveControlParams, experiments: list[Experiment]) -> list[Prediction]:
     """Each stated prediction (studies.yaml ``positive_control.predictions``) with its verdict over the experiments
     run so far: confirmed where every check holds, not confirmed where one fails, not measured without a check."""
     checks = prediction_checks(design, experiments)
-    return [{"prediction": p, "says": says, "verdict": _verdict(checks[p]), "checks": checks[p],
-             "failed": sum(not c["holds"] for c in checks[p]), "of": len(checks[p])}
+    return [Prediction(prediction=p, says=says, verdict=_verdict(checks[p]), checks=checks[p],
+                       failed=sum(not c.holds for c in checks[p]), of=len(checks[p]))
             for p, says in design.predictions.items()]

@@ -38,7 +38,7 @@ from flows.runtime.deps import (
 #: the project's packages: the stages, the flows over them and the ``leakaudit`` command line over both
 PACKAGES = ("stages", "flows", "leakaudit")
 #: what each shared package may import (besides itself); stage packages may import all of them
-SHARED = {"core": set(), "lm": {"core"}, "datasets": {"core"}, "bounds": {"core"}}
+SHARED = {"core": set(), "lm": {"core"}, "datasets": {"core"}, "bounds": {"core"}, "studies": {"core"}}
 MAX_LINES = 60
 #: modules at the package root: stages/params.py is the root of params.yaml and imports every stage's params
 #: module; no stage imports it (a stage loading it would have every params module in its DVC deps)

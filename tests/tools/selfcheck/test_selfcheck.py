@@ -3,6 +3,7 @@ statistic
 is the specification's, each specification test has the level and power it claims, a correct engine passes in
 every regime, and every deliberately broken mechanism (tests/testkit/mutants.py) is flagged for what it broke."""
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -14,7 +15,9 @@ from testkit.project import ROOT
 from leakaudit import selfcheck as flow
 from stages.finetune.loop import TrainConfig, train
 from stages.finetune.privacy.engine import public_divisor
+from stages.shared.core.errors import DataError
 from stages.shared.core.params import load
+from stages.shared.studies.selfcheck import SELFCHECK_VERSION
 from stages.tools.selfcheck import trials as S
 from stages.tools.selfcheck import verdict as judge
 from stages.tools.selfcheck.params import SelfcheckParams
@@ -252,9 +255,26 @@ def test_a_trial_whose_canaries_were_not_all_clipped_is_refused():
 
 
 def test_the_document_states_the_power_and_the_regimes():
+    from leakaudit.selfcheck import design
+
     config = S.Config("bk", "rows", 1, sample_rate=0.5, steps=4)
-    row = {**judge.verdict(_synthetic(m=2000), config, 50, 50, 0.001, 1), "config": config.name}
-    doc = judge.document({"alpha": 0.001}, [row])
-    assert set(doc["power"]) == {"noise_x0.9", "noise_x0.95"}
-    assert 0 <= doc["power"]["noise_x0.95"]["family_flag_rate"] <= doc["power"]["noise_x0.9"]["family_flag_rate"]
-    assert {"probe", "sample_rate", "steps", "optimizer"} <= set(row) and "q=0.5 T=4" in doc["checked"]
+    row = {"config": config.name, "mode": config.mode, "paradigm": config.paradigm, "processes": 1, "mutant": None,
+           "seed": 0, **judge.verdict(_synthetic(m=2000), config, 50, 50, 0.001, 1)}
+    doc = judge.document(design(load(SelfcheckParams, "selfcheck")), [row])
+    assert set(doc.power) == {"noise_x0.9", "noise_x0.95"}
+    assert 0 <= doc.power["noise_x0.95"].family_flag_rate <= doc.power["noise_x0.9"].family_flag_rate
+    assert doc.rows[0].steps == 4 and "q=0.5 T=4" in doc.checked and doc.version == SELFCHECK_VERSION
+    with pytest.raises(DataError, match=r"reports/selfcheck.json.rows\[0\]: missing key 'mode'"):
+        judge.document(design(load(SelfcheckParams, "selfcheck")), [{k: v for k, v in row.items() if k != "mode"}])
+
+
+def test_a_table_of_another_version_is_refused_naming_the_command(tmp_path):
+    from testkit.project import ROOT
+
+    from stages.shared.studies.selfcheck import read_selfcheck
+
+    data = json.loads((ROOT / "reports/selfcheck.json").read_text())
+    f = tmp_path / "selfcheck.json"
+    f.write_text(json.dumps({**data, "version": 1}))
+    with pytest.raises(DataError, match=r"version 1, not 2 \(regenerate it: leakaudit selfcheck\)"):
+        read_selfcheck(f)

@@ -14,6 +14,8 @@ from stages.audit.schema import Arm, Memorization, RunMetrics, Utility, instrume
 from stages.finetune.schema import PrivacyRecord
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import build
+from stages.shared.studies.positive_control import Experiment, UsersLoss
+from stages.shared.studies.rows import EiaRow, ValueRow
 from stages.tools.studies.positive_control import (
     CONFIRMED,
     NOT_CONFIRMED,
@@ -123,37 +125,59 @@ def _users(gap: float) -> list[dict]:
 
 def test_rows_are_read_off_metrics_and_the_users_losses_give_the_gap():
     rows = instrument_rows(_run(0.7))
-    assert {(r["instrument"], r["pool"]) for r in rows} == {
+    assert {(r.instrument, r.pool) for r in rows} == {
         ("loss", "text"), ("ez_mia", "text"), ("user_inference", "users"), ("blind", "text"), ("vmr", "trained"),
         ("vmr", "held_out"), ("eia", "test")}
-    vmr = next(r for r in rows if r["pool"] == "trained")
-    assert vmr["value"] == pytest.approx(0.2) and vmr["members"] == 16 and "auroc" not in vmr
-    assert users_loss(_users(0.5)) == {"held_in": 2.0, "held_out": 2.5, "gap": 0.5, "users": [1, 1]}
-    assert users_loss([{"member": True, "score": -1.0}])["gap"] is None
+    vmr = next(r for r in rows if r.pool == "trained")
+    assert isinstance(vmr, ValueRow) and vmr.value == pytest.approx(0.2) and vmr.members == 16
+    eia = next(r for r in rows if r.instrument == "eia")
+    assert isinstance(eia, EiaRow) and eia.baseline is None  # this run recorded no baseline: a null, not a gap
+    assert users_loss(_users(0.5)) == UsersLoss(held_in=2.0, held_out=2.5, gap=0.5, users=(1, 1))
+    assert users_loss([{"member": True, "score": -1.0}]).gap is None
 
 
-def _experiment(design, strengths, gaps, dp_strength) -> dict:
+def _experiment(design, strengths, gaps, dp_strength) -> Experiment:
     runs = {f"pc_tofu_authors_e{e}": _run(s) for e, s in zip(design.epochs, strengths)}
     metrics = records.metrics(runs={**runs, "pc_tofu_authors_dp": _run(dp_strength, dp=True)})
     users = {f"pc_tofu_authors_e{e}": _users(g) for e, g in zip(design.epochs, gaps)}
     users["pc_tofu_authors_dp"] = _users(0.0)
-    return {"experiment": "positive-control-tofu-authors-s9", **dataset_rows(design, "tofu_authors", metrics, users)}
+    checkpoints, rows = dataset_rows(design, "tofu_authors", metrics, users)
+    return Experiment(experiment="positive-control-tofu-authors-s9", commit="0" * 40, dataset="tofu_authors",
+                      params="p.yaml", lock="p.lock", seconds=None, checkpoints=checkpoints, rows=rows)
 
 
 def test_each_prediction_is_confirmed_only_where_every_check_holds():
     design = build(PositiveControlParams, GOOD, "positive_control")
     seen = _experiment(design, [0.55, 0.7, 0.9], [0.1, 0.3, 0.8], dp_strength=0.5)
-    by = {v["prediction"]: v for v in verdicts(design, [seen])}
-    assert seen["checkpoints"][-1]["epsilon"] == 7.9 and seen["checkpoints"][0]["epsilon"] is None
-    assert seen["checkpoints"][1]["users_loss"]["gap"] == pytest.approx(0.3)
+    by = {v.prediction: v for v in verdicts(design, [seen])}
+    assert seen.checkpoints[-1].epsilon == 7.9 and seen.checkpoints[0].epsilon is None
+    assert seen.checkpoints[1].users_loss.gap == pytest.approx(0.3)
+    dp_rows = [r for r in seen.rows if r.checkpoint == "dp"]
+    assert dp_rows and all(r.epsilon == 7.9 and r.run == "pc_tofu_authors_dp" for r in dp_rows)
     for p in ("text_mia", "user_inference", "vmr", "dose", "gap", "newer", "dp"):
-        assert by[p]["verdict"] == CONFIRMED, (p, by[p]["checks"])
+        assert by[p].verdict == CONFIRMED, (p, by[p].checks)
     # weaker at the last checkpoint than at the first, the gap against the AUROC, a DP run that leaks
     blind = _experiment(design, [0.9, 0.7, 0.55], [0.8, 0.1, 0.3], dp_strength=0.9)
-    by = {v["prediction"]: v for v in verdicts(design, [blind])}
-    assert by["text_mia"]["verdict"] == NOT_CONFIRMED and by["text_mia"]["failed"] == 2  # loss and ez_mia
-    assert by["dose"]["verdict"] == NOT_CONFIRMED and by["gap"]["verdict"] == NOT_CONFIRMED
-    assert by["dp"]["verdict"] == NOT_CONFIRMED
-    assert by["vmr"]["verdict"] == NOT_CONFIRMED and by["vmr"]["failed"] == 1  # 0.05 above base: its interval
-    assert by["vmr"]["checks"][0]["value"] == pytest.approx([-0.05, 0.15])      # covers 0; still above held out
-    assert {v["verdict"] for v in verdicts(design, [])} == {NOT_MEASURED}
+    by = {v.prediction: v for v in verdicts(design, [blind])}
+    assert by["text_mia"].verdict == NOT_CONFIRMED and by["text_mia"].failed == 2  # loss and ez_mia
+    assert by["dose"].verdict == NOT_CONFIRMED and by["gap"].verdict == NOT_CONFIRMED
+    assert by["dp"].verdict == NOT_CONFIRMED
+    assert by["vmr"].verdict == NOT_CONFIRMED and by["vmr"].failed == 1  # 0.05 above base: its interval
+    assert by["vmr"].checks[0].value == pytest.approx([-0.05, 0.15])     # covers 0; still above held out
+    assert {v.verdict for v in verdicts(design, [])} == {NOT_MEASURED}
+
+
+def test_the_committed_verdicts_follow_from_the_committed_experiments():
+    """The committed table read as records: its verdicts recomputed from its experiments equal those it records, and
+    it writes back leaf for leaf (key order aside)."""
+    import json
+
+    from testkit.project import ROOT
+
+    from stages.shared.core.records import record_json
+    from stages.shared.studies.positive_control import read_table
+
+    path = ROOT / "reports" / "positive_control.json"
+    table = read_table(path)
+    assert table.experiments and verdicts(table.design, table.experiments) == table.verdicts
+    assert record_json(table) == json.loads(path.read_text())
