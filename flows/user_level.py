@@ -25,6 +25,14 @@ from stages.audit.schema import metrics_of
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of
+from stages.shared.core.records import read_record, record_json
+from stages.shared.studies.user_level import (
+    ComparisonRow,
+    UserLevelExperiment,
+    UserLevelPlan,
+    UserLevelTable,
+    read_plan,
+)
 from stages.tools.studies.user_level import MECHANISMS, UserLevelPlanParams, comparison_rows, mechanism_run
 
 PRESET = "presets/user_level.args"
@@ -72,25 +80,28 @@ def run_experiment(repo: Path, design: UserLevelPlanParams, k: int, seed: int) -
     return name
 
 
-def table(repo: Path, plan: dict, records: Path) -> dict:
+def table(repo: Path, plan: UserLevelPlan, records: Path) -> UserLevelTable:
     """reports/user_level.json: the design (its prediction included) and its plan's commit, and per experiment its
     rows, with its params.yaml and dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the
     checkout that ran it, its lock travels with the table); the table's experiments run in another checkout are kept
     as it recorded them (``flows.runtime.experiments.carried``)."""
-    out = {"design": plan["design"], "design_commit": plan["design_commit"], "recipe": PRESET, "experiments": []}
     commits = experiment_commits(repo, "user-level-k")
-    out["experiments"] += carried(repo / records.with_suffix(".json"), repo, commits, plan["design"])
+    kept_table = repo / records.with_suffix(".json")
+    design = record_json(plan.design)
+    experiments = [read_record(UserLevelExperiment, e, f"{kept_table}: experiment {e.get('experiment')}")
+                   for e in carried(kept_table, repo, commits, design)]
     for name, rev in sorted(commits.items()):
         params_text, kept = keep_records(repo, rev, name, records)
         raw = yaml.safe_load(params_text)
         path = section_of(raw, "audit.out")
         metrics = metrics_of(json.loads(vcs.git(repo, "show", f"{rev}:{path}")), f"{name}:{path}")
-        out["experiments"].append({"experiment": name, "commit": rev, "k": section_of(raw, "canaries.audit_users.rows"),
-                                   "seed": section_of(raw, "canaries.seed"),
-                                   **kept,
-                                   "rows": comparison_rows(metrics, plan["design_commit"])})
-    out["experiments"].sort(key=lambda e: e["experiment"])
-    return out
+        rows = [read_record(ComparisonRow, r, f"{name}: row") for r in comparison_rows(metrics, plan.design_commit)]
+        experiments.append(UserLevelExperiment(
+            experiment=name, commit=rev, k=section_of(raw, "canaries.audit_users.rows"),
+            seed=section_of(raw, "canaries.seed"), params=kept["params"], lock=kept["lock"], rows=rows))
+    experiments.sort(key=lambda e: e.experiment)
+    return UserLevelTable(design=plan.design, design_commit=plan.design_commit, recipe=PRESET,
+                          experiments=experiments)
 
 
 def main(argv=None) -> None:
@@ -103,17 +114,17 @@ def main(argv=None) -> None:
     repo = Path(args.repo).resolve()
     raw = read_params(repo / "params.yaml")
     design = load(UserLevelPlanParams, "user_level", repo / "params.yaml", raw)
-    plan = json.loads((repo / design.out).read_text())
+    plan = read_plan(repo / design.out)
     if args.run:
         run_experiment(repo, design, args.k, args.seed if args.seed is not None else design.confirmation_seeds[0])
     out = repo / section_of(raw, "report.user_level")
     data = table(repo, plan, out.relative_to(repo).with_suffix(""))
-    write_table(out, data)
-    for e in data["experiments"]:
-        for r in e["rows"]:
-            eps = "–" if r["epsilon"] is None else f"{r['epsilon']:.2f}"
-            print(f"{e['experiment']}: {r['mechanism']:20s} {r['unit']:7s} eps {eps} k {r['k']} "
-                  f"{r['v']} of {r['r']} right, eps-hat95 {r['eps_lb_95']:.3f} ({r['seed_status']})")
+    write_table(out, record_json(data))
+    for e in data.experiments:
+        for r in e.rows:
+            eps = "–" if r.epsilon is None else f"{r.epsilon:.2f}"
+            print(f"{e.experiment}: {r.mechanism:20s} {r.unit:7s} eps {eps} k {r.k} "
+                  f"{r.v} of {r.r} right, eps-hat95 {r.eps_lb_95:.3f} ({r.seed_status})")
 
 
 if __name__ == "__main__":

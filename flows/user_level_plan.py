@@ -9,7 +9,6 @@ never rewritten once written).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
@@ -18,7 +17,9 @@ import yaml
 from stages.shared.bounds.keys import BoundKeys, mc_interval_key
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params
+from stages.shared.core.records import read_record, record_json
 from stages.shared.core.vcs import VcsError, git, git_dirty
+from stages.shared.studies.user_level import Ideals, UserLevelPlan
 from stages.tools.studies.user_level import UserLevelPlanParams, plan_ideals
 
 
@@ -38,7 +39,7 @@ def design_since(repo: Path, section: str = "user_level", path: str = "studies.y
     return found if now is not None else None
 
 
-def plan(repo: Path) -> dict:
+def plan(repo: Path) -> UserLevelPlan:
     raw = read_params(repo / "params.yaml")
     p = load(UserLevelPlanParams, "user_level", repo / "params.yaml", raw)
     out = repo / p.out
@@ -49,12 +50,11 @@ def plan(repo: Path) -> dict:
     ideals = plan_ideals(epsilon=p.epsilon, delta=p.delta, sample_rate=p.sample_rate, steps=p.steps,
                          rows=list(p.rows), m=p.m, k_pos=p.k_pos, confidence=p.confidence, trials=p.trials,
                          seed=p.seed, accountant=p.accountant)
-    data = {"design": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(p).items()},
-            "design_commit": design_since(repo), "ideals": ideals,
-            "assumption": "linear last-iterate model: a canary user's rows add clipped gradients along one direction "
-                          "(heuristic; a real audit can exceed it)"}
+    data = UserLevelPlan(design=p, design_commit=design_since(repo), ideals=read_record(Ideals, ideals, "ideals"),
+                         assumption="linear last-iterate model: a canary user's rows add clipped gradients along one "
+                                    "direction (heuristic; a real audit can exceed it)")
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.write_text(json.dumps(record_json(data), indent=1) + "\n")
     tmp.replace(out)
     return data
 
@@ -63,15 +63,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=".", type=Path)
     args = ap.parse_args(argv)
-    data = plan(args.repo.resolve())
-    ideals = data["ideals"]
-    print(f"sigma {ideals['noise_multiplier']:.4f} at (eps {ideals['epsilon']}, delta {ideals['delta']:g}), "
-          f"q {ideals['sample_rate']}, T {ideals['steps']}; cap {ideals['cap_eps_lb']:.3f}")
-    k = BoundKeys(ideals["confidence"])
-    for r in ideals["rows"]:
-        lo, hi = r[mc_interval_key(k.ideal())]
-        print(f"{r['unit']:8s} DP, {r['rows']} rows per user: ideal {k.label} median {r[k.ideal()]:.3f} "
-              f"[MC {lo:.3f}-{hi:.3f}], p10 {r[k.ideal(summary='p10')]:.3f}, p90 {r[k.ideal(summary='p90')]:.3f}")
+    ideals = plan(args.repo.resolve()).ideals
+    print(f"sigma {ideals.noise_multiplier:.4f} at (eps {ideals.epsilon}, delta {ideals.delta:g}), "
+          f"q {ideals.sample_rate}, T {ideals.steps}; cap {ideals.cap_eps_lb:.3f}")
+    k = BoundKeys(ideals.confidence)
+    for r in ideals.rows:
+        s = r.summaries
+        lo, hi = s[mc_interval_key(k.ideal())]
+        print(f"{r.unit:8s} DP, {r.rows} rows per user: ideal {k.label} median {s[k.ideal()]:.3f} "
+              f"[MC {lo:.3f}-{hi:.3f}], p10 {s[k.ideal(summary='p10')]:.3f}, p90 {s[k.ideal(summary='p90')]:.3f}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ def test_the_comparison_table_shows_each_experiments_rows_and_says_what_is_not_r
     empty = user_comparison_section(f)
     assert not empty.tables and "No experiment is recorded yet" in " ".join(empty.paragraphs)
     data["experiments"] = [{"experiment": "user-level-k4-s3401", "commit": "a" * 40, "k": 4, "seed": 3401,
+                            "params": "p.yaml", "lock": "p.lock",
                             "rows": [_row("user-level DP-SGD", "user", 2.0, 0.3), _row("no DP", "user", None, 3.4)]}]
     f.write_text(json.dumps(data))
     s = user_comparison_section(f)
@@ -42,7 +43,7 @@ def test_the_comparison_table_shows_each_experiments_rows_and_says_what_is_not_r
     # every k confirmed on its own seed; a second k at a seed that already ran is a development look, not counted
     look = [dict(r, seed_status="development") for r in data["experiments"][0]["rows"]]
     data["experiments"] += [{"experiment": f"user-level-k{k}-s{seed}", "commit": "b" * 40, "k": k, "seed": seed,
-                             "rows": rows} for k, seed, rows in
+                             "params": "p.yaml", "lock": "p.lock", "rows": rows} for k, seed, rows in
                             [(1, 3402, data["experiments"][0]["rows"]), (8, 3401, look),
                              (8, 3403, data["experiments"][0]["rows"])]]
     f.write_text(json.dumps(data))
@@ -100,3 +101,21 @@ def test_the_user_inference_section_shows_each_cell_and_plots_them(tmp_path):
     assert "8.00" in cells and s.images and s.images[0][1].is_file()
     assert "AUROC rises." in s.paragraphs[0] and "tested on 1 of its 2 lengths only" in s.paragraphs[0]
     assert "no correction over cells" in s.paragraphs[0]
+
+
+def test_the_committed_plan_and_table_read_as_records_and_another_shape_is_refused(tmp_path):
+    import pytest
+
+    from stages.shared.core.errors import DataError
+    from stages.shared.core.records import record_json
+    from stages.shared.studies.user_level import read_plan, read_table
+
+    for name, read in (("user_level_plan.json", read_plan), ("user_level.json", read_table)):
+        path = ROOT / "reports" / name
+        assert record_json(read(path)) == json.loads(path.read_text()), name  # leaf for leaf
+    data = json.loads((ROOT / "reports/user_level.json").read_text())
+    del data["experiments"][0]["rows"][0]["seed_status"]
+    f = tmp_path / "user_level.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=r"user_level.json.experiments\[0\].rows\[0\]: missing key 'seed_status'"):
+        read_table(f)

@@ -3,12 +3,12 @@ user-level comparison's plan (reports/user_level_plan.json, flows/user_level_pla
 at best under example-level and under user-level DP-SGD, computed before any run."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ...audit.schema import RunMetrics
 from ...shared.bounds.keys import BoundKeys, mc_interval_key
 from ...shared.core.formatting import Table, ci, fmt
+from ...shared.studies.user_level import UserLevelExperiment, UserLevelTable, read_plan, read_table
 from ..figures import mc, status_words
 from ..render import Section
 
@@ -46,42 +46,42 @@ def user_comparison_section(path: Path | None) -> Section | None:
     one seed) a row per mechanism and audit unit, with the experiment's commit (its lineage: `dvc exp show`)."""
     if path is None or not path.is_file():
         return None
-    data = json.loads(path.read_text())
-    k = BoundKeys(data["design"]["confidence"])
+    data = read_table(path)
+    k = BoundKeys(data.design.confidence)
     t = Table(["experiment (commit)", "mechanism", "accountant ε", "audit unit", "k", "right of guesses (m)",
                k.label, f"ideal {k.label} median (percentile)", "AUROC [95% CI]", "valid ppl", "seeds"])
-    for e in data["experiments"]:
-        for r in e["rows"]:
-            ideal = ("–" if r["ideal_eps_lb_95_median"] is None else
-                     f"{fmt(r['ideal_eps_lb_95_median'], 2)} ({fmt(r['ideal_percentile'], 1)})")
-            t.rows.append([f"{e['experiment']} ({e['commit'][:10]})", r["mechanism"],
-                           "–" if r["epsilon"] is None else fmt(r["epsilon"], 2), r["unit"], r["k"],
-                           f"{r['v']} of {r['r']} ({r['m']})", fmt(r["eps_lb_95"], 2), ideal,
-                           ci(r["canary_user_auroc"], r["canary_user_auroc_ci95"]), fmt(r["valid_perplexity"], 1),
-                           f"{', '.join(map(str, r['seeds']))} ({r['seed_status']})"])
-    done = len(data["experiments"])
+    for e in data.experiments:
+        for r in e.rows:
+            ideal = ("–" if r.ideal_eps_lb_95_median is None else
+                     f"{fmt(r.ideal_eps_lb_95_median, 2)} ({fmt(r.ideal_percentile, 1)})")
+            t.rows.append([f"{e.experiment} ({e.commit[:10]})", r.mechanism,
+                           "–" if r.epsilon is None else fmt(r.epsilon, 2), r.unit, r.k,
+                           f"{r.v} of {r.r} ({r.m})", fmt(r.eps_lb_95, 2), ideal,
+                           ci(r.canary_user_auroc, r.canary_user_auroc_ci95), fmt(r.valid_perplexity, 1),
+                           f"{', '.join(map(str, r.seeds))} ({r.seed_status})"])
+    done = len(data.experiments)
     return Section("Users: the same ε, three mechanisms, both audit units", tables=[t] if done else [], paragraphs=[
         f"The comparison planned in studies.yaml `user_level` (design committed at "
-        f"`{(data['design_commit'] or '?')[:10]}`, before any run): example-level DP-SGD, user-level DP-SGD and the "
-        f"non-DP run on one recipe ({data['recipe']}), each trained on the new-token canaries and the audit users and "
+        f"`{(data.design_commit or '?')[:10]}`, before any run): example-level DP-SGD, user-level DP-SGD and the "
+        f"non-DP run on one recipe ({data.recipe}), each trained on the new-token canaries and the audit users and "
         "audited at the example level (audit.primary's test over the new-token canaries) and at the user level (the "
         "test over canary users, k rows each). Each experiment is one seed; its commit is the DVC experiment that "
         "holds its params, dvc.lock and metrics; the params.yaml and dvc.lock are kept beside the table "
         f"({path.with_suffix('').name}/<experiment>.params.yaml, .dvc.lock). Prediction, stated before the runs: "
-        f"{data['design']['prediction']} "
+        f"{data.design.prediction} "
         + (tested_words(data) if done else "No experiment is recorded yet: nothing here is a measurement.")])
 
 
-def tested_words(data: dict) -> str:
+def tested_words(data: UserLevelTable) -> str:
     """Which of the design's k have a confirmation run (the seed's first run, under this design), which only a
     development look, and which none: the prediction is tested as a whole only when every k is confirmed."""
-    def confirmation(e: dict) -> bool:
-        return all(r["seed_status"] == "confirmation" for r in e["rows"])
+    def confirmation(e: UserLevelExperiment) -> bool:
+        return all(r.seed_status == "confirmation" for r in e.rows)
 
-    confirmed = sorted((e["k"], e["seed"]) for e in data["experiments"] if confirmation(e))
-    looks = [e["experiment"] for e in data["experiments"] if not confirmation(e)]
-    missing = [k for k in data["design"]["rows"] if k not in {k for k, _ in confirmed}]
-    out = (f"{len(data['experiments'])} experiment(s) recorded; confirmed (each its seed's first run): "
+    confirmed = sorted((e.k, e.seed) for e in data.experiments if confirmation(e))
+    looks = [e.experiment for e in data.experiments if not confirmation(e)]
+    missing = [k for k in data.design.rows if k not in {k for k, _ in confirmed}]
+    out = (f"{len(data.experiments)} experiment(s) recorded; confirmed (each its seed's first run): "
            + (", ".join(f"k = {k} at seed {seed}" for k, seed in confirmed) or "none") + ". ")
     if looks:
         out += f"Development looks, shown but not counted: {', '.join(looks)}. "
@@ -93,28 +93,29 @@ def tested_words(data: dict) -> str:
 def user_level_section(plan: Path | None) -> Section | None:
     if plan is None or not plan.is_file():
         return None
-    data = json.loads(plan.read_text())
-    d, ideals = data["design"], data["ideals"]
-    k = BoundKeys(d["confidence"])
+    data = read_plan(plan)
+    d, ideals = data.design, data.ideals
+    k = BoundKeys(d.confidence)
     t = Table(["DP unit", "rows per canary user (k)", f"ideal {k.label} median (Monte Carlo interval)",
                "ideal p10 – p90", "median right of guesses"])
-    for r in ideals["rows"]:
-        lo, hi = r[mc_interval_key(k.ideal())]
-        t.rows.append([f"{r['unit']}-level DP-SGD", r["rows"], f"{fmt(r[k.ideal()])} ({fmt(lo)}–{fmt(hi)})",
-                       f"{fmt(r[k.ideal(summary='p10')])} – {fmt(r[k.ideal(summary='p90')])}",
-                       f"{fmt(r['median_correct'], 0)} of {d['k_pos']}"])
+    for r in ideals.rows:
+        s = r.summaries
+        lo, hi = s[mc_interval_key(k.ideal())]
+        t.rows.append([f"{r.unit}-level DP-SGD", r.rows, f"{fmt(s[k.ideal()])} ({fmt(lo)}–{fmt(hi)})",
+                       f"{fmt(s[k.ideal(summary='p10')])} – {fmt(s[k.ideal(summary='p90')])}",
+                       f"{fmt(r.median_correct, 0)} of {d.k_pos}"])
     return Section("Users: the user-level comparison's plan (ideals before any run)", tables=[t], paragraphs=[
         f"Planned before any user-level run (studies.yaml `user_level`, committed at "
-        f"`{(data.get('design_commit') or '?')[:10]}`): at (ε, δ) = ({fmt(d['epsilon'], 2)}, {d['delta']:g}), "
-        f"q = {d['sample_rate']:g} and T = {d['steps']} for both units (σ = {fmt(ideals['noise_multiplier'], 4)} from "
-        f"the {ideals['accountant'].upper()} accountant; each mechanism's ε is about its own unit), the one-run test "
-        f"over m = {d['m']} canary users, each a fair coin, guessing \"in\" for the {d['k_pos']} highest per-user "
+        f"`{(data.design_commit or '?')[:10]}`): at (ε, δ) = ({fmt(d.epsilon, 2)}, {d.delta:g}), "
+        f"q = {d.sample_rate:g} and T = {d.steps} for both units (σ = {fmt(ideals.noise_multiplier, 4)} from "
+        f"the {ideals.accountant.upper()} accountant; each mechanism's ε is about its own unit), the one-run test "
+        f"over m = {d.m} canary users, each a fair coin, guessing \"in\" for the {d.k_pos} highest per-user "
         "scores. "
         f"A user's k rows share one secret: under example-level DP each row is sampled on its own, so a member user "
         f"adds Bin(kT, q) clipped gradients against the same noise and the guarantee it gets is group privacy (about "
         f"kε); under user-level DP the user is sampled once and clipped as one unit, a single row's Bin(T, q). "
-        f"Assumption: {data['assumption']}. {d['k_pos']} guesses, all right, can show at most "
-        f"{k.label} = {fmt(ideals['cap_eps_lb'])} ({ideals['trials']} simulated audits per row). "
-        f"Prediction, stated before the runs: {d['prediction']} Nothing in this table is a measurement: the "
-        f"confirming runs (seeds {', '.join(map(str, d['confirmation_seeds']))}) that have run are in the section "
+        f"Assumption: {data.assumption}. {d.k_pos} guesses, all right, can show at most "
+        f"{k.label} = {fmt(ideals.cap_eps_lb)} ({ideals.trials} simulated audits per row). "
+        f"Prediction, stated before the runs: {d.prediction} Nothing in this table is a measurement: the "
+        f"confirming runs (seeds {', '.join(map(str, d.confirmation_seeds))}) that have run are in the section "
         "above (the same ε, three mechanisms)."])

@@ -17,65 +17,16 @@ model is linear; a real audit can exceed it), seeded: the same arguments give th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...audit.schema import Metrics
 from ...audit.user_level import ideal_summaries
 from ...shared.bounds.ceiling import ideal_counts
 from ...shared.core.errors import DataError
-from ...shared.core.params import Accountant, check
 from ...shared.core.privacy import calibrate_sigma
 from ...shared.core.seeds import stream
+from ...shared.studies.user_level import UserLevelPlanParams  # noqa: F401  (read here and by the flows)
 
 #: the audit units a mechanism's ideal is computed for, and how many independent inclusions a canary user's rows get
 UNITS = ("example", "user")
-
-
-@dataclass(frozen=True)
-class UserLevelPlanParams:
-    """The user-level comparison's design (studies.yaml ``user_level``), fixed before its runs: one (epsilon, delta),
-    q and T for every mechanism, canary users of each of ``rows`` rows, m of them, the one-run test's rule over users,
-    the ideal's trials and seed, the seeds reserved for the confirming runs and the ordering predicted from the
-    ideals."""
-
-    epsilon: float
-    delta: float
-    sample_rate: float
-    steps: int
-    accountant: Accountant
-    #: rows per canary user (k): the example-level ideal grows with k, the user-level one does not
-    rows: tuple[int, ...]
-    #: canary users, each held in or out by a fair seeded coin
-    m: int
-    #: "in" guesses for the highest per-user scores (no "out" guesses), fixed before any score
-    k_pos: int
-    confidence: float
-    trials: int
-    seed: int
-    #: the confirming runs' seeds (registered in audit.seeds.preregistered before any run at them)
-    confirmation_seeds: tuple[int, ...]
-    #: the prediction stated before the runs, in words
-    prediction: str
-    out: str
-
-    def problems(self):
-        return (check(self.epsilon > 0 and 0 < self.delta < 1, "epsilon", "need epsilon > 0, 0 < delta < 1",
-                      self.epsilon)
-                + check(0 < self.sample_rate <= 1 and self.steps >= 1, "sample_rate", "need 0 < q <= 1, T >= 1",
-                        self.sample_rate)
-                + check(all(k >= 1 for k in self.rows) and self.rows, "rows", "must list rows per user >= 1",
-                        self.rows)
-                + check(0 < self.k_pos <= self.m, "k_pos", "must be in (0, m]", self.k_pos)
-                + check(self.m >= 1000, "m", "must be >= 1000 canary users (the comparison's power)", self.m)
-                + check(self.trials >= 500, "trials", "must be >= 500", self.trials))
-
-    def relations(self, raw: dict) -> list[tuple[str, str]]:
-        """The confirming runs' seeds stand in audit.seeds.preregistered (committed before any run at them)."""
-        from ...shared.core.params import section_of
-
-        missing = sorted(set(self.confirmation_seeds) - set(section_of(raw, "audit.seeds.preregistered") or ()))
-        return [("user_level.confirmation_seeds", f"must stand in audit.seeds.preregistered (missing {missing})")] \
-            if missing else []
 
 
 def user_ideal(sample_rate: float, steps: int, sigma: float, *, unit: str, rows: int, m: int, k_pos: int,
