@@ -23,6 +23,8 @@ from stages.audit.schema import metrics_of
 from stages.shared.core import vcs
 from stages.shared.core.errors import ConfigError
 from stages.shared.core.params import load, read_params, section_of
+from stages.shared.core.records import read_record, record_json
+from stages.shared.studies.user_inference import InferenceExperiment, InferenceRow, UserInferenceTable
 from stages.tools.studies.user_inference import UserInferenceStudyParams, inference_rows, study_overrides
 
 PRESET = "presets/user_inference.args"
@@ -58,15 +60,16 @@ def design_commit(repo: Path) -> str | None:
     return log.strip() or None
 
 
-def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
+def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> UserInferenceTable:
     """reports/user_inference.json: the design and its commit, and per experiment its rows, with its params.yaml and
     dvc.lock kept under ``records`` (git-tracked: an experiment's commit lives in the checkout that ran it); the
     table's experiments run in another checkout are kept as it recorded them (``flows.runtime.experiments.carried``)."""
     commit = design_commit(repo)
     raw_design = read_params(repo / "params.yaml")["user_inference"]
-    out = {"design": raw_design, "design_commit": commit, "recipe": PRESET, "experiments": []}
     commits = experiment_commits(repo, PREFIX)
-    out["experiments"] += carried(repo / records.with_suffix(".json"), repo, commits, raw_design)
+    kept_table = repo / records.with_suffix(".json")
+    experiments = [read_record(InferenceExperiment, e, f"{kept_table}: experiment {e.get('experiment')}")
+                   for e in carried(kept_table, repo, commits, raw_design)]
     for name, rev in sorted(commits.items()):
         ran_under = yaml.safe_load(vcs.git(repo, "show", f"{rev}:studies.yaml")).get("user_inference")
         if ran_under != raw_design:  # the table states the design it shows was fixed before its runs
@@ -78,10 +81,12 @@ def table(repo: Path, design: UserInferenceStudyParams, records: Path) -> dict:
         metrics = metrics_of(json.loads(vcs.git(repo, "show", f"{rev}:{path}")), f"{name}:{path}")
         length = section_of(raw, "canaries.users.lengths")[0]
         seed = section_of(raw, "canaries.users.seed")
-        out["experiments"].append({"experiment": name, "commit": rev, "length": length, "seed": seed,
-                                   **kept, "rows": inference_rows(metrics, design.attack, length, seed, commit)})
-    out["experiments"].sort(key=lambda e: e["experiment"])
-    return out
+        rows = [read_record(InferenceRow, r, f"{name}: row")
+                for r in inference_rows(metrics, design.attack, length, seed, commit)]
+        experiments.append(InferenceExperiment(experiment=name, commit=rev, length=length, seed=seed,
+                                               params=kept["params"], lock=kept["lock"], rows=rows))
+    experiments.sort(key=lambda e: e.experiment)
+    return UserInferenceTable(design=design, design_commit=commit, recipe=PRESET, experiments=experiments)
 
 
 def main(argv=None) -> None:
@@ -97,13 +102,13 @@ def main(argv=None) -> None:
         run_experiment(repo, design, args.length if args.length is not None else design.lengths[0])
     out = repo / section_of(raw, "report.user_inference")
     data = table(repo, design, out.relative_to(repo).with_suffix(""))
-    write_table(out, data)
-    for e in data["experiments"]:
-        for r in e["rows"]:
-            auc = "–" if r["auroc"] is None else f"{r['auroc']:.3f}"
-            ci = "" if not r["auroc_ci95"] else f" [{r['auroc_ci95'][0]:.3f}, {r['auroc_ci95'][1]:.3f}]"
-            print(f"{e['experiment']}: {r['mechanism']:20s} length {r['length']} documents {r['documents']}: "
-                  f"{r['members']} vs {r['non_members']} users, AUROC {auc}{ci}")
+    write_table(out, record_json(data))
+    for e in data.experiments:
+        for r in e.rows:
+            auc = "–" if r.auroc is None else f"{r.auroc:.3f}"
+            ci = "" if not r.auroc_ci95 else f" [{r.auroc_ci95[0]:.3f}, {r.auroc_ci95[1]:.3f}]"
+            print(f"{e.experiment}: {r.mechanism:20s} length {r.length} documents {r.documents}: "
+                  f"{r.members} vs {r.non_members} users, AUROC {auc}{ci}")
 
 
 if __name__ == "__main__":

@@ -35,10 +35,10 @@ from stages.shared.core.replicas import ReplicaParams
 from stages.shared.core.requirements import run_requirements
 from stages.shared.datasets import DatasetSpec, get_dataset
 from stages.shared.studies.positive_control import PositiveControlParams
+from stages.shared.studies.user_inference import UserInferenceStudyParams
 from stages.shared.studies.user_level import UserLevelPlanParams
 from stages.tools.selfcheck.params import SelfcheckParams
 from stages.tools.studies.params import StudyParams
-from stages.tools.studies.user_inference import UserInferenceStudyParams
 from stages.variance.params import VarianceParams
 
 #: every top-level section of params.yaml (besides ``runs``) and the dataclass that reads it, in pipeline order

@@ -90,6 +90,7 @@ def test_the_user_inference_section_shows_each_cell_and_plots_them(tmp_path):
     empty = user_inference_section(inp)
     assert not empty.tables and not empty.images and "No experiment is recorded yet" in empty.paragraphs[0]
     data["experiments"] = [{"experiment": "user-inference-l10-s3501", "commit": "a" * 40, "length": 10, "seed": 3501,
+                            "params": "p.yaml", "lock": "p.lock",
                             "rows": [row("no DP", None, "mixed", 100, 0.8, [0.74, 0.86]),
                                      row("no DP", None, 1, 50, 0.6, [0.5, 0.7]),
                                      row("no DP", None, "all", 50, 0.95, [0.9, 0.99]),
@@ -108,9 +109,11 @@ def test_the_committed_plan_and_table_read_as_records_and_another_shape_is_refus
 
     from stages.shared.core.errors import DataError
     from stages.shared.core.records import record_json
+    from stages.shared.studies.user_inference import read_table as read_inference
     from stages.shared.studies.user_level import read_plan, read_table
 
-    for name, read in (("user_level_plan.json", read_plan), ("user_level.json", read_table)):
+    for name, read in (("user_level_plan.json", read_plan), ("user_level.json", read_table),
+                       ("user_inference.json", read_inference)):
         path = ROOT / "reports" / name
         assert record_json(read(path)) == json.loads(path.read_text()), name  # leaf for leaf
     data = json.loads((ROOT / "reports/user_level.json").read_text())

@@ -10,10 +10,8 @@ metrics.json (``inference_rows``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...audit.schema import Metrics
-from ...shared.core.params import check
+from ...shared.studies.user_inference import UserInferenceStudyParams  # noqa: F401  (read here and by the flow)
 
 #: the study's three mechanisms: run name -> (mechanism, DP unit or None)
 MECHANISMS = {"ui_nondp": ("no DP", None), "ui_example": ("example-level DP-SGD", "example"),
@@ -22,30 +20,6 @@ MECHANISMS = {"ui_nondp": ("no DP", None), "ui_example": ("example-level DP-SGD"
 #: held-in users of every count together)
 ROW_KEYS = ("mechanism", "unit", "epsilon", "delta", "length", "documents", "members", "non_members", "auroc",
             "auroc_ci95", "auroc_p_exact", "valid_perplexity", "seed", "design_commit")
-
-
-@dataclass(frozen=True)
-class UserInferenceStudyParams:
-    """studies.yaml ``user_inference``: canary users (Algorithm 1) over ``dataset``'s users, ``per_length`` of them
-    at each substring length of ``lengths`` (one experiment per length, in this order), a held-in user trained on
-    the values of ``documents`` in turn (null: all of its documents), scored by ``attack``, at ``seed``."""
-
-    dataset: str
-    lengths: tuple[int, ...]
-    per_length: int
-    documents: tuple[int | None, ...]
-    attack: str
-    seed: int
-    #: the directions predicted before the runs, in words
-    prediction: str
-
-    def problems(self):
-        return (check(all(n > 0 for n in self.lengths) and self.lengths, "lengths", "must list lengths > 0",
-                      self.lengths)
-                + check(self.per_length >= 200, "per_length", "must be >= 200 (100 held in and 100 held out: "
-                        "the study's power)", self.per_length)
-                + check(all(d is None or d >= 1 for d in self.documents) and self.documents, "documents",
-                        "must list counts >= 1 or null (all)", self.documents))
 
 
 def study_overrides(design: UserInferenceStudyParams, length: int) -> list[str]:
