@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...secrets.schema import SECRETS, read_reference
 from ...shared.core.formatting import Table
 from ...shared.core.io import read_table
+from ...shared.datasets import NO_SECRETS
 from ..inputs import Inputs
 from ..render import Section
 
@@ -12,6 +13,8 @@ def secrets_section(inp: Inputs) -> Section:
     stt = Table(["dataset", "kind", "secrets", "mean occurrences", "base reproduces", "mean base log-prob"])
     folder = inp.where.secrets
     for f in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
+        if f.stem == NO_SECRETS:  # the empty table of the runs whose dataset has none: no dataset of its own
+            continue
         base = {r["secret_id"]: r for r in read_reference(inp.where.secret_reference, f.stem)}
         t = read_table(f, SECRETS).to_pandas()
         t["base_greedy"] = [base[i]["base_greedy"] for i in t["secret_id"]]
