@@ -23,7 +23,7 @@ from ..shared.bounds.keys import BoundKeys
 from ..shared.core.errors import DataError
 from ..shared.core.io import read_json, read_table, write_json, write_table
 from ..shared.core.records import flattened, optional, read_record, record, record_json
-from ..shared.studies.rows import TEXT_ATTACKS, AurocRow, EiaRow, InstrumentRow, ValueRow  # noqa: F401
+from ..shared.studies.rows import TEXT_ATTACKS, AurocRow, EiaRow, InstrumentRow, ValueRow
 
 # the record's version: bumped whenever its shape changes (what each version added: git log -p of this file)
 METRICS_VERSION = 9
@@ -554,8 +554,6 @@ def fpr_keys(metrics: Metrics) -> list[str]:
 def bound_keys(metrics: Metrics) -> list[BoundKeys]:
     """The keys of the bounds computed at each of audit.primary.confidences, in params order."""
     return [BoundKeys(c) for c in metrics.audit_params.confidences]
-
-
 
 
 def _auroc_row(instrument: str, pool: str, m: GroupMetrics | Blind) -> AurocRow:

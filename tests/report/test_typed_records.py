@@ -15,7 +15,7 @@ REPORT = ROOT / "stages" / "report"
 #: the report's inputs that are not metrics records yet (the studies' and tools' own JSON files), per module: the
 #: file it reads and the keys it reads from it that a metrics record also has as a field
 UNTYPED = {
-    "sections/silent.py": ("reports/user_level_plan.json", {"power"}),
+    "sections/silent.py": ("the variance stage's analysis.json (its silent study's plan)", {"power"}),
     "sections/study.py": ("reports/audit_study/ (study rows)", {"streams", "ideal_percentile", "design", "optimizer"}),
     "sections/variance.py": ("the variance stage's analysis.json", {"control", "n", "ci95"}),
 }
