@@ -4,6 +4,11 @@ dataset; its table is ``report.positive_control`` (reports/positive_control.json
 
     python -m flows.positive_control --run --dataset tofu_authors   # experiment positive-control-<dataset>-s<seed>
     python -m flows.positive_control                                # the table from the experiments already run
+    python -m flows.positive_control --section positive_control_power --run --dataset tofu_authors
+
+A follow-up design of the same shape (``--section``: studies.yaml ``positive_control_power``, its table
+``report.positive_control_power``) runs its own experiments under its own name prefix; the first design and its
+table stay as they ran.
 
 Orchestration only: the recipe is presets/positive_control.args, the design studies.yaml ``positive_control``
 (committed before its runs), the rows and verdicts ``stages.tools.studies.positive_control``.
@@ -35,17 +40,26 @@ from stages.tools.studies.positive_control import (
 )
 
 PRESET = "presets/positive_control.args"
-PREFIX = "positive-control-"
+SECTION = "positive_control"
+#: each design's section -> the name prefix of its experiments (none a prefix of another: a table reads its own)
+PREFIXES = {SECTION: "positive-control-", "positive_control_power": "pc-power-"}
 
 
-def experiment_name(dataset: str, seed: int) -> str:
-    return f"{PREFIX}{dataset.replace('_', '-')}-s{seed}"
+def prefix_of(section: str) -> str:
+    if section not in PREFIXES:
+        raise ConfigError(f"--section {section}: one of {sorted(PREFIXES)}")
+    return PREFIXES[section]
 
 
-def run_experiment(repo: Path, design: PositiveControlParams, dataset: str, records: Path) -> str:
+def experiment_name(dataset: str, seed: int, section: str = SECTION) -> str:
+    return f"{prefix_of(section)}{dataset.replace('_', '-')}-s{seed}"
+
+
+def run_experiment(repo: Path, design: PositiveControlParams, dataset: str, records: Path,
+                   section: str = SECTION) -> str:
     """``dvc exp run --temp -n <name>`` with the preset's and the design's overrides (refused while the design or
     recipe is uncommitted); its wall-clock seconds are kept as ``records/<name>.seconds`` beside the table."""
-    name = experiment_name(dataset, design.seed)
+    name = experiment_name(dataset, design.seed, section)
     if vcs.git_dirty(repo, "studies.yaml", "params.yaml", PRESET):
         raise ConfigError(f"studies.yaml, params.yaml, {PRESET}: commit the design and recipe before its runs")
     args = [a for o in preset_lines(repo, PRESET)
@@ -60,9 +74,9 @@ def run_experiment(repo: Path, design: PositiveControlParams, dataset: str, reco
     return name
 
 
-def design_commit(repo: Path) -> str | None:
-    """The newest commit that changed studies.yaml's ``positive_control`` design."""
-    log = vcs.git(repo, "log", "-n1", "--format=%H", "-s", "-L", "/^positive_control:/,/^  predictions:/:studies.yaml")
+def design_commit(repo: Path, section: str = SECTION) -> str | None:
+    """The newest commit that changed studies.yaml's ``section`` design."""
+    log = vcs.git(repo, "log", "-n1", "--format=%H", "-s", "-L", f"/^{section}:/,/^  predictions:/:studies.yaml")
     return log.strip() or None
 
 
@@ -76,25 +90,26 @@ def user_losses(repo: Path, rev: str, scores_dir: str, run: str) -> list[dict]:
     return [r for r in table if r["group"] == "users"]
 
 
-def table(repo: Path, design: PositiveControlParams, records: Path) -> PositiveControlTable:
+def table(repo: Path, design: PositiveControlParams, records: Path, section: str = SECTION) -> PositiveControlTable:
     """reports/positive_control.json: the design and its commit, per experiment its rows (``dataset_rows``) with its
     params.yaml and dvc.lock kept under ``records``, and the verdict of each prediction over every experiment."""
-    raw_design = read_params(repo / "params.yaml")["positive_control"]
-    commits = experiment_commits(repo, PREFIX)
+    raw_design = read_params(repo / "params.yaml")[section]
+    commits = experiment_commits(repo, prefix_of(section))
     kept_table = repo / records.with_suffix(".json")
     experiments = [read_record(Experiment, e, f"{kept_table}: experiment {e.get('experiment')}")
                    for e in carried(kept_table, repo, commits, raw_design)]
     for name, rev in sorted(commits.items()):
-        ran_under = yaml.safe_load(vcs.git(repo, "show", f"{rev}:studies.yaml")).get("positive_control")
+        ran_under = yaml.safe_load(vcs.git(repo, "show", f"{rev}:studies.yaml")).get(section)
         if ran_under != raw_design:
-            raise ConfigError(f"experiment {name}: ran under another studies.yaml positive_control design than "
+            raise ConfigError(f"experiment {name}: ran under another studies.yaml {section} design than "
                               f"today's (`dvc exp remove {name}`, or restore that design)")
         params_text, kept = keep_records(repo, rev, name, records)
         raw = yaml.safe_load(params_text)
         path = section_of(raw, "audit.out")
         metrics = metrics_of(json.loads(vcs.git(repo, "show", f"{rev}:{path}")), f"{name}:{path}")
         dataset = next(d for d in design.datasets if all(r in raw["runs"] for r in runs_of(design, d, raw)))
-        losses = {run: user_losses(repo, rev, section_of(raw, "attack.out_dir"), run)
+        scored = "loss" in design.datasets[dataset]["attacks"]  # the users' losses are the loss attack's scores
+        losses = {run: user_losses(repo, rev, section_of(raw, "attack.out_dir"), run) if scored else []
                   for run in runs_of(design, dataset, raw)}
         timing = repo / records / f"{name}.seconds"
         checkpoints, rows = dataset_rows(design, dataset, metrics, losses)
@@ -103,7 +118,7 @@ def table(repo: Path, design: PositiveControlParams, records: Path) -> PositiveC
                                       seconds=int(timing.read_text()) if timing.is_file() else None,
                                       checkpoints=checkpoints, rows=rows))
     experiments.sort(key=lambda e: e.experiment)
-    return PositiveControlTable(design=raw_design, design_commit=design_commit(repo), recipe=PRESET,
+    return PositiveControlTable(design=raw_design, design_commit=design_commit(repo, section), recipe=PRESET,
                                 experiments=experiments, verdicts=verdicts(design, experiments))
 
 
@@ -112,15 +127,17 @@ def main(argv=None) -> None:
     ap.add_argument("--repo", default=".")
     ap.add_argument("--run", action="store_true", help="run the experiment of --dataset first")
     ap.add_argument("--dataset", default=None, help="one of the design's datasets (default: the first)")
+    ap.add_argument("--section", default=SECTION, help=f"the design's studies.yaml section: {sorted(PREFIXES)}")
     args = ap.parse_args(argv)
     repo = Path(args.repo).resolve()
     raw = read_params(repo / "params.yaml")
-    design = load(PositiveControlParams, "positive_control", repo / "params.yaml", raw)
-    out = repo / section_of(raw, "report.positive_control")
+    prefix_of(args.section)
+    design = load(PositiveControlParams, args.section, repo / "params.yaml", raw)
+    out = repo / section_of(raw, f"report.{args.section}")
     records = out.relative_to(repo).with_suffix("")
     if args.run:
-        run_experiment(repo, design, args.dataset or next(iter(design.datasets)), records)
-    data = table(repo, design, records)
+        run_experiment(repo, design, args.dataset or next(iter(design.datasets)), records, args.section)
+    data = table(repo, design, records, args.section)
     write_table(out, record_json(data))
     for v in data.verdicts:
         print(f"{v.prediction}: {v.verdict.value} ({v.of - v.failed} of {v.of} checks hold)")

@@ -59,6 +59,7 @@ SECTIONS: dict[str, type] = {
     "user_level": UserLevelPlanParams,
     "user_inference": UserInferenceStudyParams,
     "positive_control": PositiveControlParams,
+    "positive_control_power": PositiveControlParams,  # its power follow-up, the same shape
 }
 #: the top-level keys of params.yaml
 TOP_LEVEL = (*SECTIONS, "runs")
@@ -82,6 +83,7 @@ class Params:
     user_level: UserLevelPlanParams
     user_inference: UserInferenceStudyParams
     positive_control: PositiveControlParams
+    positive_control_power: PositiveControlParams
     #: run name -> its fine-tune params (``runs.<run>`` deep-merged over ``finetune``)
     runs: dict[str, FinetuneParams]
     #: dataset name -> its params (``preprocess.datasets.<name>``, the spec's own dataclass)

@@ -564,8 +564,8 @@ def _auroc_row(instrument: str, pool: str, m: GroupMetrics | Blind) -> AurocRow:
 def instrument_rows(metrics_run: RunMetrics) -> list[InstrumentRow]:
     """Every instrument's measure in one run's entry (``runs.<run>``), one row per instrument (as the attack registry
     names it) and pool: an AUROC (``AurocRow``) of the text attacks, user inference and the blind baseline, or a value
-    (``ValueRow``, ``EiaRow``): VMR minus the base model per arm, embedding inversion's token F1. What the positive
-    control and the report compare across runs."""
+    (``ValueRow``, ``EiaRow``): VMR and AIR minus the base model per arm, embedding inversion's token F1. What the
+    positive control and the report compare across runs."""
     r = metrics_run
     rows: list[InstrumentRow] = []
     for name in (*TEXT_ATTACKS, "user_inference"):
@@ -574,11 +574,12 @@ def instrument_rows(metrics_run: RunMetrics) -> list[InstrumentRow]:
                 rows.append(_auroc_row(name, pool, m))
     for pool, b in sorted((r.blind or {}).items()):
         rows.append(_auroc_row("blind", pool, b))
-    vmr = (r.memorization or {}).get("vmr")
-    if vmr:
-        for arm, pool in ((vmr.trained, "trained"), (vmr.untrained, "held_out")):
-            rows.append(ValueRow(instrument="vmr", pool=pool, value=arm.minus_base, ci95=arm.minus_base_ci95,
-                                 members=arm.secrets, non_members=None))
+    for name in ("vmr", "air"):
+        m = (r.memorization or {}).get(name)
+        if m:
+            for arm, pool in ((m.trained, "trained"), (m.untrained, "held_out")):
+                rows.append(ValueRow(instrument=name, pool=pool, value=arm.minus_base, ci95=arm.minus_base_ci95,
+                                     members=arm.secrets, non_members=None))
     eia = r.other.get("eia")  # another family's summary, as its attack wrote it (stages/attack/eia.py)
     if eia:  # its baseline: the same decoder on another text's embedding (none before the baseline existed)
         rows.append(EiaRow(instrument="eia", pool="test", value=eia["f1"], ci95=None, members=None, non_members=None,

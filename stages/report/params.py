@@ -14,3 +14,5 @@ class ReportParams:
     user_inference: str
     #: the instruments' positive control (flows/positive_control.py writes it, git-tracked; the report shows it)
     positive_control: str
+    #: its power follow-up (flows/positive_control.py --section positive_control_power, git-tracked)
+    positive_control_power: str

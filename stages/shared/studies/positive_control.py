@@ -16,35 +16,48 @@ from ..core.records import read_record, record
 from .rows import TEXT_ATTACKS, AurocRow, EiaRow, ValueRow
 
 #: every instrument the rows can hold (as the attack registry names it), with what it measures
-INSTRUMENTS = (*TEXT_ATTACKS, "blind", "user_inference", "vmr", "eia")
+INSTRUMENTS = (*TEXT_ATTACKS, "blind", "user_inference", "vmr", "air", "eia")
+#: the memorisation instruments: a value minus the base model's on the trained secrets and on the held-out control
+MEMORIZATION = ("vmr", "air")
 #: the predictions a design states, by id (``verdicts`` evaluates each)
-PREDICTIONS = ("text_mia", "user_inference", "vmr", "dose", "gap", "newer", "dp")
+PREDICTIONS = ("text_mia", "user_inference", "vmr", "air", "dose", "gap", "newer", "dp")
+#: the keys of a design's dataset: those it must set, and those it may (``preprocess``: overrides of the dataset's
+#: ``preprocess.datasets.<name>`` entry, e.g. its users; ``attack``: overrides of the ``attack`` section, e.g. how
+#: many secrets memorisation scores), each leaf on its own
+DATASET_KEYS, DATASET_OPTIONAL = frozenset({"run", "steps_per_epoch", "attacks"}), frozenset({"preprocess", "attack"})
 
 
 @dataclass(frozen=True)
 class PositiveControlParams:
-    """studies.yaml ``positive_control``: runs at each of ``epochs`` expected passes over each row (q T, with
-    q = 1 / a dataset's ``steps_per_epoch``), ``recipe`` deep-merged over ``finetune`` in each, the DP counterpart at
-    ``dp`` (epsilon, delta) with the last checkpoint's recipe and steps, every run at ``seed``; ``datasets``: name ->
-    {run: its pools' overrides, steps_per_epoch, attacks}; ``predictions``: id -> the prediction in words."""
+    """studies.yaml ``positive_control`` (or a follow-up design of the same shape, e.g. ``positive_control_power``):
+    runs at each of ``epochs`` expected passes over each row (q T, with q = 1 / a dataset's ``steps_per_epoch``),
+    ``recipe`` deep-merged over ``finetune`` in each, the DP counterpart at ``dp`` (epsilon, delta) with the last
+    checkpoint's recipe and steps (None: no DP counterpart in this design), every run at ``seed``; ``datasets``:
+    name -> {run: its pools' overrides, steps_per_epoch, attacks, optionally preprocess and attack: overrides of the
+    dataset's preprocessing and of the attack section}; ``predictions``: id -> the prediction in words."""
 
     epochs: tuple[int, ...]
     recipe: dict[str, Any]
-    dp: dict[str, float]
+    dp: dict[str, float] | None
     seed: int
     datasets: dict[str, Any]
     predictions: dict[str, str]
 
     def problems(self):
-        spec_keys = {"run", "steps_per_epoch", "attacks"}
         return (check(bool(self.epochs) and list(self.epochs) == sorted(set(self.epochs))
                       and all(e >= 1 for e in self.epochs), "epochs", "must list increasing epochs >= 1",
                       self.epochs)
-                + check(set(self.dp) == {"epsilon", "delta"} and all(v > 0 for v in self.dp.values()), "dp",
-                        "must set epsilon > 0 and delta > 0", self.dp)
-                + check(bool(self.datasets) and all(isinstance(d, dict) and set(d) == spec_keys
+                + check(self.dp is None or (set(self.dp) == {"epsilon", "delta"}
+                                            and all(v > 0 for v in self.dp.values())), "dp",
+                        "must set epsilon > 0 and delta > 0 (or be null: no DP counterpart)", self.dp)
+                + check(bool(self.datasets) and all(isinstance(d, dict) and DATASET_KEYS <= set(d)
+                                                    <= DATASET_KEYS | DATASET_OPTIONAL
                                                     for d in self.datasets.values()),
-                        "datasets", f"each dataset sets exactly {sorted(spec_keys)}", self.datasets)
+                        "datasets", f"each dataset sets {sorted(DATASET_KEYS)} and may set "
+                                    f"{sorted(DATASET_OPTIONAL)}", self.datasets)
+                + check(all(isinstance(d, dict) and all(isinstance(d.get(k, {}), dict) for k in DATASET_OPTIONAL)
+                            for d in self.datasets.values()), "datasets",
+                        f"{' and '.join(sorted(DATASET_OPTIONAL))} must be mappings", self.datasets)
                 + check(all(isinstance(d, dict) and isinstance(d.get("steps_per_epoch"), int)
                             and d["steps_per_epoch"] >= 1 for d in self.datasets.values()),
                         "datasets", "steps_per_epoch must be an integer >= 1", self.datasets)

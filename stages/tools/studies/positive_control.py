@@ -20,6 +20,7 @@ from ...shared.datasets import secrets_of
 from ...shared.studies.positive_control import (  # noqa: F401  (the design's params: read here and by the flow)
     AT,
     INSTRUMENTS,
+    MEMORIZATION,
     PREDICTIONS,
     Check,
     Checkpoint,
@@ -42,15 +43,21 @@ def steps_of(design: PositiveControlParams, dataset: str, epochs: int) -> int:
     return epochs * design.datasets[dataset]["steps_per_epoch"]
 
 
+def checkpoints_of(design: PositiveControlParams) -> tuple[int | str, ...]:
+    """The design's checkpoints: its epochs, then ``"dp"`` where it has a DP counterpart."""
+    return (*design.epochs, *(("dp",) if design.dp else ()))
+
+
 def runs_of(design: PositiveControlParams, dataset: str, raw: dict) -> dict[str, dict]:
-    """run name -> its overrides of ``finetune``: one per checkpoint, then the DP counterpart (``raw``: the params
-    that declare the dataset, for the secrets file its runs name)."""
+    """run name -> its overrides of ``finetune``: one per checkpoint, then the DP counterpart where the design has one
+    (``raw``: the params that declare the dataset, for the secrets file its runs name)."""
     spec = design.datasets[dataset]
     base = {**design.recipe, **spec["run"], "dataset": dataset, "secrets": secrets_of(dataset, raw),
             "seed": design.seed, "sample_rate": 1.0 / spec["steps_per_epoch"]}
     out = {run_name(dataset, e): {**base, "steps": steps_of(design, dataset, e)} for e in design.epochs}
-    out[run_name(dataset, "dp")] = {**base, "steps": steps_of(design, dataset, design.epochs[-1]),
-                                    "dp": {"enabled": True, **design.dp}}
+    if design.dp:
+        out[run_name(dataset, "dp")] = {**base, "steps": steps_of(design, dataset, design.epochs[-1]),
+                                        "dp": {"enabled": True, **design.dp}}
     return out
 
 
@@ -67,14 +74,27 @@ def _hydra(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def _leaves(prefix: str, mapping: dict) -> list[str]:
+    """``++<prefix>.<dotted key>=<value>`` for each leaf of ``mapping`` (a nested mapping's leaves one by one)."""
+    out = []
+    for k, v in mapping.items():
+        out += _leaves(f"{prefix}.{k}", v) if isinstance(v, dict) and v else [f"++{prefix}.{k}={_hydra(v)}"]
+    return out
+
+
 def study_overrides(design: PositiveControlParams, dataset: str, raw: dict) -> list[str]:
-    """The design's overrides of one dataset's experiment (after the preset's): its runs and their attacks."""
+    """The design's overrides of one dataset's experiment (after the preset's): the dataset's preprocessing where the
+    design overrides it and the attack section's (each leaf on its own, so the other keys stay), its runs and their
+    attacks."""
     if dataset not in design.datasets:
         raise ConfigError(f"--dataset {dataset}: the design's datasets are {sorted(design.datasets)} (studies.yaml "
                           f"positive_control.datasets)")
-    attacks = _hydra(list(design.datasets[dataset]["attacks"]))
-    return [line for run, over in runs_of(design, dataset, raw).items()
-            for line in (f"++runs.{run}={_hydra(over)}", f"++attack.runs.{run}={attacks}")]
+    spec = design.datasets[dataset]
+    attacks = _hydra(list(spec["attacks"]))
+    prep = (_leaves(f"preprocess.datasets.{dataset}", spec.get("preprocess") or {})
+            + _leaves("attack", spec.get("attack") or {}))
+    return prep + [line for run, over in runs_of(design, dataset, raw).items()
+                   for line in (f"++runs.{run}={_hydra(over)}", f"++attack.runs.{run}={attacks}")]
 
 
 CONFIRMED, NOT_CONFIRMED, NOT_MEASURED = PredictionVerdict
@@ -99,7 +119,7 @@ def dataset_rows(design: PositiveControlParams, dataset: str, metrics: Metrics,
     rows (each instrument's measure at each checkpoint), from its metrics.json and the ``loss`` attack's per-user
     scores of each run (``users_loss``)."""
     checkpoints, rows = [], []
-    for e in (*design.epochs, "dp"):
+    for e in checkpoints_of(design):
         run = run_name(dataset, e)
         r = metrics.runs[run]
         pv = r.privacy
@@ -148,13 +168,16 @@ def prediction_checks(design: PositiveControlParams, experiments: list[Experimen
                 ex, f"user_inference AUROC over real users ({row.members} vs {row.non_members}) at {last} "
                     f"epochs: {'95% interval' if row.auroc_ci95 else 'exact p'}",
                 row.auroc_ci95 or row.auroc_p_exact, row.sees()))
-        trained, held_out = ex.row("vmr", "trained", last), ex.row("vmr", "held_out", last)
-        if trained and held_out:
-            out["vmr"].append(_check(ex, f"VMR minus base of the trained secrets, 95% interval, at {last} epochs",
+        for m in MEMORIZATION:
+            trained, held_out = ex.row(m, "trained", last), ex.row(m, "held_out", last)
+            if trained and held_out:
+                name = m.upper()
+                out[m].append(_check(ex, f"{name} minus base of the trained secrets, 95% interval, at {last} epochs",
                                      trained.ci95, trained.ci95 is not None and trained.ci95[0] > 0))
-            out["vmr"].append(_check(ex, "VMR minus base: trained vs held-out secrets",
+                out[m].append(_check(ex, f"{name} minus base: trained vs held-out secrets",
                                      [trained.value, held_out.value], trained.value > held_out.value))
-        series = [(a, "text") for a in TEXT_ATTACKS] + [("user_inference", "users"), ("vmr", "trained")]
+        series = ([(a, "text") for a in TEXT_ATTACKS] + [("user_inference", "users")]
+                  + [(m, "trained") for m in MEMORIZATION])
         for instrument, pool in series:
             rows = [ex.row(instrument, pool, e) for e in design.epochs]
             if all(rows):
