@@ -30,7 +30,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                            selfcheck_mutants=Path(mutants) if mutants else None,
                            user_level_plan=Path(plan) if plan else None,
                            user_level=Path(params.user_level), user_inference=Path(params.user_inference),
-                           positive_control=Path(params.positive_control))
+                           positive_control=Path(params.positive_control),
+                           positive_control_power=Path(params.positive_control_power))
     log.info("report: %d numbers with lineage -> %s/report.md, %s/index.html", len(lineage), params.out_dir,
              params.out_dir)
 

@@ -63,7 +63,8 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
                  variance_dir: Path | None = None, study_dir: Path | None = None,
                  selfcheck: Path | None = None, selfcheck_mutants: Path | None = None,
                  user_level_plan: Path | None = None, user_level: Path | None = None,
-                 user_inference: Path | None = None, positive_control: Path | None = None) -> dict:
+                 user_inference: Path | None = None, positive_control: Path | None = None,
+                 positive_control_power: Path | None = None) -> dict:
     """Write report.md, index.html, the plots and lineage.json into ``out_dir``; returns the lineage."""
     lock = lin.load_lock(lock_path)
     git = lin.git_state(root)
@@ -75,7 +76,7 @@ def build_report(title: str, where: Locations, lock_path: Path, out_dir: Path, r
                  {r: read_run(where.run_dir(r), r).base_model for r in metrics.runs},
                  variance_dir, study_dir, selfcheck, threat_models(where, list(metrics.runs)),
                  {r: read_auditor(where.run_dir(r), r) for r in metrics.runs}, selfcheck_mutants,
-                 user_level_plan, user_level, user_inference, positive_control)
+                 user_level_plan, user_level, user_inference, positive_control, positive_control_power)
     sections = [s for s in (section(inp) for section in SECTIONS) if s is not None]
     with atomic_file(out_dir / "report.md") as tmp:
         tmp.write_text(to_markdown(title, sections, out_dir))

@@ -35,6 +35,7 @@ class Inputs:
     user_level: Path | None = None  # the user-level comparison's table (flows/user_level.py)
     user_inference: Path | None = None  # user inference with power (flows/user_inference.py)
     positive_control: Path | None = None  # the instruments' positive control (flows/positive_control.py)
+    positive_control_power: Path | None = None  # its power follow-up (flows/positive_control.py --section ...)
 
     @property
     def runs(self) -> dict[str, RunMetrics]:

@@ -27,8 +27,9 @@ def test_the_section_renders_the_committed_results(tmp_path):
     instruments = {r[1] for r in rows.rows}
     assert {"loss", "ez_mia", "user_inference"} <= instruments
     assert all(r[6] == "–" or "(ε " in r[6] for r in rows.rows)  # the DP counterpart's column names its epsilon
-    assert [r[0] for r in verdicts.rows] == [v["says"] for v in data["verdicts"]]
-    assert {r[1] for r in verdicts.rows} <= {"confirmed", "not confirmed", "not measured"}
+    profile = [r for r in verdicts.rows if r[0] == "memorising profile"]
+    assert [r[1] for r in profile] == [v["says"] for v in data["verdicts"]]
+    assert {r[2] for r in verdicts.rows} <= {"confirmed", "not confirmed", "not measured"}
     assert s.images and s.images[0][1].is_file()
     assert data["design_commit"][:10] in s.paragraphs[1]
     for e in data["experiments"]:
@@ -40,8 +41,9 @@ def test_a_default_null_is_worded_with_the_profile_and_nothing_without_it(tmp_pa
     said = null_wording(_inputs(tmp_path, table), ("loss", "ref_ratio", "zlib", "min_k", "min_k_pp", "ez_mia"))
     assert said and all("no leakage seen at this recipe" in s for s in said)
     # the text rows: the profile sees (a positive control); a pool where it does not either is no evidence
-    assert any("text rows" in s and "the same instruments on the same pools" in s for s in said)
-    assert all("not evidence of no leakage" in s for s in said if "the same instruments on the same pools" not in s)
+    assert any("text rows" in s and "the same instruments on the memorising profile" in s for s in said)
+    assert all("not evidence of no leakage" in s for s in said
+               if "the same instruments on the memorising profile" not in s)
     assert null_wording(_inputs(tmp_path, tmp_path / "absent.json"), ("loss",)) == []
 
 
@@ -65,3 +67,30 @@ def test_a_table_of_another_shape_is_refused_in_one_line_naming_the_key(tmp_path
     f.write_text(json.dumps(data))
     with pytest.raises(DataError, match=r"experiments\[0\]\.checkpoints\[0\]\.users_loss: missing key 'gap'"):
         positive_control_section(_inputs(tmp_path, f))
+
+
+def test_the_power_follow_up_renders_in_its_own_column_with_its_sizes(tmp_path):
+    """reports/positive_control_power.json (committed) beside the profile's table: each of its rows in the follow-up
+    column with the members and non-members it stands on, rows only it measured (AIR) added, its verdicts marked as
+    its own, its design and experiments in words; and a default null is worded with it where it sees."""
+    power = ROOT / "reports" / "positive_control_power.json"
+    data = json.loads(power.read_text())
+    inp = SimpleNamespace(**vars(_inputs(tmp_path, ROOT / "reports" / "positive_control.json")),
+                          positive_control_power=power)
+    s = positive_control_section(inp)
+    rows, verdicts = s.tables
+    for ex in data["experiments"]:
+        for r in ex["rows"]:
+            row = next(x for x in rows.rows if (x[0], x[1]) == (ex["dataset"], r["instrument"])
+                       and x[2] == {"users": "real users", "text": "text rows"}.get(r["pool"], x[2]))
+            if r.get("auroc") is not None:
+                assert f"({r['members']} vs {r['non_members']})" in row[7]
+    ui = next(x for x in rows.rows if x[:3] == ["tofu_authors", "user_inference", "real users"])
+    assert "(100 vs 100)" in ui[7]
+    mine = [r for r in verdicts.rows if r[0] == "power follow-up"]
+    assert [r[1] for r in mine] == [v["says"] for v in data["verdicts"]]
+    assert data["design_commit"][:10] in s.paragraphs[2]
+    assert all(e["experiment"] in s.paragraphs[2] for e in data["experiments"])
+    said = null_wording(inp, ("user_inference",))
+    assert any("power follow-up, 100 vs 100" in x and "the same instruments on the memorising profile" in x
+               for x in said)

@@ -40,6 +40,7 @@ def copy_project(dest: Path) -> Path:
                  "reports/audit_study", "reports/selfcheck.json",
                  "reports/selfcheck_mutants.json", "reports/user_level_plan.json", "reports/user_level.json",
                  "reports/user_inference.json", "reports/positive_control.json",
+                 "reports/positive_control_power.json",
                  "data/replicas/README.md", "data/references/README.md"]:
         src = ROOT / item
         if not src.exists():

@@ -45,8 +45,8 @@ class AurocRow:
 class ValueRow:
     """A measure that is not an AUROC, with its 95% interval where it has one (chance is 0)."""
 
-    instrument: str  # vmr | eia
-    pool: str  # trained | held_out (VMR's arms) | test (embedding inversion's unseen texts)
+    instrument: str  # vmr | air | eia
+    pool: str  # trained | held_out (VMR's and AIR's arms) | test (embedding inversion's unseen texts)
     value: float | None
     ci95: list[float] | None
     members: int | None  # VMR: the arm's secrets
@@ -55,6 +55,10 @@ class ValueRow:
     @property
     def measure(self) -> float | None:
         return self.value
+
+    def sees(self) -> bool:
+        """Above chance: its 95% interval above 0 (never without an interval)."""
+        return self.ci95 is not None and self.ci95[0] > 0.0
 
     def covers_chance(self) -> bool:
         return self.ci95 is None or self.ci95[0] <= 0.0 <= self.ci95[1]

@@ -181,3 +181,76 @@ def test_the_committed_verdicts_follow_from_the_committed_experiments():
     table = read_table(path)
     assert table.experiments and verdicts(table.design, table.experiments) == table.verdicts
     assert record_json(table) == json.loads(path.read_text())
+
+
+def test_a_follow_up_without_dp_overrides_preprocessing_and_attack_leaf_by_leaf():
+    from testkit.project import ROOT
+
+    from stages.shared.core.params import read_params
+    from stages.tools.studies.positive_control import checkpoints_of, study_overrides
+
+    spec = {**GOOD["datasets"]["tofu_authors"], "preprocess": {"user_level": {"max_users": None}},
+            "attack": {"generation": {"max_secrets": 86}}}
+    design = build(PositiveControlParams, {**GOOD, "dp": None, "datasets": {"tofu_authors": spec}}, "power")
+    raw = read_params(ROOT / "params.yaml")
+    assert checkpoints_of(design) == (1, 2, 4) and "pc_tofu_authors_dp" not in runs_of(design, "tofu_authors", raw)
+    lines = study_overrides(design, "tofu_authors", raw)
+    # each leaf its own override, so the entry's other keys (min_rows, the other generation params) stay
+    assert lines[:2] == ["++preprocess.datasets.tofu_authors.user_level.max_users=null",
+                         "++attack.generation.max_secrets=86"]
+    assert not any("dp:" in line for line in lines)
+    for bad in ({"preprocess": 3}, {"telemetry": {}}):
+        with pytest.raises(ConfigError, match="power.datasets"):
+            build(PositiveControlParams, {**GOOD, "datasets": {"tofu_authors": {**spec, **bad}}}, "power")
+
+
+def test_the_power_follow_ups_overrides_give_valid_params(tmp_path):
+    """studies.yaml positive_control_power as the flow runs it: the preset's and the design's overrides give params
+    that validate, with its users' layout and data contract, and only its runs."""
+    from dvc.utils.hydra import apply_overrides
+    from testkit.project import ROOT
+
+    from flows.positive_control import PREFIXES, PRESET, experiment_name
+    from flows.runtime.experiments import preset_lines
+    from stages.finetune.params import load_finetune
+    from stages.params import validate_params
+    from stages.shared.core.params import load, read_params
+    from stages.tools.studies.positive_control import study_overrides
+
+    raw = read_params(ROOT / "params.yaml")
+    design = load(PositiveControlParams, "positive_control_power", ROOT / "params.yaml", raw)
+    assert design.dp is None and design.seed != load(PositiveControlParams, "positive_control",
+                                                     ROOT / "params.yaml", raw).seed
+    for dataset in design.datasets:
+        for f in ("params.yaml", "studies.yaml"):
+            shutil.copy(ROOT / f, tmp_path / f)
+        apply_overrides(str(tmp_path / "params.yaml"), preset_lines(Path(ROOT), PRESET)
+                        + study_overrides(design, dataset, raw))
+        p = validate_params(read_params(tmp_path / "params.yaml"), tmp_path / "params.yaml")
+        assert list(p.runs) == list(runs_of(design, dataset, raw))
+        for run in p.runs:
+            ft = load_finetune(run, tmp_path / "params.yaml", read_params(tmp_path / "params.yaml"))
+            assert ft.dataset == dataset and not ft.dp.enabled and ft.seed == design.seed
+    # no experiment prefix is a prefix of another: each table reads only its own design's experiments
+    names = [experiment_name("tofu_authors", 1, s) for s in PREFIXES]
+    assert all(not b.startswith(PREFIXES[s]) for s in PREFIXES for b in names if b != experiment_name(
+        "tofu_authors", 1, s))
+
+
+def test_air_rows_are_read_like_vmr_and_its_prediction_checks_the_trained_arm():
+    from stages.tools.studies.positive_control import prediction_checks
+
+    run = _run(0.7)
+    air = Memorization(randomised=True, trained=_arm(0.3, [0.1, 0.5]), untrained=_arm(0.0, [-0.1, 0.1]))
+    run = replace(run, memorization={**run.memorization, "air": air})
+    rows = {(r.instrument, r.pool): r for r in instrument_rows(run)}
+    assert rows["air", "trained"].value == 0.3 and rows["air", "trained"].sees()
+    assert not rows["air", "held_out"].sees() and rows["air", "held_out"].covers_chance()
+    design = build(PositiveControlParams, {**GOOD, "epochs": [8], "dp": None}, "power")
+    metrics = records.metrics(runs={"pc_tofu_authors_e8": run})
+    checkpoints, got = dataset_rows(design, "tofu_authors", metrics, {"pc_tofu_authors_e8": []})
+    ex = Experiment(experiment="pc-power-tofu-authors-s9", commit="0" * 40, dataset="tofu_authors", params="p",
+                    lock="l", seconds=None, checkpoints=checkpoints, rows=got)
+    assert [c.checkpoint for c in checkpoints] == [8] and checkpoints[0].users_loss.gap is None
+    checks = prediction_checks(design, [ex])["air"]
+    assert [c.holds for c in checks] == [True, True] and checks[0].value == [0.1, 0.5]
