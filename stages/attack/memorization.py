@@ -56,7 +56,9 @@ def draw_arms(trained: list[bool], cap: int, seed: int) -> tuple[list[int], list
 def sampled_rates(model, tok, prompts: list[list[int]], max_new: list[int], targets: list[str], match, gen_params,
                   batch_size: int) -> list[float]:
     """For each prompt: ``match(decoded samples, target)`` over ``gen_params.samples`` sampled continuations
-    of exactly ``max_new[i]`` tokens (prompts grouped by length so each gets its own budget)."""
+    of at most ``max_new[i]`` tokens (prompts grouped by length so each gets its own budget). A sample ends at the
+    tokenizer's end-of-sequence token, where every trained reply ended: what a model writes after it is not its
+    answer (a base model's chat-template text there named genres of its own)."""
     g = gen_params
     by_len: dict[int, list[int]] = {}
     for i, n in enumerate(max_new):
@@ -66,8 +68,14 @@ def sampled_rates(model, tok, prompts: list[list[int]], max_new: list[int], targ
         samples = generate(model, [prompts[i] for i in idx], n, num_samples=g.samples, temperature=g.temperature,
                            top_k=g.top_k, top_p=g.top_p, seed=g.seed, pad_id=tok.pad_token_id, batch_size=batch_size)
         for i, smp in zip(idx, samples):
-            res[i] = match([tok.decode(s, skip_special_tokens=True) for s in smp], targets[i])
+            res[i] = match([tok.decode(until_eos(s, tok.eos_token_id), skip_special_tokens=True) for s in smp],
+                           targets[i])
     return [res[i] for i in range(len(prompts))]
+
+
+def until_eos(ids: list[int], eos: int | None) -> list[int]:
+    """``ids`` up to (without) the first ``eos``; all of them when there is none."""
+    return ids[:ids.index(eos)] if eos is not None and eos in ids else ids
 
 
 def verbatim_share(texts: list[str], target: str) -> float:

@@ -14,7 +14,7 @@ from stages.attack.catalog import ATTACKS
 from stages.attack.context import AttackContext
 from stages.attack.exposure import exposures
 from stages.attack.inversion import invert, prf
-from stages.attack.memorization import attribute_hit, draw_arms, sampled_rates, verbatim_share
+from stages.attack.memorization import attribute_hit, draw_arms, sampled_rates, until_eos, verbatim_share
 from stages.attack.params import AttackParams, GenerationParams
 from stages.attack.scores import loss_scores, min_k_scores, ratio_scores, zlib_scores
 from stages.attack.user_inference import user_scores
@@ -111,6 +111,19 @@ def test_vmr_and_air_on_a_planted_secret(tiny_tokenizer):
     assert vmr == [1.0] and base == [0.0]
     air = sampled_rates(target, tiny_tokenizer, [prompt], [n[0] + 2], ["853-1234"], attribute_hit, g, 16)
     assert air == [1.0]
+
+
+def test_an_answer_ends_at_eos_so_what_follows_is_no_hit(tiny_tokenizer):
+    """A model trained to answer " rock", end the reply and write " jazz" after it: the answer is " rock" only."""
+    enc = lambda t: tiny_tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    eos = tiny_tokenizer.eos_token_id
+    prompt, reply = enc("Question: genre?\nAnswer:"), enc(" rock") + [eos] + enc(" jazz")
+    _, target = _trained([make_example(prompt, reply, "sft", "s")] * 16, steps=200, vocab=len(tiny_tokenizer))
+    g = params(GenerationParams, "attack.generation", samples=10)
+    assert generate(target, [prompt], len(reply), temperature=0)[0][0] == reply  # it does write " jazz" after eos
+    hits = lambda value: sampled_rates(target, tiny_tokenizer, [prompt], [len(reply)], [value], attribute_hit, g, 16)  # noqa: E731
+    assert hits("rock") == [1.0] and hits("jazz") == [0.0]
+    assert until_eos([5, 6, eos, 7], eos) == [5, 6] and until_eos([5, 6], eos) == [5, 6] and until_eos([5], None) == [5]
 
 
 def test_acr_finds_a_prompt_that_elicits_the_memorized_target():
