@@ -13,8 +13,9 @@ from stages.report.sections.positive_control import null_wording, positive_contr
 from stages.shared.core.errors import DataError
 
 
-def _inputs(tmp_path, table):
-    return SimpleNamespace(positive_control=table, plots_dir=tmp_path / "plots", runs=committed_metrics().runs)
+def _inputs(tmp_path, table, power=None):
+    return SimpleNamespace(positive_control=table, positive_control_power=power, plots_dir=tmp_path / "plots",
+                           runs=committed_metrics().runs)
 
 
 def test_the_section_renders_the_committed_results(tmp_path):
@@ -75,8 +76,7 @@ def test_the_power_follow_up_renders_in_its_own_column_with_its_sizes(tmp_path):
     its own, its design and experiments in words; and a default null is worded with it where it sees."""
     power = ROOT / "reports" / "positive_control_power.json"
     data = json.loads(power.read_text())
-    inp = SimpleNamespace(**vars(_inputs(tmp_path, ROOT / "reports" / "positive_control.json")),
-                          positive_control_power=power)
+    inp = _inputs(tmp_path, ROOT / "reports" / "positive_control.json", power)
     s = positive_control_section(inp)
     rows, verdicts = s.tables
     for ex in data["experiments"]:

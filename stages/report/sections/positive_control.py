@@ -20,21 +20,29 @@ FOLLOW_UP = "power follow-up"
 
 def _power(inp: Inputs) -> PositiveControlTable | None:
     """The power follow-up's table (reports/positive_control_power.json), None where it has not run."""
-    path = getattr(inp, "positive_control_power", None)
+    path = inp.positive_control_power
     return read_table(path) if path is not None and path.is_file() else None
 
 
+def _sizes(row: InstrumentRow) -> str:
+    """What a row stands on: members vs non-members, or the arm's secrets ("" where not recorded)."""
+    if isinstance(row, AurocRow):
+        return f"{row.members} vs {row.non_members}"
+    return f"{row.members} secrets" if row.members is not None else ""
+
+
 def _counted(row: InstrumentRow | None) -> str:
-    """``_shown`` with the sizes it stands on: members vs non-members, or the arm's secrets."""
+    """``_shown`` with the sizes it stands on."""
     if row is None:
         return "–"
-    if isinstance(row, AurocRow):
-        return f"{_shown(row)} ({row.members} vs {row.non_members})"
-    return _shown(row) + (f" ({row.members} secrets)" if row.members is not None else "")
+    return _shown(row) + (f" ({_sizes(row)})" if _sizes(row) else "")
 
 
-def _sizes(row) -> str:
-    return f"{row.members} vs {row.non_members}" if isinstance(row, AurocRow) else f"{row.members} secrets"
+def _experiment_words(ex: Experiment) -> str:
+    """An experiment's name, commit and wall-clock time (a stage DVC restored from its run cache adds none)."""
+    took = (f"{ex.seconds / 60:.0f} min wall clock on the machine that ran it, stages restored from DVC's run cache "
+            "not counted" if ex.seconds else "time not recorded")
+    return f"`{ex.experiment}` (commit `{ex.commit[:10]}`, {took})"
 
 
 def _strongest(profile: list, more: list) -> object | None:
@@ -207,8 +215,7 @@ def _rows_table(inp: Inputs, data: PositiveControlTable, power: PositiveControlT
                            f"{_shown(best)} {at}" if best else "–",
                            f"{_shown(dp)} (ε {fmt(dp.epsilon, 2)})" if dp else "–",
                            _counted(follow.get((ex.dataset, instrument, pool)))])
-        took = f"{ex.seconds / 60:.0f} min" if ex.seconds else "time not recorded"
-        notes.append(f"`{ex.experiment}` (commit `{ex.commit[:10]}`, {took} on the machine that ran it)")
+        notes.append(_experiment_words(ex))
     for (dataset, instrument, pool), row in follow.items():  # what only the follow-up measured (AIR on TOFU)
         if (dataset, instrument, pool) not in shown:
             run, defaults = default_rows(inp.runs, dataset)
@@ -274,10 +281,7 @@ def positive_control_section(inp: Inputs) -> Section | None:
 def _power_words(power: PositiveControlTable) -> str:
     """The follow-up's design and experiments in words: what it changed, its seed, commit and time."""
     d = power.design
-    parts = []
-    for ex in power.experiments:
-        took = f"{ex.seconds / 60:.0f} min" if ex.seconds else "time not recorded"
-        parts.append(f"`{ex.experiment}` (commit `{ex.commit[:10]}`, {took})")
+    parts = [_experiment_words(ex) for ex in power.experiments]
     units = "; ".join(f"{name}: {', '.join(spec['attacks'])}" for name, spec in d.datasets.items())
     return (f"The {FOLLOW_UP} (studies.yaml positive_control_power, committed at "
             f"`{(power.design_commit or '?')[:10]}` before its runs) was written after the profile's runs, whose "

@@ -232,9 +232,9 @@ def test_the_power_follow_ups_overrides_give_valid_params(tmp_path):
             ft = load_finetune(run, tmp_path / "params.yaml", read_params(tmp_path / "params.yaml"))
             assert ft.dataset == dataset and not ft.dp.enabled and ft.seed == design.seed
     # no experiment prefix is a prefix of another: each table reads only its own design's experiments
-    names = [experiment_name("tofu_authors", 1, s) for s in PREFIXES]
-    assert all(not b.startswith(PREFIXES[s]) for s in PREFIXES for b in names if b != experiment_name(
-        "tofu_authors", 1, s))
+    for s, prefix in PREFIXES.items():
+        assert experiment_name("tofu_authors", 1, s).startswith(prefix)
+        assert not any(b.startswith(prefix) for b in PREFIXES.values() if b != prefix)
 
 
 def test_air_rows_are_read_like_vmr_and_its_prediction_checks_the_trained_arm():
